@@ -1,0 +1,253 @@
+"""Read a building's hourly frame (load joined to its site's weather) from the warehouse.
+
+The frame is a complete hourly UTC grid over ``[start_utc, end_utc)``: one row per hour, a
+missing reading is NaN (never 0). Weather per (site, hour) comes from the ``observed`` row when
+there is one, else from the ``forecast`` row; ``weather_kind`` says which (NaN when neither).
+The preference is per row, not per value, so one hour's weather never mixes two sources.
+
+Only ``SELECT`` statements are issued; the caller owns the connection (any session time zone:
+timestamps come back converted to UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+import pandas as pd
+
+HOUR_COLUMNS: tuple[str, ...] = (
+    "ts",
+    "kwh",
+    "temperature_c",
+    "irradiance_wm2",
+    "wind_speed_ms",
+    "humidity_pct",
+    "weather_kind",
+)
+"""Columns of :func:`load_building_hours`; the batch variant puts ``building_id`` first."""
+
+
+class UnknownBuildingError(LookupError):
+    """Building ids that the ``buildings`` table does not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TimeRangeError(ValueError):
+    """A load range that is not a pair of time-zone-aware whole hours with start <= end."""
+
+
+class DuplicateRowError(ValueError):
+    """The warehouse holds two rows for one key that should be unique."""
+
+
+class OffHourReadingError(ValueError):
+    """A meter reading whose timestamp is not the start of an hour."""
+
+
+@dataclass(frozen=True)
+class BuildingInfo:
+    """A row of the ``buildings`` table."""
+
+    building_id: str
+    site_id: str
+    timezone: str
+    holiday_country: str
+    holiday_subdiv: str | None
+    building_type: str | None
+    source: str
+
+
+_INFO_COLUMNS = ", ".join(BuildingInfo.__dataclass_fields__)
+
+
+def load_buildings_info(
+    con: duckdb.DuckDBPyConnection, building_ids: Sequence[str]
+) -> dict[str, BuildingInfo]:
+    """The ``buildings`` rows of ``building_ids``, keyed by id, in the order asked.
+
+    Raises :class:`UnknownBuildingError` naming every id the table lacks.
+    """
+    ids = _distinct_ids(building_ids)
+    rows = con.execute(
+        f"SELECT {_INFO_COLUMNS} FROM buildings "
+        "WHERE building_id IN (SELECT unnest(?::VARCHAR[]))",
+        [ids],
+    ).fetchall()
+    found = {row[0]: BuildingInfo(*row) for row in rows}
+    missing = [bid for bid in ids if bid not in found]
+    if missing:
+        shown = ", ".join(repr(b) for b in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise UnknownBuildingError(
+            f"{len(missing)} building id(s) not in the buildings table: {shown}{more}"
+        )
+    return {bid: found[bid] for bid in ids}
+
+
+def load_building_info(con: duckdb.DuckDBPyConnection, building_id: str) -> BuildingInfo:
+    """The ``buildings`` row of one building, or :class:`UnknownBuildingError`."""
+    return load_buildings_info(con, [building_id])[building_id]
+
+
+def load_building_hours(
+    con: duckdb.DuckDBPyConnection,
+    building_id: str,
+    start_utc: datetime | pd.Timestamp,
+    end_utc: datetime | pd.Timestamp,
+) -> pd.DataFrame:
+    """One building's hours over ``[start_utc, end_utc)``: columns :data:`HOUR_COLUMNS`."""
+    frame = load_many_building_hours(con, [building_id], start_utc, end_utc)
+    return frame.drop(columns="building_id").reset_index(drop=True)
+
+
+def load_many_building_hours(
+    con: duckdb.DuckDBPyConnection,
+    building_ids: Sequence[str],
+    start_utc: datetime | pd.Timestamp,
+    end_utc: datetime | pd.Timestamp,
+) -> pd.DataFrame:
+    """Hourly frames of many buildings over ``[start_utc, end_utc)`` in one query.
+
+    Columns ``building_id`` then :data:`HOUR_COLUMNS`, sorted by building then hour; each
+    building has every hour of the range. Raises :class:`UnknownBuildingError` for ids missing
+    from ``buildings``, :class:`DuplicateRowError` when a reading or a weather row of one kind
+    is stored twice for the same hour, and :class:`OffHourReadingError` for a reading that is
+    not at the start of an hour (it would otherwise be silently left out).
+    """
+    start, end = _hour_range(start_utc, end_utc)
+    infos = load_buildings_info(con, building_ids)
+    ids = list(infos)
+    params = {"ids": ids, "start": start.to_pydatetime(), "end": end.to_pydatetime()}
+    _check_integrity(con, params)
+    frame = con.execute(_HOURS_SQL, params).df()
+    frame["ts"] = frame["ts"].dt.tz_convert("UTC")
+    frame["weather_kind"] = frame["weather_kind"].astype(object).where(
+        frame["weather_kind"].notna(), None
+    )
+    for col in ("kwh", "temperature_c", "irradiance_wm2", "wind_speed_ms", "humidity_pct"):
+        frame[col] = frame[col].astype("float64")
+    return frame[["building_id", *HOUR_COLUMNS]]
+
+
+# The grid is built from the range's bounds so that it does not depend on the session zone:
+# adding whole hours to a TIMESTAMPTZ is exact.
+_HOURS_SQL = """
+WITH ids AS (
+    SELECT unnest($ids::VARCHAR[]) AS building_id
+),
+b AS (
+    SELECT building_id, site_id FROM buildings WHERE building_id IN (SELECT building_id FROM ids)
+),
+grid AS (
+    SELECT b.building_id, b.site_id, g.ts
+    FROM b, generate_series(
+        $start::TIMESTAMPTZ, $end::TIMESTAMPTZ - INTERVAL 1 HOUR, INTERVAL 1 HOUR
+    ) AS g(ts)
+),
+r AS (
+    SELECT building_id, ts, kwh FROM meter_readings
+    WHERE building_id IN (SELECT building_id FROM ids)
+      AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+),
+w AS (
+    SELECT site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, humidity_pct, kind
+    FROM weather
+    WHERE site_id IN (SELECT site_id FROM b)
+      AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+      AND kind IN ('observed', 'forecast')
+    QUALIFY row_number() OVER (PARTITION BY site_id, ts ORDER BY kind = 'observed' DESC) = 1
+)
+SELECT grid.building_id, grid.ts, r.kwh,
+       w.temperature_c, w.irradiance_wm2, w.wind_speed_ms, w.humidity_pct,
+       w.kind AS weather_kind
+FROM grid
+LEFT JOIN r ON r.building_id = grid.building_id AND r.ts = grid.ts
+LEFT JOIN w ON w.site_id = grid.site_id AND w.ts = grid.ts
+ORDER BY grid.building_id, grid.ts
+"""
+
+_INTEGRITY_SQL = """
+WITH ids AS (SELECT unnest($ids::VARCHAR[]) AS building_id),
+sites AS (SELECT DISTINCT site_id FROM buildings WHERE building_id IN (SELECT building_id FROM ids))
+(SELECT 'meter_readings' AS tbl, building_id AS key, ts, NULL AS kind
+ FROM meter_readings
+ WHERE building_id IN (SELECT building_id FROM ids)
+   AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+ GROUP BY building_id, ts HAVING count(*) > 1 LIMIT 1)
+UNION ALL
+(SELECT 'weather', site_id, ts, kind
+ FROM weather
+ WHERE site_id IN (SELECT site_id FROM sites)
+   AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+ GROUP BY site_id, ts, kind HAVING count(*) > 1 LIMIT 1)
+UNION ALL
+(SELECT 'meter_readings (off the hour)', building_id, ts, NULL
+ FROM meter_readings
+ WHERE building_id IN (SELECT building_id FROM ids)
+   AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+   AND epoch_us(ts) % 3600000000 <> 0
+ LIMIT 1)
+"""
+
+
+def _check_integrity(con: duckdb.DuckDBPyConnection, params: dict) -> None:
+    problem = con.execute(_INTEGRITY_SQL, params).fetchone()
+    if problem is None:
+        return
+    table, key, ts, kind = problem
+    when = pd.Timestamp(ts).tz_convert("UTC").isoformat()
+    if table == "weather":
+        raise DuplicateRowError(
+            f"table weather holds more than one row for site {key!r}, kind {kind!r} at {when}"
+        )
+    if table == "meter_readings":
+        raise DuplicateRowError(
+            f"table meter_readings holds more than one row for building {key!r} at {when}"
+        )
+    raise OffHourReadingError(
+        f"table meter_readings holds a reading of building {key!r} at {when}, "
+        "which is not the start of an hour"
+    )
+
+
+def _distinct_ids(building_ids: Sequence[str]) -> list[str]:
+    if isinstance(building_ids, str):
+        raise TypeError("building_ids must be a sequence of ids, not one string")
+    return list(dict.fromkeys(str(b) for b in building_ids))
+
+
+def _hour_range(
+    start_utc: datetime | pd.Timestamp, end_utc: datetime | pd.Timestamp
+) -> tuple[pd.Timestamp, pd.Timestamp]:
+    bounds = []
+    for name, value in (("start_utc", start_utc), ("end_utc", end_utc)):
+        ts = pd.Timestamp(value)
+        if ts.tzinfo is None:
+            raise TimeRangeError(f"{name}={value!r} has no time zone; give an aware UTC instant")
+        ts = ts.tz_convert("UTC")
+        if ts != ts.floor("h"):
+            raise TimeRangeError(f"{name}={ts.isoformat()} is not at the start of an hour")
+        bounds.append(ts)
+    start, end = bounds
+    if end < start:
+        raise TimeRangeError(f"end_utc {end.isoformat()} is before start_utc {start.isoformat()}")
+    return start, end
+
+
+__all__ = [
+    "HOUR_COLUMNS",
+    "BuildingInfo",
+    "DuplicateRowError",
+    "OffHourReadingError",
+    "TimeRangeError",
+    "UnknownBuildingError",
+    "load_building_hours",
+    "load_building_info",
+    "load_buildings_info",
+    "load_many_building_hours",
+]
