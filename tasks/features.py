@@ -121,11 +121,11 @@ def _angle(values: np.ndarray, period: int) -> np.ndarray:
 
 
 def _dow_cos(ctx: FeatureContext) -> np.ndarray:
-    return np.cos(_angle(ctx.local.dayofweek.to_numpy(), 7))
+    return np.cos(_angle(ctx.local.day_of_week.to_numpy(), 7))
 
 
 def _dow_sin(ctx: FeatureContext) -> np.ndarray:
-    return np.sin(_angle(ctx.local.dayofweek.to_numpy(), 7))
+    return np.sin(_angle(ctx.local.day_of_week.to_numpy(), 7))
 
 
 def _hour_cos(ctx: FeatureContext) -> np.ndarray:
@@ -139,7 +139,7 @@ def _hour_sin(ctx: FeatureContext) -> np.ndarray:
 def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
     local_days = ctx.local.tz_localize(None).to_numpy().astype("datetime64[D]")
     is_holiday = np.isin(local_days, np.array(sorted(ctx.holidays), dtype="datetime64[D]"))
-    is_weekend = ctx.local.dayofweek.to_numpy() >= 5
+    is_weekend = ctx.local.day_of_week.to_numpy() >= 5
     return (is_holiday | is_weekend).astype(np.float64)
 
 
