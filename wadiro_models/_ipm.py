@@ -1,0 +1,313 @@
+"""Structure-exploiting primal-dual interior-point solver for the WaDiRo-SCNN program.
+
+The program (see :mod:`wadiro_models._program`) is written, times ``N``, as the cone program
+(variables and rows in :mod:`wadiro_models._ipm_lifted`)::
+
+    minimise   sum_j t_j + N radius tau
+    s.t.       t_j >= |yl_j - y_j|,     yl = F (nu - omega) + b,    F = [D_1 X, ..., D_P X]
+               (2 D_i - 1) * (X nu_i) >= 0,   (2 D_i - 1) * (X omega_i) >= 0
+               lower <= yl <= upper,    |yl_j - yl_{j-1}| <= ramp_j
+               l1:  tau >= 1, tau >= |e_k|      for every e_k in (nu, omega, b)
+               l2:  tau >= ||(nu, omega, b, 1)||_2
+
+i.e. ``min c^T x  s.t.  G x + s = h, s in K`` with ``K`` an orthant (l1: an LP) or an
+orthant times one second-order cone (l2: an SOCP). Its dual is
+``max -h^T z  s.t.  G^T z + c = 0, z in K``.
+
+The method is an infeasible-start primal-dual path-following method with Nesterov-Todd
+scaling and Mehrotra's predictor-corrector (as in CVXOPT's ``coneqp``), started from the
+least-squares points. Each step solves, with ``W`` the scaling and ``lambda = W z``::
+
+    G^T dz = -r_d,    G dx + ds = -r_p,    lambda o (W dz + W^{-1} ds) = r_c
+
+by the normal equations ``G^T W^{-2} G dx = ...``, which :mod:`wadiro_models._ipm_newton`
+reduces to one dense Cholesky of size ``P (d+1) + 2`` (the expensive part is a single
+``syrk`` of the weighted lifted features). Every solve is refined against the exact
+structured operator. BLAS runs on one thread inside the solver.
+
+The answer is checked independently before it is returned: the program's own objective at
+the weights, the largest constraint violation, the primal and dual residuals and the
+duality gap. Anything unsupported (radius 0, penalties) or not accurate enough goes to the
+reference path (cvxpy + Clarabel) and the result says so (``solver="ipm->clarabel"``, the
+reason in ``info["fallback_reason"]``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ._ipm_cones import NTScaling
+from ._ipm_lifted import LiftedProgram
+from ._ipm_newton import NewtonSystemError, NormalEquations
+from ._program import ScnnProgram, ScnnSolution, objective_value, predictions
+
+
+@dataclass(frozen=True)
+class IpmOptions:
+    """Tolerances and limits of the interior-point method.
+
+    ``feastol`` bounds the relative primal and dual residuals, ``reltol`` the relative
+    duality gap at which the method stops; ``accept_gap`` and ``accept_violation`` are the
+    looser limits the returned weights must meet in the independent check (else fallback).
+    """
+
+    feastol: float = 1e-9
+    reltol: float = 1e-9
+    max_iter: int = 80
+    step: float = 0.99
+    refine: int = 3
+    accept_gap: float = 1e-7
+    accept_violation: float = 1e-8
+    fallback: bool = True
+
+
+@dataclass
+class _IpmState:
+    x: np.ndarray
+    s: np.ndarray
+    z: np.ndarray
+    iterations: int = 0
+    primal_residual: float = np.inf
+    dual_residual: float = np.inf
+    gap: float = np.inf
+    converged: bool = False
+    message: str = ""
+    history: list[tuple[float, float, float, float]] = field(default_factory=list)
+
+
+def unsupported_reason(program: ScnnProgram) -> str | None:
+    """Why the fast path cannot solve ``program`` (``None`` when it can)."""
+    if getattr(program, "has_penalty", False):
+        return "penalised programs (lasso/ridge) are not supported by the ipm path"
+    if not program.radius > 0:
+        return "radius 0 leaves nu + omega unbounded; the ipm path needs radius > 0"
+    if program.wasserstein not in ("l1", "l2"):
+        return f"unknown Wasserstein norm {program.wasserstein!r}"
+    if program.n_samples < 2 or program.n_gates < 1:
+        return "program has fewer than 2 samples or no gate"
+    return None
+
+
+def solve_ipm(
+    program: ScnnProgram, *, warm_start: ScnnSolution | None = None, **options: object
+) -> ScnnSolution:
+    """Solve ``program`` with the structured interior-point method.
+
+    ``warm_start`` is accepted for the solver protocol and ignored: interior-point methods
+    gain little from a start near the optimum of a different program. ``options`` are the
+    fields of :class:`IpmOptions`.
+    """
+    del warm_start
+    opts = IpmOptions(**options)  # type: ignore[arg-type]
+    started = time.perf_counter()
+    reason = unsupported_reason(program)
+    if reason is not None:
+        return _fall_back(program, reason, started, opts)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            lifted = LiftedProgram(program)
+            state = _interior_point(lifted, opts)
+    except (NewtonSystemError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        return _fall_back(program, f"numerical failure: {exc}", started, opts)
+    solution = _checked_solution(program, lifted, state, opts, started)
+    if solution.ok:
+        return solution
+    return _fall_back(program, solution.info["check"], started, opts, attempt=solution)
+
+
+def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
+    cones, G, GT, c, h = lifted.cones, lifted.G, lifted.GT, lifted.c, lifted.h
+    e = cones.identity()
+    h_norm, c_norm = max(1.0, np.linalg.norm(h)), max(1.0, np.linalg.norm(c))
+
+    # least-squares starting points: min ||s|| s.t. Gx + s = h, min ||z|| s.t. G^T z + c = 0
+    ident = NTScaling.identity(cones)
+    normal = NormalEquations(lifted, ident)
+    x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
+    s = h - G(x)
+    z = G(_refined_solve(normal, ident, lifted, -c, opts.refine))
+    for v in (s, z):
+        shortfall = -cones.min_eig(v)
+        if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
+            v += (1.0 + max(shortfall, 0.0)) * e
+    state = _IpmState(x, s, z)
+
+    with np.errstate(all="raise"):
+        for it in range(opts.max_iter + 1):
+            state.iterations = it
+            r_p = G(x) + s - h
+            r_d = GT(z) + c
+            gap = float(s @ z)
+            pcost, dcost = float(c @ x), float(-h @ z)
+            state.primal_residual = np.linalg.norm(r_p) / h_norm
+            state.dual_residual = np.linalg.norm(r_d) / c_norm
+            state.gap = gap / max(1.0, abs(pcost), abs(dcost))
+            state.history.append((pcost, dcost, state.primal_residual, state.dual_residual))
+            if (
+                state.primal_residual <= opts.feastol
+                and state.dual_residual <= opts.feastol
+                and (state.gap <= opts.reltol or abs(pcost - dcost) <= opts.reltol * abs(pcost))
+            ):
+                state.converged = True
+                state.message = "converged"
+                return state
+            if it == opts.max_iter:
+                break
+
+            scaling = cones.nt_scaling(s, z)
+            lam = scaling.lam
+            mu = gap / cones.degree
+            normal = NormalEquations(lifted, scaling)
+
+            # predictor (affine scaling) direction: r_c = -lambda o lambda, so q = -lambda
+            dx, ds, dz, ds_t, dz_t = _newton(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
+            alpha = min(1.0, cones.max_step(s, ds), cones.max_step(z, dz))
+            sigma = float(np.clip(((s + alpha * ds) @ (z + alpha * dz)) / gap, 0.0, 1.0)) ** 3
+
+            # combined corrector
+            r_c = -cones.product(lam, lam) - cones.product(ds_t, dz_t) + sigma * mu * e
+            q = cones.divide(lam, r_c)
+            dx, ds, dz, _, _ = _newton(lifted, normal, scaling, -r_d, -r_p, q, opts)
+            alpha = min(1.0, opts.step * min(cones.max_step(s, ds), cones.max_step(z, dz)))
+            if alpha < 1e-10:
+                state.message = f"step length collapsed at iteration {it}"
+                return state
+            x += alpha * dx
+            s += alpha * ds
+            z += alpha * dz
+            if cones.min_eig(s) <= 0 or cones.min_eig(z) <= 0:
+                state.message = f"iterate left the cone at iteration {it}"
+                return state
+    state.message = f"no convergence in {opts.max_iter} iterations"
+    return state
+
+
+def _newton(
+    lifted: LiftedProgram,
+    normal: NormalEquations,
+    scaling: NTScaling,
+    bx: np.ndarray,
+    bz: np.ndarray,
+    q: np.ndarray,
+    opts: IpmOptions,
+) -> tuple[np.ndarray, ...]:
+    """Solve ``G^T dz = bx, G dx + ds = bz, W dz + W^{-1} ds = q`` (scaled form)."""
+    Winv = scaling.apply_inverse
+    bz_t = Winv(bz) - q
+    rhs = bx + lifted.GT(Winv(bz_t))
+    dx = normal.solve(rhs)
+    for _ in range(opts.refine):
+        dz_t = Winv(lifted.G(dx)) - bz_t
+        resid = bx - lifted.GT(Winv(dz_t))
+        if np.linalg.norm(resid) <= 1e-14 * max(1.0, np.linalg.norm(rhs)):
+            break
+        dx += normal.solve(resid)
+    dz_t = Winv(lifted.G(dx)) - bz_t
+    ds_t = q - dz_t
+    return dx, scaling.apply(ds_t), Winv(dz_t), ds_t, dz_t
+
+
+def _refined_solve(
+    normal: NormalEquations, scaling: NTScaling, lifted: LiftedProgram, r: np.ndarray, n: int
+) -> np.ndarray:
+    """Solve ``G^T W^{-2} G x = r`` with ``n`` refinement steps against the exact operator."""
+    Winv = scaling.apply_inverse
+    x = normal.solve(r)
+    for _ in range(n):
+        x += normal.solve(r - lifted.GT(Winv(Winv(lifted.G(x)))))
+    return x
+
+
+def max_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> float:
+    """Largest violation of any constraint of ``program`` at the weights (0 when feasible)."""
+    sign = np.where(program.patterns, 1.0, -1.0)
+    worst = [0.0, -np.min(sign * (program.X @ nu.T)), -np.min(sign * (program.X @ omega.T))]
+    y_hat = predictions(program, nu, omega, b)
+    if program.lower is not None:
+        worst.append(float(np.max(program.lower - y_hat)))
+    if program.upper is not None:
+        worst.append(float(np.max(y_hat - program.upper)))
+    if program.ramp is not None:
+        worst.append(float(np.max(np.abs(np.diff(y_hat)) - program.ramp)))
+    return float(max(worst))
+
+
+def _checked_solution(
+    program: ScnnProgram,
+    lifted: LiftedProgram,
+    state: _IpmState,
+    opts: IpmOptions,
+    started: float,
+) -> ScnnSolution:
+    """Turn the final iterate into weights and check them independently of the solver."""
+    nu, omega, b = lifted.weights(state.x)
+    objective = objective_value(program, nu, omega, b)
+    dual_bound = float(-lifted.h @ state.z) / program.n_samples
+    rel_gap = (objective - dual_bound) / max(abs(objective), 1e-12)
+    violation = max_violation(program, nu, omega, b)
+    info = {
+        "message": state.message,
+        "dual_bound": dual_bound,
+        "max_constraint_violation": violation,
+        "ipm_gap": state.gap,
+    }
+    problems = []
+    if not state.converged:
+        problems.append(state.message)
+    if not np.isfinite(objective) or abs(rel_gap) > opts.accept_gap:
+        problems.append(f"relative gap {rel_gap:.2e} to the dual bound exceeds {opts.accept_gap}")
+    if not violation <= opts.accept_violation:
+        problems.append(f"constraint violation {violation:.2e} exceeds {opts.accept_violation}")
+    status = "optimal" if not problems else "optimal_inaccurate"
+    if problems:
+        info["check"] = "; ".join(problems)
+    return ScnnSolution(
+        nu=nu,
+        omega=omega,
+        b=b,
+        objective=objective,
+        status=status,
+        solver="ipm",
+        solve_time=time.perf_counter() - started,
+        iterations=state.iterations,
+        primal_residual=state.primal_residual,
+        dual_residual=state.dual_residual,
+        duality_gap=rel_gap,
+        info=info,
+    )
+
+
+def _fall_back(
+    program: ScnnProgram,
+    reason: str,
+    started: float,
+    opts: IpmOptions,
+    attempt: ScnnSolution | None = None,
+) -> ScnnSolution:
+    """Solve with the reference path and record why; without fallback return the attempt."""
+    if not opts.fallback:
+        if attempt is not None:
+            return attempt
+        nan = np.full((program.n_gates, program.X.shape[1]), np.nan)
+        return ScnnSolution(
+            nu=nan, omega=nan.copy(), b=float("nan"), objective=float("nan"),
+            status="failed", solver="ipm", solve_time=time.perf_counter() - started,
+            info={"fallback_reason": reason},
+        )
+    from ._cvxpy_solver import solve_clarabel
+
+    reference = solve_clarabel(program)
+    reference.solver = "ipm->clarabel"
+    reference.info["fallback_reason"] = reason
+    if attempt is not None:
+        reference.info["ipm_attempt"] = {
+            "iterations": attempt.iterations,
+            "objective": attempt.objective,
+            "duality_gap": attempt.duality_gap,
+        }
+    reference.solve_time = time.perf_counter() - started
+    return reference

@@ -1,0 +1,255 @@
+"""The WaDiRo-SCNN program in the conic standard form the interior-point solver works on.
+
+::
+
+    minimise   c^T x    subject to    G x + s = h,    s in K
+
+with the variables ``x = (nu, omega, b, t, tau)``: ``nu``, ``omega`` of size ``P (d+1)`` each
+(gate-major), the output bias ``b`` (absent without intercept), the residual bounds ``t``
+(``N``) and the dual-norm epigraph ``tau``. The objective is the program's objective times
+``N``: ``c^T x = sum_j t_j + N radius tau``. Writing ``yl = F (nu - omega) + b`` with the
+lifted features ``F = [D_1 X, ..., D_P X]`` (``N x P(d+1)``), the rows of ``G x + s = h``
+(every ``s`` block nonnegative, except the last one for l2) are::
+
+    res_hi    s = y - yl + t                  >= 0        t_j >= yl_j - y_j
+    res_lo    s = yl - y + t                  >= 0        t_j >= y_j - yl_j
+    cone_nu   s = (2 D_i - 1) * (X nu_i)      >= 0        one column per gate, N x P
+    cone_om   s = (2 D_i - 1) * (X omega_i)   >= 0
+    lower     s = yl - lower                  >= 0        finite entries only
+    upper     s = upper - yl                  >= 0
+    ramp_hi   s = ramp - (yl_j - yl_{j-1})    >= 0        finite entries only
+    ramp_lo   s = ramp + (yl_j - yl_{j-1})    >= 0
+    l1 norm   s = tau - 1, tau - e, tau + e   >= 0        e = (nu, omega, b) entrywise
+    l2 norm   s = (tau, e, 1)                 in SOC      the constant 1 is the beta's -1
+
+(omega's sign in beta does not matter for either norm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._ipm_cones import ConeSet
+from ._program import ScnnProgram
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Offsets of the variable blocks inside the flat ``x``."""
+
+    n_gates: int
+    n_cols: int  # d + 1
+    n_bias: int  # 1 with an intercept, else 0
+    n_samples: int
+
+    @property
+    def n_lifted(self) -> int:
+        return self.n_gates * self.n_cols
+
+    @property
+    def nu(self) -> slice:
+        return slice(0, self.n_lifted)
+
+    @property
+    def omega(self) -> slice:
+        return slice(self.n_lifted, 2 * self.n_lifted)
+
+    @property
+    def b(self) -> slice:
+        return slice(2 * self.n_lifted, 2 * self.n_lifted + self.n_bias)
+
+    @property
+    def beta(self) -> slice:
+        """(nu, omega, b): the entries bounded by the dual norm."""
+        return slice(0, 2 * self.n_lifted + self.n_bias)
+
+    @property
+    def t(self) -> slice:
+        start = 2 * self.n_lifted + self.n_bias
+        return slice(start, start + self.n_samples)
+
+    @property
+    def tau(self) -> int:
+        return 2 * self.n_lifted + self.n_bias + self.n_samples
+
+    @property
+    def size(self) -> int:
+        return self.tau + 1
+
+
+class LiftedProgram:
+    """Structured products with ``G`` and ``G^T`` for one :class:`ScnnProgram`.
+
+    Nothing of size ``rows x columns`` is ever stored except the lifted features ``F``.
+    """
+
+    def __init__(self, program: ScnnProgram) -> None:
+        X = np.ascontiguousarray(program.X, dtype=float)
+        D = np.asarray(program.patterns, dtype=bool)
+        n, d1 = X.shape
+        p = D.shape[1]
+        self.program = program
+        self.X = X
+        self.signs = np.where(D, 1.0, -1.0)  # (N, P)
+        self.F = (D[:, :, None] * X[:, None, :]).reshape(n, p * d1)
+        self.XX = (X[:, :, None] * X[:, None, :]).reshape(n, d1 * d1)  # rows x_j x_j^T
+        self.y = np.asarray(program.y, dtype=float)
+        self.layout = Layout(p, d1, 1 if program.fit_intercept else 0, n)
+        self.l1 = program.wasserstein == "l1"
+        self.lower_idx, self.lower = _finite(program.lower, n)
+        self.upper_idx, self.upper = _finite(program.upper, n)
+        self.ramp_idx, self.ramp = _finite(program.ramp, n - 1)
+        self._blocks = self._row_blocks()
+        n_beta = self.layout.beta.stop
+        if self.l1:
+            self.cones = ConeSet(self._blocks["norm_lo"].stop)
+        else:
+            self.cones = ConeSet(self._blocks["ramp_lo"].stop, n_beta + 2)
+        self.c = np.zeros(self.layout.size)
+        self.c[self.layout.t] = 1.0
+        self.c[self.layout.tau] = n * float(program.radius)
+        self.h = self._offsets()
+
+    # -- row layout -------------------------------------------------------------------------
+    def _row_blocks(self) -> dict[str, slice]:
+        lay = self.layout
+        n, np_ = lay.n_samples, lay.n_samples * lay.n_gates
+        sizes = [
+            ("res_hi", n),
+            ("res_lo", n),
+            ("cone_nu", np_),
+            ("cone_om", np_),
+            ("lower", self.lower_idx.size),
+            ("upper", self.upper_idx.size),
+            ("ramp_hi", self.ramp_idx.size),
+            ("ramp_lo", self.ramp_idx.size),
+        ]
+        n_beta = lay.beta.stop
+        if self.l1:
+            sizes += [("norm_one", 1), ("norm_hi", n_beta), ("norm_lo", n_beta)]
+        else:
+            sizes += [("soc", n_beta + 2)]
+        blocks, start = {}, 0
+        for name, size in sizes:
+            blocks[name] = slice(start, start + size)
+            start += size
+        return blocks
+
+    def block(self, name: str) -> slice:
+        return self._blocks[name]
+
+    def _offsets(self) -> np.ndarray:
+        h = np.zeros(self.cones.size)
+        blk = self._blocks
+        h[blk["res_hi"]] = self.y
+        h[blk["res_lo"]] = -self.y
+        h[blk["lower"]] = -self.lower
+        h[blk["upper"]] = self.upper
+        h[blk["ramp_hi"]] = self.ramp
+        h[blk["ramp_lo"]] = self.ramp
+        if self.l1:
+            h[blk["norm_one"]] = -1.0
+        else:
+            h[blk["soc"].stop - 1] = 1.0
+        return h
+
+    # -- output map yl = F u + b and its adjoint ----------------------------------------------
+    def output(self, u: np.ndarray, b: np.ndarray) -> np.ndarray:
+        yl = self.F @ u
+        if b.size:
+            yl = yl + b[0]
+        return yl
+
+    def ramp_diff(self, yl: np.ndarray) -> np.ndarray:
+        k = self.ramp_idx
+        return yl[k + 1] - yl[k]
+
+    def ramp_diff_adjoint(self, r: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.layout.n_samples)
+        k = self.ramp_idx
+        np.add.at(out, k + 1, r)
+        np.subtract.at(out, k, r)
+        return out
+
+    # -- G and G^T --------------------------------------------------------------------------
+    def G(self, x: np.ndarray) -> np.ndarray:
+        lay, blk = self.layout, self._blocks
+        nu, om = x[lay.nu], x[lay.omega]
+        t, tau = x[lay.t], x[lay.tau]
+        yl = self.output(nu - om, x[lay.b])
+        out = np.empty(self.cones.size)
+        out[blk["res_hi"]] = yl - t
+        out[blk["res_lo"]] = -yl - t
+        out[blk["cone_nu"]] = -(self.signs * self._gate_outputs(nu)).ravel()
+        out[blk["cone_om"]] = -(self.signs * self._gate_outputs(om)).ravel()
+        out[blk["lower"]] = -yl[self.lower_idx]
+        out[blk["upper"]] = yl[self.upper_idx]
+        dy = self.ramp_diff(yl)
+        out[blk["ramp_hi"]] = dy
+        out[blk["ramp_lo"]] = -dy
+        e = x[lay.beta]
+        if self.l1:
+            out[blk["norm_one"]] = -tau
+            out[blk["norm_hi"]] = e - tau
+            out[blk["norm_lo"]] = -e - tau
+        else:
+            soc = blk["soc"]
+            out[soc.start] = -tau
+            out[soc.start + 1 : soc.stop - 1] = -e
+            out[soc.stop - 1] = 0.0
+        return out
+
+    def GT(self, z: np.ndarray) -> np.ndarray:
+        lay, blk = self.layout, self._blocks
+        out = np.zeros(lay.size)
+        q = z[blk["res_hi"]] - z[blk["res_lo"]]
+        np.subtract.at(q, self.lower_idx, z[blk["lower"]])
+        np.add.at(q, self.upper_idx, z[blk["upper"]])
+        if self.ramp_idx.size:
+            q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
+        fq = self.F.T @ q
+        out[lay.nu] = fq - self._gate_adjoint(z[blk["cone_nu"]])
+        out[lay.omega] = -fq - self._gate_adjoint(z[blk["cone_om"]])
+        if lay.n_bias:
+            out[lay.b] = q.sum()
+        out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
+        if self.l1:
+            zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
+            out[lay.beta] += zh - zl
+            out[lay.tau] = -z[blk["norm_one"]][0] - zh.sum() - zl.sum()
+        else:
+            soc = blk["soc"]
+            out[lay.beta] -= z[soc.start + 1 : soc.stop - 1]
+            out[lay.tau] = -z[soc.start]
+        return out
+
+    def _gate_outputs(self, w: np.ndarray) -> np.ndarray:
+        """``X w_i`` for every gate, as an N x P array."""
+        lay = self.layout
+        return self.X @ w.reshape(lay.n_gates, lay.n_cols).T
+
+    def _gate_adjoint(self, z_cone: np.ndarray) -> np.ndarray:
+        """Adjoint of ``w -> sign * (X w_i)``: ``X^T (sign_i * z_i)`` stacked gate-major."""
+        lay = self.layout
+        zc = z_cone.reshape(lay.n_samples, lay.n_gates) * self.signs
+        return (zc.T @ self.X).ravel()
+
+    # -- back to the program's variables ------------------------------------------------------
+    def weights(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        lay = self.layout
+        shape = (lay.n_gates, lay.n_cols)
+        b = float(x[lay.b][0]) if lay.n_bias else 0.0
+        return x[lay.nu].reshape(shape).copy(), x[lay.omega].reshape(shape).copy(), b
+
+
+def _finite(values: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the finite entries of an optional bound vector."""
+    if values is None:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    v = np.asarray(values, dtype=float)
+    if v.shape != (n,):
+        raise ValueError(f"bound vector has shape {v.shape}, expected ({n},)")
+    idx = np.flatnonzero(np.isfinite(v))
+    return idx, v[idx]

@@ -1,0 +1,203 @@
+"""The interior-point Newton system ``H dx = r`` with ``H = G^T W^{-2} G``, solved through
+the program's structure with one dense Cholesky of size ``P (d+1) + 2``.
+
+Reduction, in order (``x = (nu, omega, b, t, tau)``, weights ``w = z / s`` per orthant row):
+
+1. ``t`` appears only in the two residual rows of each sample, so its block of ``H`` is
+   diagonal: eliminating it leaves the per-sample weight ``m = 4 w_hi w_lo / (w_hi + w_lo)``
+   on ``yl = F u + b``. Bounds add their weights to ``m``; ramps add ``Delta^T w_r Delta``.
+   The output part of ``H`` is ``K = [F 1]^T M [F 1]`` (one ``syrk`` without ramps).
+2. Change variables ``u = nu - omega``, ``v = nu + omega`` (``nu = (u+v)/2``,
+   ``omega = (v-u)/2``). ``K`` only involves ``u``; the gate cones give per-gate blocks
+   ``X^T diag(w_nu,i +- w_om,i) X / 4``, so the ``v`` block of ``H`` is block diagonal
+   (``d+1`` square blocks ``B_i``) and ``v`` is eliminated gate by gate.
+3. What is left is dense in ``k = (u, b, tau)``. The l1 norm rows only touch the diagonal
+   and the ``tau`` row. For l2 the second-order cone adds ``beta^{-2} (2 a a^T - J)``: its
+   diagonal goes with everything else and the rank-one ``2 beta^{-2} a a^T`` is carried by a
+   border variable ``zeta = rho a^T x`` that is eliminated last (a positive rank-one update
+   of the reduced matrix, so the final matrix stays positive definite).
+
+The reduced matrix is symmetrically scaled to unit diagonal and slightly regularised before
+its Cholesky; the caller refines solutions against the exact operator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg.blas import dsyrk
+
+from ._ipm_cones import NTScaling
+from ._ipm_lifted import LiftedProgram
+
+
+class NewtonSystemError(ArithmeticError):
+    """The reduced Newton matrix could not be factorised."""
+
+
+class NormalEquations:
+    """``H = G^T W^{-2} G`` for one scaling, factorised once and solved many times."""
+
+    def __init__(
+        self, lifted: LiftedProgram, scaling: NTScaling, regularisation: float = 1e-13
+    ) -> None:
+        self.lifted = lifted
+        lay = lifted.layout
+        p, d1 = lay.n_gates, lay.n_cols
+        w = scaling.lp_weights
+        blk = lifted.block
+
+        # 1. residual slacks t, bounds and ramps -> weights M on yl
+        w_hi, w_lo = w[blk("res_hi")], w[blk("res_lo")]
+        self.t_diag = w_hi + w_lo
+        self.t_cross = w_lo - w_hi
+        m = 4.0 * w_hi * w_lo / self.t_diag
+        np.add.at(m, lifted.lower_idx, w[blk("lower")])
+        np.add.at(m, lifted.upper_idx, w[blk("upper")])
+        w_ramp = w[blk("ramp_hi")] + w[blk("ramp_lo")]
+        K_uu = _weighted_gram(lifted, m, w_ramp)
+        K_ub = lifted.F.T @ m
+        K_bb = m.sum()
+
+        # 2. per-gate blocks of the two cones
+        w_nu = w[blk("cone_nu")].reshape(lay.n_samples, p)
+        w_om = w[blk("cone_om")].reshape(lay.n_samples, p)
+        gram_sum = ((w_nu + w_om).T @ lifted.XX).reshape(p, d1, d1)
+        gram_dif = ((w_nu - w_om).T @ lifted.XX).reshape(p, d1, d1)
+
+        # 3. the dual-norm rows
+        n_beta = lay.beta.stop
+        if lifted.l1:
+            wh, wl = w[blk("norm_hi")], w[blk("norm_lo")]
+            diag_beta = wh + wl
+            cross_beta = wl - wh  # H[e, tau]
+            h_tt = w[blk("norm_one")][0] + diag_beta.sum()
+            self.rho = 0.0
+            a_beta, a_tau = np.zeros(n_beta), 0.0
+        else:
+            inv_b2 = scaling.beta**-2
+            diag_beta = np.full(n_beta, inv_b2)
+            cross_beta = np.zeros(n_beta)
+            h_tt = -inv_b2
+            a = scaling.soc_rank_one
+            a_tau, a_beta = a[0], a[1:-1]
+            self.rho = 2.0 * inv_b2
+
+        d_nu, d_om = diag_beta[lay.nu].reshape(p, d1), diag_beta[lay.omega].reshape(p, d1)
+        B = gram_sum / 4.0
+        B[:, np.arange(d1), np.arange(d1)] += (d_nu + d_om) / 4.0
+        H_uv = gram_dif / 4.0
+        H_uv[:, np.arange(d1), np.arange(d1)] += (d_nu - d_om) / 4.0
+        e_nu, e_om = cross_beta[lay.nu].reshape(p, d1), cross_beta[lay.omega].reshape(p, d1)
+        h_u_tau = (e_nu - e_om).ravel() / 2.0
+        self.h_v_tau = (e_nu + e_om) / 2.0
+        a_nu, a_om = a_beta[lay.nu].reshape(p, d1), a_beta[lay.omega].reshape(p, d1)
+        g_u = (a_nu - a_om).ravel() / 2.0
+        self.g_v = (a_nu + a_om) / 2.0
+
+        # eliminate v gate by gate: Z_i = B_i^{-1} [H_vu,i  h_v_tau,i  g_v,i]
+        self.B = B
+        self.H_uv = H_uv
+        rhs = np.concatenate([H_uv, self.h_v_tau[:, :, None], self.g_v[:, :, None]], axis=2)
+        Z = np.linalg.solve(B, rhs)
+        self.Z = Z
+        nk = lay.n_lifted + lay.n_bias + 1
+        self.n_kept = nk
+        S = np.zeros((nk, nk))
+        nl = lay.n_lifted
+        S[:nl, :nl] = K_uu
+        blocks = B - H_uv @ Z[:, :, :d1]
+        for i in range(p):
+            sl = slice(i * d1, (i + 1) * d1)
+            S[sl, sl] += blocks[i]
+        col_tau = h_u_tau - np.einsum("ikl,il->ik", H_uv, Z[:, :, d1]).ravel()
+        S[:nl, -1] = col_tau
+        S[-1, :nl] = col_tau
+        S[-1, -1] = h_tt - np.einsum("ik,ik->", self.h_v_tau, Z[:, :, d1])
+        if lay.n_bias:
+            S[:nl, nl] = K_ub
+            S[nl, :nl] = K_ub
+            S[nl, nl] = K_bb + diag_beta[lay.b][0]
+            S[nl, -1] = S[-1, nl] = cross_beta[lay.b][0]
+        if self.rho:
+            g_hat = np.empty(nk)
+            g_hat[:nl] = g_u - np.einsum("ikl,il->ik", H_uv, Z[:, :, d1 + 1]).ravel()
+            if lay.n_bias:
+                g_hat[nl] = a_beta[lay.b][0]
+            g_hat[-1] = a_tau - np.einsum("ik,ik->", self.h_v_tau, Z[:, :, d1 + 1])
+            self.border = 1.0 / self.rho + np.einsum("ik,ik->", self.g_v, Z[:, :, d1 + 1])
+            self.g_hat = g_hat
+            S += np.outer(g_hat, g_hat) / self.border
+        self._factorise(S, regularisation)
+
+    def _factorise(self, S: np.ndarray, regularisation: float) -> None:
+        diag = np.diag(S).copy()
+        if not np.all(np.isfinite(S)) or np.any(diag <= 0):
+            raise NewtonSystemError("reduced Newton matrix has a non-positive diagonal")
+        self.col_scale = 1.0 / np.sqrt(diag)
+        S *= self.col_scale[:, None]
+        S *= self.col_scale[None, :]
+        idx = np.arange(S.shape[0])
+        reg = regularisation
+        for _ in range(6):
+            try:
+                S[idx, idx] = 1.0 + reg
+                self.factor = cho_factor(S, lower=False, check_finite=False)
+                return
+            except LinAlgError:
+                reg = max(reg * 100.0, 1e-12)
+        raise NewtonSystemError("reduced Newton matrix is not positive definite")
+
+    def solve(self, r: np.ndarray) -> np.ndarray:
+        """Solve ``H dx = r`` (approximately; refine against the exact operator)."""
+        lifted = self.lifted
+        lay = lifted.layout
+        p, d1, nl = lay.n_gates, lay.n_cols, lay.n_lifted
+        r_t = r[lay.t]
+        yl_adj = -(self.t_cross / self.t_diag) * r_t
+        fq = lifted.F.T @ yl_adj
+        r_nu, r_om = r[lay.nu], r[lay.omega]
+        r_u = (r_nu - r_om) / 2.0 + fq
+        r_v = ((r_nu + r_om) / 2.0).reshape(p, d1)
+        pv = np.linalg.solve(self.B, r_v[:, :, None])[:, :, 0]
+        rk = np.empty(self.n_kept)
+        rk[:nl] = r_u - np.einsum("ikl,il->ik", self.H_uv, pv).ravel()
+        if lay.n_bias:
+            rk[nl] = r[lay.b][0] + yl_adj.sum()
+        rk[-1] = r[lay.tau] - np.einsum("ik,ik->", self.h_v_tau, pv)
+        if self.rho:
+            gp = np.einsum("ik,ik->", self.g_v, pv)
+            rk -= self.g_hat * (gp / self.border)
+        k = self.col_scale * cho_solve(self.factor, self.col_scale * rk, check_finite=False)
+        u = k[:nl].reshape(p, d1)
+        Z = self.Z
+        v = pv - np.einsum("ikl,il->ik", Z[:, :, :d1], u) - Z[:, :, d1] * k[-1]
+        if self.rho:
+            zeta = (self.g_hat @ k + gp) / self.border
+            v -= Z[:, :, d1 + 1] * zeta
+        dx = np.empty(lay.size)
+        u, v = u.ravel(), v.ravel()
+        dx[lay.nu] = (u + v) / 2.0
+        dx[lay.omega] = (v - u) / 2.0
+        dx[lay.b] = k[nl : nl + lay.n_bias]
+        dx[lay.tau] = k[-1]
+        yl = lifted.output(u, dx[lay.b])
+        dx[lay.t] = (r_t - self.t_cross * yl) / self.t_diag
+        return dx
+
+
+def _weighted_gram(lifted: LiftedProgram, m: np.ndarray, w_ramp: np.ndarray) -> np.ndarray:
+    """``F^T (diag(m) + Delta^T diag(w_ramp) Delta) F``, full symmetric."""
+    F = lifted.F
+    if lifted.ramp_idx.size == 0:
+        Fs = F * np.sqrt(m)[:, None]
+        upper = dsyrk(1.0, Fs.T, trans=0, lower=0)  # Fs^T Fs, upper triangle
+    else:
+        k = lifted.ramp_idx
+        dF = (F[k + 1] - F[k]) * w_ramp[:, None]
+        MF = F * m[:, None]
+        np.add.at(MF, k + 1, dF)
+        np.subtract.at(MF, k, dF)
+        K = F.T @ MF
+        return (K + K.T) / 2.0
+    return np.triu(upper) + np.triu(upper, 1).T
