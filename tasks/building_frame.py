@@ -2,7 +2,8 @@
 
 The frame is a complete hourly UTC grid over ``[start_utc, end_utc)``: one row per hour, a
 missing reading is NaN (never 0). Weather per (site, hour) comes from the ``observed`` row when
-there is one, else from the ``forecast`` row; ``weather_kind`` says which (NaN when neither).
+there is one, else from the ``forecast`` row; ``weather_kind`` says which (missing when
+neither).
 The preference is per row, not per value, so one hour's weather never mixes two sources.
 
 Only ``SELECT`` statements are issued; the caller owns the connection (any session time zone:
@@ -124,11 +125,9 @@ def load_many_building_hours(
     ids = list(infos)
     params = {"ids": ids, "start": start.to_pydatetime(), "end": end.to_pydatetime()}
     _check_integrity(con, params)
-    frame = con.execute(_HOURS_SQL, params).df()
+    # Through Arrow: several times faster than ``.df()`` for millions of rows with strings.
+    frame = con.sql(_HOURS_SQL, params=params).to_arrow_table().to_pandas()
     frame["ts"] = frame["ts"].dt.tz_convert("UTC")
-    frame["weather_kind"] = frame["weather_kind"].astype(object).where(
-        frame["weather_kind"].notna(), None
-    )
     for col in ("kwh", "temperature_c", "irradiance_wm2", "wind_speed_ms", "humidity_pct"):
         frame[col] = frame[col].astype("float64")
     return frame[["building_id", *HOUR_COLUMNS]]

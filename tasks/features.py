@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import holidays
@@ -60,6 +61,13 @@ def holiday_dates(
     country: str, subdiv: str | None, years: range | list[int]
 ) -> frozenset[np.datetime64]:
     """Public holidays (observed days included) of a calendar, as ``datetime64[D]`` values."""
+    return _holiday_dates(country, subdiv, tuple(years))
+
+
+@lru_cache(maxsize=256)
+def _holiday_dates(
+    country: str, subdiv: str | None, years: tuple[int, ...]
+) -> frozenset[np.datetime64]:
     try:
         calendar = holidays.country_holidays(country, subdiv=subdiv, years=list(years))
     except NotImplementedError as exc:
