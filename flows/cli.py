@@ -1,0 +1,103 @@
+"""The ``wadiro`` command line: parses options and runs the Prefect flows."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import date, datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow
+from tasks.ingest_cambridge import IngestError
+from tasks.synthetic_fleet import FleetSpecError
+from tasks.warehouse import WarehouseError
+
+EXPECTED_ERRORS = (IngestError, FleetSpecError, WarehouseError)
+"""Input problems reported as one line and a non-zero exit code, without a traceback."""
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Fleet-scale week-ahead load forecasting.")
+ingest_app = typer.Typer(no_args_is_help=True, help="Fill the warehouse's input tables.")
+app.add_typer(ingest_app, name="ingest")
+
+WarehouseOption = Annotated[
+    Path, typer.Option("--warehouse", help="DuckDB warehouse file (created on first use).")
+]
+DateFormats = ["%Y-%m-%d"]
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's run logs.")] = False,
+) -> None:
+    """Fleet-scale week-ahead load forecasting."""
+    # A local run starts Prefect's temporary server; it must not try to phone home (machines
+    # running batch jobs are often offline, which makes it log an error). Users can override.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not verbose:
+        # Prefect logs every failed run with its traceback; for input errors the one-line
+        # message printed below is the whole story, so keep Prefect to warnings and quieter.
+        logging.getLogger("prefect").setLevel(logging.WARNING)
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _run(label: str, call) -> None:  # noqa: ANN001 - a zero-argument callable returning a summary
+    began = time.perf_counter()
+    try:
+        summary = call()
+    except EXPECTED_ERRORS as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=1) from None
+    typer.echo(f"{label}: {summary.line()} in {time.perf_counter() - began:.1f} s")
+
+
+def _as_date(value: datetime | None) -> date | None:
+    return value.date() if value is not None else None
+
+
+@ingest_app.command("cambridge")
+def ingest_cambridge(
+    path: Annotated[Path, typer.Option("--path", help="Root of the Cambridge Estates archive.")],
+    buildings: Annotated[
+        Optional[str], typer.Option("--buildings", help="Comma-separated building ids (default: all).")
+    ] = None,
+    start: Annotated[
+        Optional[datetime], typer.Option("--start", formats=DateFormats, help="First UTC day (inclusive).")
+    ] = None,
+    end: Annotated[
+        Optional[datetime], typer.Option("--end", formats=DateFormats, help="Last UTC day (inclusive).")
+    ] = None,
+    warehouse: WarehouseOption = Path("warehouse.duckdb"),
+) -> None:
+    """Ingest the real Cambridge archive (electricity and Bedford weather)."""
+    ids = [b.strip() for b in buildings.split(",") if b.strip()] if buildings is not None else None
+    _run(
+        "cambridge",
+        lambda: ingest_cambridge_flow(
+            path=str(path), warehouse=str(warehouse), buildings=ids, start=_as_date(start), end=_as_date(end)
+        ),
+    )
+
+
+@ingest_app.command("synthetic")
+def ingest_synthetic(
+    buildings: Annotated[int, typer.Option("--buildings", min=1, help="Number of buildings.")],
+    start: Annotated[
+        datetime, typer.Option("--start", formats=DateFormats, help="Start date; the first local Monday on or after it.")
+    ],
+    weeks: Annotated[int, typer.Option("--weeks", min=1, help="Number of weeks.")],
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed.")] = 0,
+    sites: Annotated[int, typer.Option("--sites", min=1, help="Number of weather sites.")] = 3,
+    warehouse: WarehouseOption = Path("warehouse.duckdb"),
+) -> None:
+    """Generate and ingest a synthetic fleet of non-residential buildings."""
+    _run(
+        "synthetic",
+        lambda: ingest_synthetic_flow(
+            buildings=buildings, start=start.date(), weeks=weeks, seed=seed, sites=sites, warehouse=str(warehouse)
+        ),
+    )

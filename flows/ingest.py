@@ -1,0 +1,39 @@
+"""Prefect flows that fill the warehouse's input tables."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from prefect import flow
+
+from tasks.ingest_cambridge import IngestSummary, load_cambridge_task, write_cambridge_task
+from tasks.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic_task
+
+__all__ = ["ingest_cambridge_flow", "ingest_synthetic_flow"]
+
+
+@flow(name="ingest-cambridge")
+def ingest_cambridge_flow(
+    path: str,
+    warehouse: str = "warehouse.duckdb",
+    buildings: list[str] | None = None,
+    start: date | None = None,
+    end: date | None = None,
+) -> IngestSummary:
+    """Read and check the Cambridge archive selection, then write it in one transaction."""
+    batch = load_cambridge_task(path, buildings, start, end)
+    return write_cambridge_task(warehouse, batch)
+
+
+@flow(name="ingest-synthetic")
+def ingest_synthetic_flow(
+    buildings: int,
+    start: date,
+    weeks: int,
+    seed: int = 0,
+    sites: int = 3,
+    warehouse: str = "warehouse.duckdb",
+) -> SyntheticSummary:
+    """Generate a synthetic fleet and write it in one transaction."""
+    spec = FleetSpec(buildings=buildings, start=start, weeks=weeks, seed=seed, sites=sites)
+    return ingest_synthetic_task(warehouse, spec)
