@@ -252,7 +252,9 @@ def get_feature_set(feature_set: str | FeatureSet) -> FeatureSet:
 
 def _utc_index(hours: pd.DataFrame) -> pd.DatetimeIndex:
     if TS not in hours.columns:
-        raise FeatureInputError(f"hourly frame has no {TS!r} column (columns: {list(hours.columns)})")
+        raise FeatureInputError(
+            f"hourly frame has no {TS!r} column (columns: {list(hours.columns)})"
+        )
     ts = hours[TS]
     if not isinstance(ts.dtype, pd.DatetimeTZDtype):
         raise FeatureInputError(

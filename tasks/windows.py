@@ -147,19 +147,18 @@ class Window:
 
 # --- week arithmetic ---------------------------------------------------------------------
 
-def _as_date(week: date | datetime | str) -> date:
+WeekLike = date | datetime | str
+"""A target week: a Monday as a date, a naive midnight datetime or an ISO date string."""
+
+
+def _as_date(week: WeekLike) -> date:
     if isinstance(week, str):
         try:
             return date.fromisoformat(week)
         except ValueError as exc:
             raise NotALocalMondayError(f"target week {week!r} is not an ISO date") from exc
     if isinstance(week, datetime):
-        if week.tzinfo is not None or (week.hour, week.minute, week.second, week.microsecond) != (
-            0,
-            0,
-            0,
-            0,
-        ):
+        if week.tzinfo is not None or week.time() != datetime.min.time():
             raise NotALocalMondayError(
                 f"target week {week!r} must be a local calendar date, not an instant"
             )
@@ -169,7 +168,7 @@ def _as_date(week: date | datetime | str) -> date:
     raise NotALocalMondayError(f"target week {week!r} is not a date")
 
 
-def _monday(week: date | datetime | str) -> date:
+def _monday(week: WeekLike) -> date:
     day = _as_date(week)
     if day.weekday() != 0:
         raise NotALocalMondayError(
@@ -189,7 +188,7 @@ def local_midnight_utc(day: date, timezone: str) -> pd.Timestamp:
     return local.tz_convert("UTC")
 
 
-def target_week_bounds(week: date | datetime | str, timezone: str) -> tuple[pd.Timestamp, pd.Timestamp]:
+def target_week_bounds(week: WeekLike, timezone: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     """``(start_utc, end_utc)`` of local Monday 00:00 of ``week`` to the next local Monday."""
     monday = _monday(week)
     return (
@@ -199,11 +198,13 @@ def target_week_bounds(week: date | datetime | str, timezone: str) -> tuple[pd.T
 
 
 def window_bounds(
-    week: date | datetime | str, timezone: str, *, history_weeks: int = 12
+    week: WeekLike, timezone: str, *, history_weeks: int = 12
 ) -> WindowBounds:
     """Bounds of every part of the window of target week ``week`` (all at local midnights)."""
     if history_weeks < 2:
-        raise ValueError(f"history_weeks must be at least 2 (fit + validation), got {history_weeks}")
+        raise ValueError(
+            f"history_weeks must be at least 2 (fit + validation), got {history_weeks}"
+        )
     monday = _monday(week)
     return WindowBounds(
         history_start=local_midnight_utc(monday - timedelta(weeks=history_weeks), timezone),
@@ -214,7 +215,7 @@ def window_bounds(
 
 
 def window_load_range(
-    week: date | datetime | str,
+    week: WeekLike,
     timezone: str,
     *,
     history_weeks: int = 12,
@@ -291,7 +292,8 @@ def _on_grid(hours: pd.DataFrame, columns: list[str], bounds: WindowBounds) -> p
         )
     ts = pd.DatetimeIndex(hours[TS]).tz_convert("UTC").as_unit("us")
     if ts.has_duplicates:
-        raise WindowInputError(f"column {TS!r} repeats the hour {ts[ts.duplicated()][0].isoformat()}")
+        first = ts[ts.duplicated()][0]
+        raise WindowInputError(f"column {TS!r} repeats the hour {first.isoformat()}")
     grid = pd.date_range(
         bounds.history_start, bounds.test_end, freq="h", inclusive="left", name=TS
     ).as_unit("us")
@@ -344,7 +346,7 @@ def _check_rules(
 
 def build_window(
     hours_with_features: pd.DataFrame,
-    week: date | datetime | str,
+    week: WeekLike,
     timezone: str,
     *,
     feature_set: str | FeatureSet = DEFAULT_FEATURE_SET,
@@ -482,6 +484,7 @@ __all__ = [
     "WindowBounds",
     "WindowInputError",
     "WindowStatus",
+    "WeekLike",
     "build_window",
     "latest_complete_week",
     "local_midnight_utc",

@@ -165,8 +165,8 @@ def test_too_few_fit_labels_is_insufficient_data():
     w = build_window(frame, "2019-07-01", TZ)
     assert w.status == WindowStatus.INSUFFICIENT_DATA and not w.ok
     assert "fit weeks have 923 usable hours of 1848" in w.reason and "need 924" in w.reason
-    ok = build_window(set_kwh(featured("2019-07-01"), str(b.history_start), str(cut - pd.Timedelta(hours=1))), "2019-07-01", TZ)
-    assert ok.status == WindowStatus.OK
+    one_more = set_kwh(featured("2019-07-01"), str(b.history_start), str(cut - pd.Timedelta(hours=1)))
+    assert build_window(one_more, "2019-07-01", TZ).status == WindowStatus.OK
     assert build_window(frame, "2019-07-01", TZ, min_fit_fraction=0.4).ok
 
 
@@ -236,7 +236,8 @@ def test_missing_lag_in_the_test_week_is_incomplete_features():
 
 
 def test_lag_window_uses_known_loads_only():
-    w = build_window(featured("2019-10-28", feature_set="paper_lags"), "2019-10-28", TZ, feature_set="paper_lags")
+    frame = featured("2019-10-28", feature_set="paper_lags")
+    w = build_window(frame, "2019-10-28", TZ, feature_set="paper_lags")
     assert w.ok
     # Every lag in the test week reads a load from before the week (kwh = hour number).
     first = w.test["kwh"].min()
@@ -283,8 +284,8 @@ def test_target_weeks_lie_within_the_data():
 # --- a real building ------------------------------------------------------------------------
 
 ARCHIVE = Path(__file__).resolve().parents[3] / "shared" / "data" / "cambridge-estates"
-BUILDING = ARCHIVE / "building_data" / "processed_data" / "UCam_Building_b0" / "electricity" / "2019.csv"
-WEATHER = ARCHIVE / "aux_data" / "MetOffice Weather Data" / "processed_data" / "bedford" / "2019.csv"
+BUILDING = ARCHIVE / "building_data/processed_data/UCam_Building_b0/electricity/2019.csv"
+WEATHER = ARCHIVE / "aux_data/MetOffice Weather Data/processed_data/bedford/2019.csv"
 
 
 @pytest.mark.skipif(not BUILDING.exists(), reason="Cambridge archive not available")
