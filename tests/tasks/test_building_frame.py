@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -200,3 +201,48 @@ def test_loaded_hours_feed_features_and_a_window(con):
     # The ten missing readings leave their one- and two-week lags missing inside the history.
     assert w.coverage["train"].complete_features == 2015 - 20
     assert w.coverage["test"].usable == 168
+
+
+# --- the real archive, through the ingest --------------------------------------------------
+
+ARCHIVE = Path(__file__).resolve().parents[3] / "shared" / "data" / "cambridge-estates"
+
+
+@pytest.mark.skipif(not ARCHIVE.exists(), reason="Cambridge archive not available")
+def test_real_buildings_from_the_warehouse_match_their_source_files(tmp_path):
+    from tasks.ingest_cambridge import ingest_cambridge
+    from tasks.warehouse import connect
+
+    ids = ["UCam_Building_b0", "UCam_Building_b1", "UCam_Building_b10"]
+    warehouse = tmp_path / "wh.duckdb"
+    ingest_cambridge(warehouse, ARCHIVE, ids, date(2019, 1, 1), date(2020, 1, 1))
+    week = "2019-04-01"
+    start, end = window_load_range(week, "Europe/London")
+    with connect(warehouse, read_only=True) as con:
+        infos = load_buildings_info(con, ids)
+        frame = load_many_building_hours(con, ids, start, end)
+
+    for building_id, hours in frame.groupby("building_id"):
+        source = pd.read_csv(
+            ARCHIVE / "building_data" / "processed_data" / building_id / "electricity" / "2019.csv"
+        )
+        load = source.set_index("datetime")["equipment load [kWh]"]
+        # History 2019-01-07 00:00 to 2019-03-31 22:00 UTC, test week to 2019-04-07 22:00 UTC.
+        history, test = load["2019-01-07 00:00:00":"2019-03-31 22:00:00"], load[
+            "2019-03-31 23:00:00":"2019-04-07 22:00:00"
+        ]
+        info = infos[building_id]
+        w = build_window(
+            build_features(
+                hours, timezone=info.timezone, holiday_country=info.holiday_country,
+                holiday_subdiv=info.holiday_subdiv,
+            ),
+            week,
+            info.timezone,
+        )
+        assert w.coverage["train"].hours == len(history) == 2015
+        assert w.coverage["test"].hours == len(test) == 168
+        # The archive's zeros are missing readings: never labelled.
+        assert w.coverage["train"].labelled == int((history != 0).sum())
+        assert w.coverage["test"].labelled == int((test != 0).sum())
+        assert (w.train["kwh"] > 0).all()
