@@ -53,6 +53,8 @@ class WindowInputError(ValueError):
 
 
 class WindowStatus(StrEnum):
+    """Whether a window can be fitted and forecast; anything but ``ok`` is skipped."""
+
     OK = "ok"
     INSUFFICIENT_DATA = "insufficient_data"
     NO_WEATHER = "no_weather"
