@@ -255,8 +255,8 @@ def _delete_insert(
 ) -> tuple[int, int]:
     deleted = con.execute(delete, params).fetchone()[0]
     con.register(_STAGING_VIEW, data)
-    try:
-        inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
-    finally:
-        con.unregister(_STAGING_VIEW)
+    # On failure the transaction is aborted and cannot unregister; its rollback drops the view
+    # (and a later register under the same name replaces it anyway).
+    inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
+    con.unregister(_STAGING_VIEW)
     return int(deleted), int(inserted)
