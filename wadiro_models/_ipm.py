@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._ipm_cones import NTScaling
+from ._ipm_cones import ConeSet, NTScaling
 from ._ipm_lifted import LiftedProgram
 from ._ipm_newton import NewtonSystemError, NormalEquations
 from ._program import ScnnProgram, ScnnSolution, objective_value, predictions
@@ -51,18 +51,25 @@ class IpmOptions:
     """Tolerances and limits of the interior-point method.
 
     ``feastol`` bounds the relative primal and dual residuals, ``reltol`` the relative
-    duality gap at which the method stops; ``accept_gap`` and ``accept_violation`` are the
-    looser limits the returned weights must meet in the independent check (else fallback).
+    duality gap at which the method stops. The returned weights must pass an independent
+    check (else fallback): residuals at most ``accept_residual``, relative gap between the
+    program's objective at the weights and the dual bound at most ``accept_gap``, largest
+    constraint violation at most ``accept_violation``. A run that stalls just short of
+    ``feastol`` is accepted when it passes that check.
     """
 
-    feastol: float = 1e-9
+    feastol: float = 1e-8
     reltol: float = 1e-9
     max_iter: int = 80
     step: float = 0.99
     refine: int = 3
+    correctors: int = 2
+    separate_steps: bool = True
     accept_gap: float = 1e-7
+    accept_residual: float = 1e-7
     accept_violation: float = 1e-8
     fallback: bool = True
+    verbose: bool = False
 
 
 @dataclass
@@ -124,7 +131,8 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
     e = cones.identity()
     h_norm, c_norm = max(1.0, np.linalg.norm(h)), max(1.0, np.linalg.norm(c))
 
-    # least-squares starting points: min ||s|| s.t. Gx + s = h, min ||z|| s.t. G^T z + c = 0
+    # least-squares starting points: min ||s|| s.t. Gx + s = h, min ||z|| s.t. G^T z + c = 0,
+    # shifted into the cone's interior
     ident = NTScaling.identity(cones)
     normal = NormalEquations(lifted, ident)
     x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
@@ -134,28 +142,30 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
         shortfall = -cones.min_eig(v)
         if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
             v += (1.0 + max(shortfall, 0.0)) * e
-    state = _IpmState(x, s, z)
+    state = _IpmState(x.copy(), s.copy(), z.copy())
+    best_merit = np.inf
+    separate = opts.separate_steps
 
     with np.errstate(all="raise"):
         for it in range(opts.max_iter + 1):
-            state.iterations = it
             r_p = G(x) + s - h
             r_d = GT(z) + c
             gap = float(s @ z)
             pcost, dcost = float(c @ x), float(-h @ z)
-            state.primal_residual = np.linalg.norm(r_p) / h_norm
-            state.dual_residual = np.linalg.norm(r_d) / c_norm
-            state.gap = gap / max(1.0, abs(pcost), abs(dcost))
-            state.history.append((pcost, dcost, state.primal_residual, state.dual_residual))
-            if (
-                state.primal_residual <= opts.feastol
-                and state.dual_residual <= opts.feastol
-                and (state.gap <= opts.reltol or abs(pcost - dcost) <= opts.reltol * abs(pcost))
-            ):
+            pres = np.linalg.norm(r_p) / h_norm
+            dres = np.linalg.norm(r_d) / c_norm
+            rel_gap = gap / max(1.0, abs(pcost), abs(dcost))
+            merit = max(pres, dres, rel_gap)
+            if merit < best_merit:  # keep the best iterate seen, not merely the last one
+                best_merit = merit
+                state.x[:], state.s[:], state.z[:] = x, s, z
+                state.iterations = it
+                state.primal_residual, state.dual_residual, state.gap = pres, dres, rel_gap
+            if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
                 state.converged = True
                 state.message = "converged"
                 return state
-            if it == opts.max_iter:
+            if it == opts.max_iter or (it > 5 and merit > 1e3 * best_merit):
                 break
 
             scaling = cones.nt_scaling(s, z)
@@ -165,25 +175,89 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
 
             # predictor (affine scaling) direction: r_c = -lambda o lambda, so q = -lambda
             dx, ds, dz, ds_t, dz_t = _newton(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
-            alpha = min(1.0, cones.max_step(s, ds), cones.max_step(z, dz))
-            sigma = float(np.clip(((s + alpha * ds) @ (z + alpha * dz)) / gap, 0.0, 1.0)) ** 3
+            a_p, a_d = _step_lengths(cones, s, z, ds, dz, separate)
+            sigma = float(np.clip(((s + a_p * ds) @ (z + a_d * dz)) / gap, 0.0, 1.0)) ** 3
 
             # combined corrector
             r_c = -cones.product(lam, lam) - cones.product(ds_t, dz_t) + sigma * mu * e
             q = cones.divide(lam, r_c)
-            dx, ds, dz, _, _ = _newton(lifted, normal, scaling, -r_d, -r_p, q, opts)
-            alpha = min(1.0, opts.step * min(cones.max_step(s, ds), cones.max_step(z, dz)))
-            if alpha < 1e-10:
+            direction = _newton(lifted, normal, scaling, -r_d, -r_p, q, opts)
+            direction = _centrality_correctors(
+                lifted, normal, scaling, s, z, direction, sigma * mu, opts
+            )
+            dx, ds, dz = direction[:3]
+            a_p, a_d = _step_lengths(cones, s, z, ds, dz, separate)
+            a_p, a_d = min(1.0, opts.step * a_p), min(1.0, opts.step * a_d)
+            if opts.verbose:
+                print(f"{it:3d} pc {pcost:.8e} dc {dcost:.8e} gap {rel_gap:.1e} "
+                      f"pres {pres:.1e} dres {dres:.1e} step {a_p:.3f} {a_d:.3f} "
+                      f"sigma {sigma:.1e}")
+            if min(a_p, a_d) < 1e-10:
                 state.message = f"step length collapsed at iteration {it}"
                 return state
-            x += alpha * dx
-            s += alpha * ds
-            z += alpha * dz
+            x += a_p * dx
+            s += a_p * ds
+            z += a_d * dz
             if cones.min_eig(s) <= 0 or cones.min_eig(z) <= 0:
                 state.message = f"iterate left the cone at iteration {it}"
                 return state
-    state.message = f"no convergence in {opts.max_iter} iterations"
+    state.message = f"no convergence in {it} iterations (best merit {best_merit:.1e})"
     return state
+
+
+def _step_lengths(
+    cones: ConeSet, s: np.ndarray, z: np.ndarray, ds: np.ndarray, dz: np.ndarray, separate: bool
+) -> tuple[float, float]:
+    """Largest primal and dual steps (at most 1) that stay in the cone; equal unless
+    ``separate`` (the residual equations are linear, so primal and dual may move apart)."""
+    a_p = min(1.0, cones.max_step(s, ds))
+    a_d = min(1.0, cones.max_step(z, dz))
+    if separate:
+        return a_p, a_d
+    a = min(a_p, a_d)
+    return a, a
+
+
+def _centrality_correctors(
+    lifted: LiftedProgram,
+    normal: NormalEquations,
+    scaling: NTScaling,
+    s: np.ndarray,
+    z: np.ndarray,
+    direction: tuple[np.ndarray, ...],
+    target: float,
+    opts: IpmOptions,
+) -> tuple[np.ndarray, ...]:
+    """Gondzio's multiple centrality correctors on the orthant rows.
+
+    Look a little beyond the current step length, push the complementarity products that
+    would leave ``[0.1, 10] * sigma mu`` back towards that band, and keep the corrected
+    direction while it lengthens the step. The second-order cone row is left alone.
+    """
+    cones, lam = lifted.cones, scaling.lam
+    k = cones.n_lp
+    zero_x, zero_z = np.zeros(lifted.layout.size), np.zeros(cones.size)
+
+    def step_of(d: tuple[np.ndarray, ...]) -> float:
+        return min(1.0, cones.max_step(s, d[1]), cones.max_step(z, d[2]))
+
+    alpha = step_of(direction)
+    for _ in range(opts.correctors):
+        if alpha >= 0.99:
+            break
+        trial = min(1.0, 1.5 * alpha + 0.1)
+        ds_t, dz_t = direction[3], direction[4]
+        v = (lam[:k] + trial * ds_t[:k]) * (lam[:k] + trial * dz_t[:k])
+        r = np.zeros(cones.size)
+        r[:k] = np.clip(v, 0.1 * target, 10.0 * target) - v
+        np.maximum(r[:k], -10.0 * target, out=r[:k])
+        correction = _newton(lifted, normal, scaling, zero_x, zero_z, cones.divide(lam, r), opts)
+        candidate = tuple(a + b for a, b in zip(direction, correction))
+        new_alpha = step_of(candidate)
+        if new_alpha < 1.01 * alpha:
+            break
+        direction, alpha = candidate, new_alpha
+    return direction
 
 
 def _newton(
@@ -256,8 +330,9 @@ def _checked_solution(
         "ipm_gap": state.gap,
     }
     problems = []
-    if not state.converged:
-        problems.append(state.message)
+    worst_residual = max(state.primal_residual, state.dual_residual)
+    if not worst_residual <= opts.accept_residual:
+        problems.append(f"{state.message}; residual {worst_residual:.1e}")
     if not np.isfinite(objective) or abs(rel_gap) > opts.accept_gap:
         problems.append(f"relative gap {rel_gap:.2e} to the dual bound exceeds {opts.accept_gap}")
     if not violation <= opts.accept_violation:
