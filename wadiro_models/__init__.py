@@ -1,0 +1,57 @@
+"""WaDiRo-SCNN modelling library: scikit-learn estimators, solvers, search spaces.
+
+Pure library: numpy, scipy, cvxpy, clarabel and scikit-learn only (no files, no pipeline).
+"""
+
+from ._baselines import GaussianProcessBaseline, LinearSVRBaseline
+from ._constraints import PhysicalLimits, physical_limits
+from ._program import ScnnProgram, ScnnSolution, ScnnSolver, objective_value, predictions
+from ._relu_network import ReluNetwork
+from ._scnn import SCNN
+from ._solvers import SOLVERS, get_solver
+from ._wadiro_linreg import WaDiRoLinearRegression
+from ._wadiro_scnn import WaDiRoSCNN
+from .exceptions import (
+    InaccurateSolutionWarning,
+    InfeasibleConstraintsError,
+    InsufficientDataError,
+    InvalidInputError,
+    SolverError,
+    SolverNotAvailableError,
+    UnknownModelError,
+    WadiroModelError,
+)
+from .registry import MODELS, make_model
+from .search_spaces import SEARCH_SPACES, Categorical, IntUniform, LogUniform
+
+__all__ = [
+    "MODELS",
+    "SCNN",
+    "SEARCH_SPACES",
+    "SOLVERS",
+    "Categorical",
+    "GaussianProcessBaseline",
+    "InaccurateSolutionWarning",
+    "InfeasibleConstraintsError",
+    "InsufficientDataError",
+    "IntUniform",
+    "InvalidInputError",
+    "LinearSVRBaseline",
+    "LogUniform",
+    "PhysicalLimits",
+    "ReluNetwork",
+    "ScnnProgram",
+    "ScnnSolution",
+    "ScnnSolver",
+    "SolverError",
+    "SolverNotAvailableError",
+    "UnknownModelError",
+    "WaDiRoLinearRegression",
+    "WaDiRoSCNN",
+    "WadiroModelError",
+    "get_solver",
+    "make_model",
+    "objective_value",
+    "physical_limits",
+    "predictions",
+]

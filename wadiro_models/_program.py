@@ -18,6 +18,11 @@ column of ones and D the N x P activation patterns::
 
 ``||.||_*`` is the dual of the Wasserstein ground norm: l_inf for ``"l1"`` (an LP), l2 for
 ``"l2"`` (an SOCP).
+
+The plain and regularised convex networks of the paper's comparisons are the same program
+with ``radius = 0`` plus an optional penalty ``lambda_reg * r(vec nu, vec omega)`` added to the
+objective (``r`` = l1 norm for ``"lasso"``, squared l2 norm for ``"ridge"``; b is not
+penalised). Solvers that do not implement the penalty must refuse such a program.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 Wasserstein = Literal["l1", "l2"]
+Regularizer = Literal["lasso", "ridge"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class ScnnProgram:
     fit_intercept : whether the output bias b is a variable (else fixed at 0 and not in beta).
     lower, upper : (N,) bounds on y_hat, ``-inf`` / ``+inf`` where absent; ``None`` if none at all.
     ramp : (N-1,) limits on |y_hat_j - y_hat_{j-1}|, ``inf`` where absent; ``None`` if none.
+    regularizer : optional penalty on (vec nu, vec omega): ``"lasso"`` or ``"ridge"``.
+    lambda_reg : weight of that penalty (ignored when ``regularizer`` is ``None``).
     """
 
     X: np.ndarray
@@ -55,6 +63,8 @@ class ScnnProgram:
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
     ramp: np.ndarray | None = None
+    regularizer: Regularizer | None = None
+    lambda_reg: float = 0.0
 
     @property
     def n_samples(self) -> int:
@@ -63,6 +73,15 @@ class ScnnProgram:
     @property
     def n_gates(self) -> int:
         return int(self.patterns.shape[1])
+
+    @property
+    def n_features(self) -> int:
+        """Columns of X, the bias column included (d + 1)."""
+        return int(self.X.shape[1])
+
+    @property
+    def has_penalty(self) -> bool:
+        return self.regularizer is not None and self.lambda_reg > 0
 
     @property
     def has_physical_constraints(self) -> bool:
@@ -123,4 +142,12 @@ def objective_value(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: 
     beta = np.concatenate(parts)
     dual = np.max(np.abs(beta)) if program.wasserstein == "l1" else np.linalg.norm(beta)
     residual = predictions(program, nu, omega, b) - program.y
-    return float(program.radius * dual + np.mean(np.abs(residual)))
+    value = program.radius * dual + np.mean(np.abs(residual))
+    if program.has_penalty:
+        weights = np.concatenate([nu.ravel(), omega.ravel()])
+        if program.regularizer == "lasso":
+            penalty = np.sum(np.abs(weights))
+        else:
+            penalty = np.sum(weights**2)
+        value += program.lambda_reg * penalty
+    return float(value)

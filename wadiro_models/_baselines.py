@@ -1,0 +1,200 @@
+"""The paper's baselines behind the same contract as the convex networks.
+
+Both standardise X and y inside ``fit`` (like every model here), take the hyperparameter
+names of the paper's Table "Hyperparameters of the building experiment", and expose
+``solver_status_`` and ``fit_time_`` so the pipeline can record every model alike.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ExpSineSquared, Kernel, WhiteKernel
+from sklearn.svm import LinearSVR
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._scaling import Standardization
+from ._validation import fit_data, predict_data
+
+
+class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
+    """Gaussian process with kernel RBF + ExpSineSquared + WhiteKernel (paper, Appendix C).
+
+    The hyperparameters come from tuning, so by default the kernel is used as given
+    (``optimize=False``: no marginal-likelihood optimiser, no restarts); fitting is then one
+    Cholesky factorisation of the N x N kernel matrix.
+
+    Parameters
+    ----------
+    length_scale : length scale of the RBF kernel.
+    periodicity : period of the exp-sine-squared kernel.
+    length_scale_sine : length scale of the exp-sine-squared kernel.
+    noise_level : variance of the white-noise kernel.
+    optimize : let scikit-learn optimise the kernel hyperparameters (L-BFGS-B).
+    n_restarts_optimizer : optimiser restarts when ``optimize`` is True.
+    standardize : standardise X and y inside ``fit``.
+    random_state : seed of the optimiser restarts.
+    """
+
+    _parameter_constraints: dict = {
+        "length_scale": [Interval(Real, 0, None, closed="neither")],
+        "periodicity": [Interval(Real, 0, None, closed="neither")],
+        "length_scale_sine": [Interval(Real, 0, None, closed="neither")],
+        "noise_level": [Interval(Real, 0, None, closed="neither")],
+        "optimize": ["boolean"],
+        "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
+        "standardize": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        length_scale: float = 1.0,
+        periodicity: float = 1.0,
+        length_scale_sine: float = 1.0,
+        noise_level: float = 1.0,
+        optimize: bool = False,
+        n_restarts_optimizer: int = 0,
+        standardize: bool = True,
+        random_state: object = 0,
+    ) -> None:
+        self.length_scale = length_scale
+        self.periodicity = periodicity
+        self.length_scale_sine = length_scale_sine
+        self.noise_level = noise_level
+        self.optimize = optimize
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.standardize = standardize
+        self.random_state = random_state
+
+    def kernel(self) -> Kernel:
+        """The paper's kernel with this estimator's hyperparameters."""
+        return (
+            RBF(length_scale=self.length_scale)
+            + ExpSineSquared(length_scale=self.length_scale_sine, periodicity=self.periodicity)
+            + WhiteKernel(noise_level=self.noise_level)
+        )
+
+    def fit(self, X: object, y: object) -> GaussianProcessBaseline:
+        self._validate_params()
+        started = time.perf_counter()
+        X, y = fit_data(self, X, y)
+        scaling = Standardization.fit(X, y, self.standardize)
+        gp = GaussianProcessRegressor(
+            kernel=self.kernel(),
+            optimizer="fmin_l_bfgs_b" if self.optimize else None,
+            n_restarts_optimizer=self.n_restarts_optimizer if self.optimize else 0,
+            random_state=self.random_state,
+        )
+        gp.fit(scaling.transform_X(X), scaling.transform_y(y))
+        self.gp_ = gp
+        self.kernel_ = gp.kernel_
+        self.standardization_ = scaling
+        self.solver_status_ = "optimal"
+        self.fit_time_ = time.perf_counter() - started
+        return self
+
+    def predict(self, X: object) -> np.ndarray:
+        check_is_fitted(self)
+        X = predict_data(self, X)
+        return self.standardization_.inverse_y(self.gp_.predict(self.standardization_.transform_X(X)))
+
+
+_SVR_LOSS = {"l1": "epsilon_insensitive", "l2": "squared_epsilon_insensitive"}
+
+
+class LinearSVRBaseline(RegressorMixin, BaseEstimator):
+    """Linear support vector regression (scikit-learn ``LinearSVR``), paper's baseline.
+
+    Parameters
+    ----------
+    C : inverse regularisation strength.
+    loss : ``"l1"`` (epsilon-insensitive) or ``"l2"`` (squared epsilon-insensitive).
+    fit_intercept : learn the bias.
+    epsilon : half-width of the insensitive tube (in standardised units of y).
+    standardize : standardise X and y inside ``fit``.
+    max_iter, tol : liblinear stopping rule.
+    random_state : seed of liblinear's coordinate order.
+
+    ``solver_status_`` is ``"optimal"``, or ``"max_iter"`` when liblinear stopped on its
+    iteration limit (its :class:`ConvergenceWarning` is recorded there, not re-emitted).
+    """
+
+    _parameter_constraints: dict = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "loss": [StrOptions(set(_SVR_LOSS))],
+        "fit_intercept": ["boolean"],
+        "epsilon": [Interval(Real, 0, None, closed="left")],
+        "standardize": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        C: float = 1.0,
+        loss: str = "l1",
+        fit_intercept: bool = True,
+        epsilon: float = 0.0,
+        standardize: bool = True,
+        max_iter: int = 10_000,
+        tol: float = 1e-4,
+        random_state: object = 0,
+    ) -> None:
+        self.C = C
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.epsilon = epsilon
+        self.standardize = standardize
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def fit(self, X: object, y: object) -> LinearSVRBaseline:
+        self._validate_params()
+        started = time.perf_counter()
+        X, y = fit_data(self, X, y)
+        scaling = Standardization.fit(X, y, self.standardize)
+        svr = LinearSVR(
+            C=self.C,
+            loss=_SVR_LOSS[self.loss],
+            fit_intercept=self.fit_intercept,
+            epsilon=self.epsilon,
+            dual=True if self.loss == "l1" else "auto",
+            max_iter=self.max_iter,
+            tol=self.tol,
+            random_state=self.random_state,
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            svr.fit(scaling.transform_X(X), scaling.transform_y(y))
+        converged = True
+        for caught_warning in caught:
+            if issubclass(caught_warning.category, ConvergenceWarning):
+                converged = False
+            else:
+                warnings.warn(caught_warning.message, caught_warning.category, stacklevel=2)
+        self.svr_ = svr
+        # y = y_mean + y_scale * (((x - x_mean) / x_scale) @ w + b)
+        w = svr.coef_.ravel()
+        self.coef_ = scaling.y_scale * w / scaling.x_scale
+        self.intercept_ = float(
+            scaling.y_mean
+            + scaling.y_scale * (float(np.ravel(svr.intercept_)[0]) - (scaling.x_mean / scaling.x_scale) @ w)
+        )
+        self.solver_status_ = "optimal" if converged else "max_iter"
+        self.n_iter_ = int(svr.n_iter_)
+        self.fit_time_ = time.perf_counter() - started
+        return self
+
+    def predict(self, X: object) -> np.ndarray:
+        check_is_fitted(self)
+        return predict_data(self, X) @ self.coef_ + self.intercept_

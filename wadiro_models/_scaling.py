@@ -1,0 +1,54 @@
+"""Standardisation of X and y inside ``fit``, undone in ``predict``.
+
+Zero-variance columns keep scale 1 (they become all-zero columns instead of NaN). Physical
+limits convert exactly: a level l (bound) becomes (l - mean_y) / scale_y, a step r (ramp)
+becomes r / scale_y.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _safe_scale(std: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    tiny = 10 * np.finfo(float).eps * np.maximum(np.abs(mean), 1.0)
+    return np.where(std > tiny, std, 1.0)
+
+
+@dataclass(frozen=True)
+class Standardization:
+    """Per-column mean/scale of X and mean/scale of y (identity when disabled)."""
+
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    y_mean: float
+    y_scale: float
+
+    @classmethod
+    def fit(cls, X: np.ndarray, y: np.ndarray, enabled: bool = True) -> Standardization:
+        d = X.shape[1]
+        if not enabled:
+            return cls(np.zeros(d), np.ones(d), 0.0, 1.0)
+        x_mean, y_mean = X.mean(axis=0), np.array(y.mean())
+        x_scale = _safe_scale(X.std(axis=0), x_mean)
+        y_scale = _safe_scale(np.array(y.std()), y_mean)
+        return cls(x_mean, x_scale, float(y_mean), float(y_scale))
+
+    def transform_X(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.x_mean) / self.x_scale
+
+    def transform_y(self, y: np.ndarray) -> np.ndarray:
+        return (y - self.y_mean) / self.y_scale
+
+    def inverse_y(self, y: np.ndarray) -> np.ndarray:
+        return y * self.y_scale + self.y_mean
+
+    def level(self, value: np.ndarray) -> np.ndarray:
+        """A bound on y in program units (infinities stay infinite)."""
+        return (value - self.y_mean) / self.y_scale
+
+    def step(self, value: np.ndarray) -> np.ndarray:
+        """A limit on a difference of y (a ramp) in program units."""
+        return value / self.y_scale

@@ -1,0 +1,69 @@
+"""SCNN: the plain and the lasso/ridge-regularised shallow convex network (l1 loss)."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._scnn_base import ConvexNetworkRegressor
+
+
+class SCNN(ConvexNetworkRegressor):
+    """Shallow convex ReLU network of the paper's comparisons (Lemma 1 and its remark).
+
+    Training program (same gates, cones and physical constraints as :class:`WaDiRoSCNN`)::
+
+        minimise  (1/N) sum_j |y_hat_j - y_j|  +  lambda_reg * r(vec nu, vec omega)
+
+    with r = ||.||_1 for ``regularizer="lasso"``, ||.||_2^2 for ``"ridge"`` and no penalty
+    for ``None`` (b is never penalised). The paper writes the loss as a sum; with the mean
+    used here, ``lambda_reg`` equals the paper's lambda divided by N.
+
+    Parameters are those of :class:`WaDiRoSCNN` without ``radius``/``wasserstein``, plus
+    ``regularizer`` and ``lambda_reg``. The penalised program needs a solver that implements
+    the penalty (``"clarabel"``).
+    """
+
+    _parameter_constraints: dict = {
+        **ConvexNetworkRegressor._parameter_constraints,
+        "regularizer": [None, StrOptions({"lasso", "ridge"})],
+        "lambda_reg": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        max_neurons: int = 30,
+        regularizer: str | None = None,
+        lambda_reg: float = 1e-3,
+        lower_bound: object = None,
+        upper_bound: object = None,
+        ramp: object = None,
+        fit_intercept: bool = True,
+        standardize: bool = True,
+        random_state: object = 0,
+        solver: str = "clarabel",
+        solver_options: dict | None = None,
+        accept_inaccurate: bool = False,
+        constraint_margin: float = 1e-6,
+    ) -> None:
+        self.max_neurons = max_neurons
+        self.regularizer = regularizer
+        self.lambda_reg = lambda_reg
+        self.lower_bound = lower_bound
+        self.upper_bound = upper_bound
+        self.ramp = ramp
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.random_state = random_state
+        self.solver = solver
+        self.solver_options = solver_options
+        self.accept_inaccurate = accept_inaccurate
+        self.constraint_margin = constraint_margin
+
+    def _objective_terms(self) -> dict:
+        return {
+            "radius": 0.0,
+            "regularizer": self.regularizer,
+            "lambda_reg": float(self.lambda_reg) if self.regularizer is not None else 0.0,
+        }

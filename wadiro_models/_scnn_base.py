@@ -1,0 +1,192 @@
+"""What the convex-network estimators share: data -> program -> solver -> fitted network.
+
+Subclasses say only which objective terms they use (:meth:`_objective_terms`); gates,
+standardisation, physical constraints, solver dispatch and status checks live here once.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from ._constraints import PhysicalLimits, physical_limits
+from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples, sample_gates
+from ._program import ScnnProgram, ScnnSolution, predictions
+from ._relu_network import ReluNetwork, relu_network
+from ._scaling import Standardization
+from ._solvers import check_supports, configured_solver
+from ._validation import fit_data, predict_data
+from .exceptions import (
+    InaccurateSolutionWarning,
+    InfeasibleConstraintsError,
+    InsufficientDataError,
+    SolverError,
+)
+
+# A fitted point may break a stated constraint by at most this much (program units) before
+# the fit is rejected; the default margin keeps real violations at zero.
+_VIOLATION_TOLERANCE = 1e-6
+
+
+def _generator(random_state: object) -> np.random.Generator | np.random.RandomState:
+    if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+        return random_state
+    return np.random.default_rng(random_state)
+
+
+class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
+    """Base of :class:`WaDiRoSCNN` and :class:`SCNN` (not meant to be used directly)."""
+
+    _parameter_constraints: dict = {
+        "max_neurons": [Interval(Integral, 1, None, closed="left")],
+        "lower_bound": [None, Real, "array-like"],
+        "upper_bound": [None, Real, "array-like"],
+        "ramp": [None, Real, "array-like"],
+        "fit_intercept": ["boolean"],
+        "standardize": ["boolean"],
+        "random_state": ["random_state"],
+        "solver": [str],
+        "solver_options": [None, dict],
+        "accept_inaccurate": ["boolean"],
+        "constraint_margin": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def _objective_terms(self) -> dict:
+        """ScnnProgram fields that define the objective (radius, wasserstein, penalty)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: object, y: object) -> ConvexNetworkRegressor:
+        """Sample gates, build the training program and solve it; returns ``self``."""
+        self._validate_params()
+        started = time.perf_counter()
+        X, y = fit_data(self, X, y)
+        limits = physical_limits(self.lower_bound, self.upper_bound, self.ramp, X.shape[0])
+        scaling = Standardization.fit(X, y, self.standardize)
+        program, gates = self._build_program(X, y, scaling, limits)
+        solution = self._solve(program)
+        self._check_training_constraints(program, solution, scaling, limits)
+
+        self.standardization_ = scaling
+        self.gates_ = gates
+        self.n_gates_ = program.n_gates
+        self.nu_ = solution.nu
+        self.omega_ = solution.omega
+        self.intercept_ = float(solution.b)
+        self.objective_ = float(solution.objective)
+        self.solver_status_ = solution.status
+        self.solver_name_ = solution.solver
+        self.solve_time_ = float(solution.solve_time)
+        self.n_iter_ = solution.iterations
+        self.solver_info_ = dict(solution.info)
+        self.fit_time_ = time.perf_counter() - started
+        return self
+
+    def _build_program(
+        self, X: np.ndarray, y: np.ndarray, scaling: Standardization, limits: PhysicalLimits
+    ) -> tuple[ScnnProgram, np.ndarray]:
+        """The training program in program units, and the kept gates (d+1, P)."""
+        X_aug = augment(scaling.transform_X(X))
+        drawn = sample_gates(
+            X_aug.shape[1], n_gate_samples(self.max_neurons), _generator(self.random_state)
+        )
+        gates, patterns = distinct_gates(X_aug, drawn)
+        if gates.shape[1] == 0:
+            raise InsufficientDataError(
+                f"none of the {drawn.shape[1]} sampled gates activates any of the "
+                f"{X.shape[0]} samples; increase max_neurons or change random_state"
+            )
+        bounds = limits.to_program_units(scaling, self.constraint_margin)
+        program = ScnnProgram(
+            X=X_aug,
+            y=scaling.transform_y(y),
+            patterns=patterns,
+            fit_intercept=self.fit_intercept,
+            lower=bounds.lower,
+            upper=bounds.upper,
+            ramp=bounds.ramp,
+            **self._objective_terms(),
+        )
+        return program, gates
+
+    def _solve(self, program: ScnnProgram) -> ScnnSolution:
+        check_supports(self.solver, program)
+        solution = configured_solver(self.solver, self.solver_options)(program)
+        status = solution.status
+        if status == "infeasible" and program.has_physical_constraints:
+            raise InfeasibleConstraintsError(
+                f"solver {solution.solver!r}: no network satisfies the physical constraints "
+                "(lower_bound/upper_bound/ramp) on every training sample"
+            )
+        if status == "optimal_inaccurate" and self.accept_inaccurate:
+            warnings.warn(
+                f"solver {solution.solver!r} stopped at reduced accuracy "
+                "(optimal_inaccurate); accepted because accept_inaccurate=True",
+                InaccurateSolutionWarning,
+                stacklevel=3,
+            )
+        elif status != "optimal":
+            detail = solution.info.get("error", "")
+            raise SolverError(
+                f"solver {solution.solver!r} returned status {status!r}"
+                + (f": {detail}" if detail else "")
+                + (
+                    "; pass accept_inaccurate=True to keep such fits"
+                    if status == "optimal_inaccurate"
+                    else ""
+                ),
+                status=status,
+            )
+        finite = np.isfinite(solution.nu).all() and np.isfinite(solution.omega).all()
+        if not (finite and np.isfinite(solution.b)):
+            raise SolverError(
+                f"solver {solution.solver!r} reported {status!r} but returned non-finite "
+                "weights",
+                status="failed",
+            )
+        return solution
+
+    @staticmethod
+    def _check_training_constraints(
+        program: ScnnProgram,
+        solution: ScnnSolution,
+        scaling: Standardization,
+        limits: PhysicalLimits,
+    ) -> None:
+        if limits.empty:
+            return
+        fitted = scaling.inverse_y(predictions(program, solution.nu, solution.omega, solution.b))
+        excess, where = limits.max_violation(fitted)
+        if excess > _VIOLATION_TOLERANCE * scaling.y_scale:
+            raise SolverError(
+                f"solver {solution.solver!r} returned weights that break the {where} by "
+                f"{excess:.3g} (units of y)",
+                status=solution.status,
+            )
+
+    # -------------------------------------------------------------- predict
+    def predict(self, X: object) -> np.ndarray:
+        """sum_i 1[x_aug^T s_i >= 0] x_aug^T (nu_i - omega_i) + b, in the units of y."""
+        check_is_fitted(self)
+        X = predict_data(self, X)
+        X_aug = augment(self.standardization_.transform_X(X))
+        patterns = activation_patterns(X_aug, self.gates_)
+        gated = np.einsum("np,np->n", patterns, X_aug @ (self.nu_ - self.omega_).T)
+        return self.standardization_.inverse_y(gated + self.intercept_)
+
+    def to_relu_network(self, *, rtol: float = 1e-10) -> ReluNetwork:
+        """The equivalent non-convex ReLU network (eq. map1/map2), zero neurons dropped.
+
+        It reproduces :meth:`predict` wherever the stored gates' activations agree with the
+        signs of the fitted neurons, in particular on every training sample.
+        """
+        check_is_fitted(self)
+        return relu_network(
+            self.nu_, self.omega_, self.intercept_, self.standardization_, rtol=rtol
+        )

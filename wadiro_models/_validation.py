@@ -1,0 +1,39 @@
+"""Input validation shared by the estimators: scikit-learn's checks, typed errors."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import validate_data
+
+from .exceptions import InsufficientDataError, InvalidInputError
+
+MIN_SAMPLES = 2
+
+
+def fit_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
+    """Validated float64 (X, y) for ``fit``; sets ``n_features_in_`` on the estimator.
+
+    NaN/inf, mismatched lengths, non-numeric data and fewer than ``MIN_SAMPLES`` rows raise
+    :class:`InvalidInputError` / :class:`InsufficientDataError` with the cause in the message.
+    """
+    try:
+        X, y = validate_data(estimator, X, y, dtype=np.float64, y_numeric=True)
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from exc
+    if X.shape[0] < MIN_SAMPLES:
+        raise InsufficientDataError(
+            f"got n_samples={X.shape[0]}; at least {MIN_SAMPLES} samples are required"
+        )
+    return X, y
+
+
+def predict_data(estimator: object, X: object) -> np.ndarray:
+    """Validated float64 X for ``predict`` (feature count checked against ``fit``)."""
+    try:
+        return validate_data(estimator, X, dtype=np.float64, reset=False)
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from exc
