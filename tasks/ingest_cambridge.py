@@ -216,12 +216,12 @@ def _overlaps(year: int, lo: datetime | None, hi: datetime | None) -> bool:
     return (lo is None or lo < year_end) and (hi is None or hi > year_start)
 
 
-def _read_csv(path: Path, columns: Sequence[str], source: bytes | None = None) -> pa.Table:
+def _read_csv(path: Path, columns: Sequence[str]) -> pa.Table:
     """Read a CSV with a fixed header: timestamp first, doubles after."""
     types = {columns[0]: pa.timestamp("s")} | {c: pa.float64() for c in columns[1:]}
     try:
         table = pcsv.read_csv(
-            pa.BufferReader(source) if source is not None else str(path),
+            str(path),
             convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True),
         )
     except pa.ArrowInvalid as error:
