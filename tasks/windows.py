@@ -170,7 +170,7 @@ def _as_date(week: WeekLike) -> date:
     raise NotALocalMondayError(f"target week {week!r} is not a date")
 
 
-def _monday(week: WeekLike) -> date:
+def as_monday(week: WeekLike) -> date:
     day = _as_date(week)
     if day.weekday() != 0:
         raise NotALocalMondayError(
@@ -192,7 +192,7 @@ def local_midnight_utc(day: date, timezone: str) -> pd.Timestamp:
 
 def target_week_bounds(week: WeekLike, timezone: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     """``(start_utc, end_utc)`` of local Monday 00:00 of ``week`` to the next local Monday."""
-    monday = _monday(week)
+    monday = as_monday(week)
     return (
         local_midnight_utc(monday, timezone),
         local_midnight_utc(monday + timedelta(weeks=1), timezone),
@@ -207,7 +207,7 @@ def window_bounds(
         raise ValueError(
             f"history_weeks must be at least 2 (fit + validation), got {history_weeks}"
         )
-    monday = _monday(week)
+    monday = as_monday(week)
     return WindowBounds(
         history_start=local_midnight_utc(monday - timedelta(weeks=history_weeks), timezone),
         validation_start=local_midnight_utc(monday - timedelta(weeks=1), timezone),
@@ -411,7 +411,7 @@ def build_window(
         return frame.loc[mask].reset_index(drop=True)
 
     return Window(
-        week=_monday(week),
+        week=as_monday(week),
         timezone=timezone,
         feature_set=fs.name,
         feature_columns=fs.columns,

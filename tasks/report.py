@@ -1,0 +1,91 @@
+"""The fleet report: leaderboard, per-building normalised errors, forecast-versus-actual plots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on batch machines
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from tasks.results_schema import leaderboard_sql  # noqa: E402
+
+
+def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per model over every stored score (the ``leaderboard`` view)."""
+    return con.execute(leaderboard_sql()).df()
+
+
+def run_leaderboard(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+    """The leaderboard of the scores one run wrote."""
+    return con.execute(leaderboard_sql("run_id = ?"), [run_id]).df()
+
+
+def building_errors(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per building and model: MAE, RMSE, NMAE and CV-RMSE (normalised by mean load)."""
+    return con.execute("SELECT * FROM building_errors ORDER BY building_id, model").df()
+
+
+def default_plot_buildings(con: duckdb.DuckDBPyConnection, n: int = 3) -> list[str]:
+    rows = con.execute(
+        "SELECT DISTINCT building_id FROM scores WHERE n_hours > 0 ORDER BY 1 LIMIT ?", [n]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, path: Path) -> Path | None:
+    """Forecasts of every model beside the actual load over every stored week of a building."""
+    frame = con.execute(
+        "SELECT ts, model, y_hat, actual_kwh FROM forecast_vs_actual "
+        "WHERE building_id = ? ORDER BY ts, model",
+        [building_id],
+    ).df()
+    if frame.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    actual = frame.drop_duplicates("ts").set_index("ts")["actual_kwh"]
+    ax.plot(actual.index, actual.to_numpy(), color="black", linewidth=1.6, label="actual")
+    for model, group in frame.groupby("model"):
+        ax.plot(group["ts"], group["y_hat"], linewidth=0.9, alpha=0.85, label=model)
+    ax.axhline(0.0, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_title(f"{building_id}: week-ahead forecasts vs actual")
+    ax.set_ylabel("energy [kWh]")
+    ax.set_xlabel("time (UTC)")
+    ax.legend(loc="upper right", ncol=4, fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+@dataclass
+class Report:
+    leaderboard: pd.DataFrame
+    building_errors: pd.DataFrame
+    files: list[Path] = field(default_factory=list)
+
+
+def write_report(
+    con: duckdb.DuckDBPyConnection, out_dir: Path, buildings: Sequence[str] | None = None
+) -> Report:
+    """Leaderboard and per-building errors as CSV, plus one PNG per building."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = Report(fleet_leaderboard(con), building_errors(con))
+    for name, frame in (("leaderboard", report.leaderboard),
+                        ("building_errors", report.building_errors)):
+        csv = out_dir / f"{name}.csv"
+        frame.to_csv(csv, index=False)
+        report.files.append(csv)
+    for building_id in buildings or default_plot_buildings(con):
+        png = plot_building(con, building_id, out_dir / "plots" / f"{building_id}.png")
+        if png is not None:
+            report.files.append(png)
+    return report

@@ -1,0 +1,177 @@
+"""Warehouse I/O of the forecasting results: rows from protocol outputs, idempotent writes.
+
+A batch of :class:`~tasks.forecasting.BuildingWeekResult` is written in ONE short transaction
+that, for each target week, replaces the slice (those buildings x that week x the run's models)
+in every result table. Rerunning a week or resuming a killed backfill therefore replaces rows and
+never duplicates them, and a model that produced nothing this time leaves no stale row behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime, timezone
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from tasks.forecasting import BuildingWeekResult, StoredParams
+from tasks.results_schema import RESULT_TABLES, VIEWS
+from tasks.warehouse import Slice, ensure_schema, register_tables, replace_slice, transaction
+
+register_tables(RESULT_TABLES)
+
+PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits")
+
+
+def ensure_result_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Every table (inputs and results) and the analysts' views."""
+    ensure_schema(con)
+    for statement in VIEWS.values():
+        con.execute(statement)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=float)
+
+
+def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pd.DataFrame]:
+    """The rows of every result table for a batch of building-weeks."""
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    forecasts: list[pd.DataFrame] = []
+    for res in results:
+        key = {"building_id": res.building_id, "target_week": res.week}
+        rows["window_status"].append(
+            {**key, "status": res.status, "reason": res.reason, **res.coverage, "run_id": run_id}
+        )
+        for out in res.outcomes:
+            mkey = {**key, "model": out.model}
+            rows["model_fits"].append({
+                **mkey, "status": out.status, "error": out.error,
+                "params": None if out.params is None else _json(out.params),
+                "tuned_week": out.tuned_week, "solver": out.solver,
+                "solver_status": out.solver_status, "objective": out.objective,
+                "fit_time_s": out.fit_time_s, "tuning_time_s": out.tuning_time_s,
+                "n_train": out.n_train, "run_id": run_id,
+            })
+            for trial in out.trials:
+                rows["tuning_trials"].append({
+                    **mkey, "trial": trial.number, "params": _json(trial.params),
+                    "value": trial.value, "state": trial.state,
+                    "duration_s": trial.duration_s, "run_id": run_id,
+                })
+            if out.status != "ok":
+                continue
+            s = out.scores
+            rows["scores"].append({
+                **mkey, "mae": s.mae, "rmse": s.rmse, "mean_actual": s.mean_actual,
+                "n_hours": s.n_hours, "n_violations": s.n_violations,
+                "n_train_violations": s.n_train_violations, "run_id": run_id,
+            })
+            forecasts.append(pd.DataFrame({
+                "building_id": res.building_id, "model": out.model, "target_week": res.week,
+                "ts": res.test_ts.to_numpy(), "y_hat": out.y_hat, "run_id": run_id,
+            }))
+    frames = {table: pd.DataFrame(rows[table]) for table in ("window_status", *PER_MODEL_TABLES)}
+    if forecasts:
+        frames["forecasts"] = pd.concat(forecasts, ignore_index=True)
+    for name, frame in frames.items():
+        if "target_week" in frame:
+            frame["target_week"] = pd.to_datetime(frame["target_week"]).dt.date
+    return frames
+
+
+def write_results(
+    con: duckdb.DuckDBPyConnection,
+    results: Sequence[BuildingWeekResult],
+    *,
+    run_id: str,
+    models: Sequence[str],
+) -> int:
+    """Replace the batch's slices in every result table in one transaction; rows inserted."""
+    frames = result_frames(results, run_id)
+    weeks: dict[date, list[str]] = defaultdict(list)
+    for res in results:
+        weeks[res.week].append(res.building_id)
+    inserted = 0
+    with transaction(con):
+        for week, buildings in weeks.items():
+            for table in ("window_status", *PER_MODEL_TABLES):
+                where: dict[str, Sequence[Any]] = {"building_id": buildings, "target_week": [week]}
+                if table != "window_status":
+                    where["model"] = list(models)
+                frame = frames[table]
+                if not frame.empty:
+                    frame = frame[(frame["target_week"] == week)]
+                _, n = replace_slice(
+                    con, table, frame if not frame.empty else _empty(con, table),
+                    Slice(where_in=where), own_transaction=False,
+                )
+                inserted += n
+    return inserted
+
+
+def _empty(con: duckdb.DuckDBPyConnection, table: str) -> Any:
+    """A zero-row Arrow table with ``table``'s schema (so a slice can be cleared)."""
+    return con.execute(f"SELECT * FROM {table} LIMIT 0").to_arrow_table()  # noqa: S608 - checked name
+
+
+def record_run_start(
+    con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str
+) -> None:
+    with transaction(con):
+        con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        con.execute(
+            "INSERT INTO runs (run_id, flow, started_at, status, parameters, code_version) "
+            "VALUES (?, ?, ?, 'running', ?, ?)",
+            [run_id, flow, datetime.now(timezone.utc), _json(parameters), code_version],
+        )
+
+
+def record_run_end(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    run_id: str,
+    status: str,
+    counts: dict[str, int],
+    message: str | None = None,
+) -> None:
+    con.execute(
+        "UPDATE runs SET finished_at = ?, status = ?, n_building_weeks = ?, n_ok = ?, "
+        "n_skipped = ?, n_failed = ?, message = ? WHERE run_id = ?",
+        [
+            datetime.now(timezone.utc), status, counts.get("building_weeks", 0),
+            counts.get("ok", 0), counts.get("skipped", 0), counts.get("failed", 0),
+            message, run_id,
+        ],
+    )
+
+
+def load_stored_params(
+    con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], models: Sequence[str], before: date
+) -> dict[str, dict[str, StoredParams]]:
+    """The latest successful tuning per (building, model) from a week before ``before``.
+
+    Only rows that were tuned in their own week count (``tuned_week = target_week``), so reuse
+    never chains from a reused fit.
+    """
+    rows = con.execute(
+        """
+        SELECT building_id, model, params, tuned_week FROM (
+            SELECT building_id, model, params, tuned_week,
+                   row_number() OVER (PARTITION BY building_id, model
+                                      ORDER BY tuned_week DESC) AS rank
+            FROM model_fits
+            WHERE status = 'ok' AND tuned_week = target_week AND target_week < ?
+              AND building_id IN (SELECT unnest(?::VARCHAR[]))
+              AND model IN (SELECT unnest(?::VARCHAR[]))
+        ) WHERE rank = 1
+        """,
+        [before, list(building_ids), list(models)],
+    ).fetchall()
+    stored: dict[str, dict[str, StoredParams]] = defaultdict(dict)
+    for building_id, model, params, tuned_week in rows:
+        stored[building_id][model] = StoredParams(json.loads(params), tuned_week)
+    return dict(stored)
