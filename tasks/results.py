@@ -115,7 +115,7 @@ def write_results(
 
 def _empty(con: duckdb.DuckDBPyConnection, table: str) -> Any:
     """A zero-row Arrow table with ``table``'s schema (so a slice can be cleared)."""
-    return con.execute(f"SELECT * FROM {table} LIMIT 0").to_arrow_table()  # noqa: S608 - checked name
+    return con.sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table()  # noqa: S608 - checked name
 
 
 def record_run_start(

@@ -1,0 +1,139 @@
+"""The per-(building, week) protocol and its idempotent warehouse writes, on a synthetic fleet."""
+
+from datetime import date, timedelta
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.building_frame import load_building_hours, load_building_info
+from tasks.forecasting import (
+    ForecastConfig,
+    StoredParams,
+    UnknownModelNameError,
+    forecast_building_week,
+    seasonal_naive,
+)
+from tasks.results import ensure_result_schema, load_stored_params, write_results
+from tasks.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.warehouse import connect
+from tasks.windows import window_load_range
+
+WEEK = date(2024, 3, 25)  # the week of the spring clock change in Europe/London
+FAST = ("svr", "wadiro_linreg", "seasonal_naive")
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    path = tmp_path_factory.mktemp("wh") / "w.duckdb"
+    ingest_synthetic(path, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
+    with connect(path) as con:
+        ensure_result_schema(con)
+    return path
+
+
+def _run(warehouse, building_id, config, stored=None, week=WEEK):
+    with connect(warehouse, read_only=True) as con:
+        info = load_building_info(con, building_id)
+        start, end = window_load_range(week, info.timezone)
+        hours = load_building_hours(con, building_id, start, end)
+    return forecast_building_week(
+        hours, building_id=building_id, timezone=info.timezone,
+        holiday_country=info.holiday_country, holiday_subdiv=info.holiday_subdiv,
+        week=week, config=config, stored_params=stored,
+    )
+
+
+def test_protocol_outputs(warehouse):
+    config = ForecastConfig(models=FAST, trials=3)
+    res = _run(warehouse, "synthetic_b00000", config)
+    assert res.status == "ok"
+    assert len(res.test_ts) == 167  # spring-forward week: one local hour fewer
+    assert [o.model for o in res.outcomes] == list(FAST)
+    for out in res.outcomes:
+        assert out.status == "ok", out.error
+        assert out.y_hat.shape == (167,)
+        assert out.scores.n_hours <= 167
+    svr = res.outcomes[0]
+    assert len(svr.trials) == 3 and svr.tuned_week == WEEK
+
+
+def test_rerun_reproduces_tuning(warehouse):
+    config = ForecastConfig(models=("svr",), trials=4)
+    a = _run(warehouse, "synthetic_b00001", config).outcomes[0]
+    b = _run(warehouse, "synthetic_b00001", config).outcomes[0]
+    assert a.params == b.params
+    np.testing.assert_array_equal(a.y_hat, b.y_hat)
+
+
+def test_reuse_skips_tuning_and_expires(warehouse):
+    config = ForecastConfig(models=("svr",), trials=3, tuning="reuse", reuse_max_age_weeks=2)
+    fresh = StoredParams({"C": 2.0, "fit_intercept": True, "loss": "l1"}, WEEK - timedelta(weeks=1))
+    out = _run(warehouse, "synthetic_b00000", config, {"svr": fresh}).outcomes[0]
+    assert out.trials == [] and out.params["C"] == 2.0 and out.tuned_week == fresh.tuned_week
+    stale = StoredParams(fresh.params, WEEK - timedelta(weeks=3))
+    out = _run(warehouse, "synthetic_b00000", config, {"svr": stale}).outcomes[0]
+    assert len(out.trials) == 3 and out.tuned_week == WEEK
+
+
+def test_seasonal_naive_is_last_weeks_value(warehouse):
+    res = _run(warehouse, "synthetic_b00000", ForecastConfig(models=("seasonal_naive",)))
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        con.execute("SET TimeZone='UTC'")
+        ts = res.test_ts.iloc[30]
+        last_week = con.execute(
+            "SELECT kwh FROM meter_readings WHERE building_id = ? AND ts = ?",
+            ["synthetic_b00000", (ts - pd.Timedelta(hours=168)).to_pydatetime()],
+        ).fetchone()[0]
+    if last_week is not None:
+        assert res.outcomes[0].y_hat[30] == pytest.approx(last_week)
+
+
+def test_window_without_history_is_skipped_with_reason(warehouse):
+    res = _run(warehouse, "synthetic_b00000", ForecastConfig(models=FAST), week=date(2024, 1, 8))
+    assert res.status == "insufficient_data" and res.reason and res.outcomes == []
+
+
+def test_unknown_model_name():
+    with pytest.raises(UnknownModelNameError, match="nope"):
+        ForecastConfig(models=("svr", "nope"))
+
+
+def _table_rows(con, table):
+    cols = [c for c in con.execute(f"SELECT * FROM {table} LIMIT 0").df().columns if c != "run_id"]
+    return con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY ALL").fetchall()
+
+
+def test_writes_replace_and_never_duplicate(warehouse):
+    config = ForecastConfig(models=FAST, trials=2)
+    results = [_run(warehouse, b, config) for b in ("synthetic_b00000", "synthetic_b00001")]
+    with connect(warehouse) as con:
+        write_results(con, results, run_id="r1", models=config.models)
+        first = {t: _table_rows(con, t) for t in ("forecasts", "scores", "tuning_trials", "model_fits", "window_status")}
+        write_results(con, results, run_id="r2", models=config.models)
+        second = {t: _table_rows(con, t) for t in first}
+        assert first == second
+        assert len(first["forecasts"]) == 2 * 3 * 167
+        assert con.execute("SELECT count(DISTINCT run_id) FROM forecasts").fetchone()[0] == 1
+        # a rerun with a model that now fails to produce anything removes its stale rows
+        only_naive = [
+            type(r)(r.building_id, r.week, r.status, r.reason, r.coverage, r.test_ts,
+                    [o for o in r.outcomes if o.model == "seasonal_naive"])
+            for r in results
+        ]
+        write_results(con, only_naive, run_id="r3", models=config.models)
+        models = {r[0] for r in con.execute("SELECT DISTINCT model FROM forecasts").fetchall()}
+        assert models == {"seasonal_naive"}
+        # the leaderboard view answers
+        assert con.execute("SELECT count(*) FROM leaderboard").fetchone()[0] == 1
+
+
+def test_stored_params_pick_latest_own_tuning(warehouse):
+    config = ForecastConfig(models=("svr",), trials=2)
+    res = _run(warehouse, "synthetic_b00000", config)
+    with connect(warehouse) as con:
+        write_results(con, [res], run_id="r4", models=config.models)
+        stored = load_stored_params(con, ["synthetic_b00000"], ["svr"], WEEK + timedelta(weeks=1))
+        assert stored["synthetic_b00000"]["svr"].params == res.outcomes[0].params
+        assert load_stored_params(con, ["synthetic_b00000"], ["svr"], WEEK) == {}
