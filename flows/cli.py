@@ -52,7 +52,8 @@ def _run(label: str, call) -> None:  # noqa: ANN001 - a zero-argument callable r
     except EXPECTED_ERRORS as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=1) from None
-    typer.echo(f"{label}: {summary.line()} in {time.perf_counter() - began:.1f} s")
+    total = time.perf_counter() - began
+    typer.echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
 
 
 def _as_date(value: datetime | None) -> date | None:

@@ -139,6 +139,7 @@ class SyntheticSummary:
     start: datetime
     end: datetime
     seconds: float
+    """Time spent generating and writing (excluding orchestration)."""
 
     def line(self) -> str:
         return (
