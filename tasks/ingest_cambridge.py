@@ -359,31 +359,40 @@ def read_midas_wind(path: Path) -> pa.Table:
     )
 
 
+_HOURLY_WEATHER = pa.schema(
+    [
+        ("ts", _UTC_TS),
+        ("temperature_c", pa.float64()),
+        ("humidity_pct", pa.float64()),
+        ("irradiance_wm2", pa.float64()),
+        ("wind_speed_ms", pa.float64()),
+    ]
+)
+
+
+def _weather_year(path: Path, year: int, midas: Path | None) -> pa.Table:
+    """One year of processed Bedford weather with the MIDAS wind joined on the hour."""
+    hourly = read_bedford_weather(path, year)
+    if midas is None:
+        wind = pa.nulls(hourly.num_rows, pa.float64())
+        return hourly.append_column("wind_speed_ms", wind).select(_HOURLY_WEATHER.names)
+    joined = hourly.join(read_midas_wind(midas), "ts", join_type="left outer")
+    return joined.select(_HOURLY_WEATHER.names).cast(_HOURLY_WEATHER)
+
+
 def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None) -> pa.Table:
-    years = {y: p for y, p in _year_files(layout.weather_dir, _YEAR_FILE).items() if _overlaps(y, lo, hi)}
+    """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
+    years = _year_files(layout.weather_dir, _YEAR_FILE)
     midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
-    parts = []
-    for year, path in sorted(years.items()):
-        hourly = read_bedford_weather(path, year)
-        if year in midas:
-            wind = read_midas_wind(midas[year])
-            hourly = hourly.join(wind, "ts", join_type="left outer")
-        else:
-            hourly = hourly.append_column("wind_speed_ms", pa.nulls(hourly.num_rows, pa.float64()))
-        parts.append(_in_range(hourly, lo, hi))
-    schema = pa.schema(
-        [
-            ("ts", _UTC_TS),
-            ("temperature_c", pa.float64()),
-            ("humidity_pct", pa.float64()),
-            ("irradiance_wm2", pa.float64()),
-            ("wind_speed_ms", pa.float64()),
-        ]
-    )
-    table = pa.concat_tables([p.select(schema.names).cast(schema) for p in parts]) if parts else schema.empty_table()
-    table = table.sort_by("ts")
-    return table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), table.num_rows)).append_column(
-        "kind", pa.repeat(pa.scalar("observed"), table.num_rows)
+    parts = [
+        _in_range(_weather_year(path, year, midas.get(year)), lo, hi)
+        for year, path in sorted(years.items())
+        if _overlaps(year, lo, hi)
+    ]
+    table = pa.concat_tables(parts).sort_by("ts") if parts else _HOURLY_WEATHER.empty_table()
+    n = table.num_rows
+    return table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
+        "kind", pa.repeat(pa.scalar("observed"), n)
     )
 
 

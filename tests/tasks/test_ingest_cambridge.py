@@ -180,6 +180,15 @@ def test_wind_rule_latest_version_then_last_row_on_the_hour(tmp_path):
     ]
 
 
+def test_a_year_without_midas_file_has_null_wind(tmp_path, archive):
+    for raw in (archive / "aux_data" / "MetOffice Weather Data" / "raw_data" / "hourly_weather").iterdir():
+        raw.unlink()
+    batch = load_cambridge(archive)
+    assert batch.weather.num_rows == len(hours_of(2019))
+    assert batch.weather["wind_speed_ms"].null_count == batch.weather.num_rows
+    assert batch.weather["temperature_c"].null_count == 0
+
+
 def test_midas_file_without_end_marker_is_truncated(tmp_path):
     path = write_midas(tmp_path / "x_qcv-1_2019.csv", ["2019-05-01 00:00:00,03560,1,4,5.0,1"], end=False)
     with pytest.raises(MalformedSourceError, match="truncated.*end data") as info:
