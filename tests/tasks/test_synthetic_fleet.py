@@ -200,3 +200,18 @@ def test_a_failure_mid_stream_leaves_the_warehouse_unchanged(tmp_path, monkeypat
     with connect(warehouse, read_only=True) as con:
         assert con.execute("SELECT count(*), count(kwh) FROM meter_readings").fetchone() == before
         assert con.execute("SELECT count(*) FROM buildings").fetchone() == (3,)
+
+
+@pytest.mark.slow
+def test_full_scale_fleet_streams_into_the_warehouse(tmp_path):
+    """5,000 buildings x 52 weeks (43.7 M readings) in one streamed transaction."""
+    spec = FleetSpec(buildings=5000, start=date(2023, 1, 1), weeks=52, seed=7)
+    summary = ingest_synthetic(tmp_path / "fleet.duckdb", spec)
+    hours = fleet_hours(spec).ts.size
+    assert hours == 52 * 168  # 2 Jan 2023 to 1 Jan 2024: both clock changes inside
+    with connect(tmp_path / "fleet.duckdb", read_only=True) as con:
+        rows, labelled, buildings = con.execute(
+            "SELECT count(*), count(kwh), count(DISTINCT building_id) FROM meter_readings"
+        ).fetchone()
+    assert (rows, buildings) == (5000 * hours, 5000) == (summary.readings, summary.buildings)
+    assert rows - labelled == summary.missing_readings
