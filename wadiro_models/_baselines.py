@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._scaling import Standardization
 from ._validation import fit_data, predict_data
+from .exceptions import SolverError
 
 
 class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
@@ -29,7 +30,13 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
 
     The hyperparameters come from tuning, so by default the kernel is used as given
     (``optimize=False``: no marginal-likelihood optimiser, no restarts); fitting is then one
-    Cholesky factorisation of the N x N kernel matrix.
+    Cholesky factorisation of the N x N kernel matrix. The defaults lie inside the paper's
+    search space.
+
+    ExpSineSquared is positive definite only for one-dimensional inputs; on several features
+    (as in the paper) the kernel matrix can be indefinite when the white noise does not
+    dominate the negative eigenvalues. Such hyperparameters raise :class:`SolverError`
+    (status ``"failed"``) naming the kernel, so a tuner can discard the trial.
 
     Parameters
     ----------
@@ -56,9 +63,9 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
-        length_scale: float = 1.0,
-        periodicity: float = 1.0,
-        length_scale_sine: float = 1.0,
+        length_scale: float = 10.0,
+        periodicity: float = 10.0,
+        length_scale_sine: float = 10.0,
         noise_level: float = 1.0,
         optimize: bool = False,
         n_restarts_optimizer: int = 0,
@@ -93,7 +100,14 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
             n_restarts_optimizer=self.n_restarts_optimizer if self.optimize else 0,
             random_state=self.random_state,
         )
-        gp.fit(scaling.transform_X(X), scaling.transform_y(y))
+        try:
+            gp.fit(scaling.transform_X(X), scaling.transform_y(y))
+        except np.linalg.LinAlgError as exc:
+            raise SolverError(
+                f"Gaussian process kernel {self.kernel()} gives a kernel matrix that is not "
+                f"positive definite on these {X.shape[0]} samples ({exc.args[0] if exc.args else exc})",
+                status="failed",
+            ) from exc
         self.gp_ = gp
         self.kernel_ = gp.kernel_
         self.standardization_ = scaling

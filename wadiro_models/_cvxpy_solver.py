@@ -18,6 +18,7 @@ with positive signs. Clarabel settings (e.g. ``tol_gap_abs=1e-10``) pass straigh
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -148,7 +149,10 @@ def solve_clarabel(
     P, p = program.n_gates, program.n_features
     info: dict = {"backend": "cvxpy+clarabel", "settings": dict(settings)}
     try:
-        problem.solve(solver=cp.CLARABEL, **settings)
+        with warnings.catch_warnings():
+            # the status is reported in the solution; cvxpy's generic warning adds nothing
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=cp.CLARABEL, **settings)
         status = _STATUS.get(problem.status, "failed")
         info["cvxpy_status"] = problem.status
     except cp.error.SolverError as exc:

@@ -25,7 +25,8 @@ class SolverEntry:
 
 SOLVERS: dict[str, SolverEntry] = {
     "clarabel": SolverEntry("wadiro_models._cvxpy_solver:solve_clarabel", supports_penalty=True),
-    "ipm": SolverEntry("wadiro_models._ipm:solve_ipm"),
+    # the fast path hands penalised programs to the reference path itself
+    "ipm": SolverEntry("wadiro_models._ipm:solve_ipm", supports_penalty=True),
 }
 
 

@@ -75,8 +75,14 @@ def solve_lifted_l1_lp(X_aug, y, D, radius, lower=None, upper=None, ramp=None) -
     return float(res.fun)
 
 
-def solve_lifted_cvxpy(X_aug, y, D, radius, wasserstein, lower=None, upper=None) -> float:
-    """The same lifted regression as an SOCP (or LP) in cvxpy, solved tightly by Clarabel."""
+def solve_lifted_cvxpy(
+    X_aug, y, D, radius, wasserstein, lower=None, upper=None, regularizer=None, lambda_reg=0.0
+) -> float:
+    """The same lifted regression as an SOCP (or LP) in cvxpy, solved tightly by Clarabel.
+
+    ``regularizer`` adds the paper's lasso (l1) or ridge (squared l2) penalty on
+    (vec nu, vec(-omega)), i.e. on beta without b.
+    """
     n = X_aug.shape[0]
     Z = lifted_samples(X_aug, D)
     k = Z.shape[1]
@@ -91,7 +97,14 @@ def solve_lifted_cvxpy(X_aug, y, D, radius, wasserstein, lower=None, upper=None)
         constraints.append(y_hat >= lower)
     if upper is not None:
         constraints.append(y_hat <= upper)
-    problem = cp.Problem(cp.Minimize(radius * dual + cp.sum(cp.abs(y_hat - y)) / n), constraints)
+    objective = cp.sum(cp.abs(y_hat - y)) / n
+    if radius > 0:
+        objective = objective + radius * dual
+    if regularizer == "lasso":
+        objective = objective + lambda_reg * cp.norm(beta[: 2 * half], 1)
+    elif regularizer == "ridge":
+        objective = objective + lambda_reg * cp.sum_squares(beta[: 2 * half])
+    problem = cp.Problem(cp.Minimize(objective), constraints)
     problem.solve(solver=cp.CLARABEL, **TIGHT)
     assert problem.status == cp.OPTIMAL, problem.status
     return float(problem.value)

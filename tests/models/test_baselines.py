@@ -1,0 +1,78 @@
+"""The GP and linear SVR baselines follow the paper's definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF, ExpSineSquared, WhiteKernel
+from sklearn.svm import LinearSVR
+
+from wadiro_models import GaussianProcessBaseline, LinearSVRBaseline, SolverError
+
+
+def _data(seed: int = 0, n: int = 150) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 10, size=(n, 2))
+    return X, 3 * np.sin(X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(n)
+
+
+def test_gp_kernel_is_rbf_plus_exp_sine_plus_white_and_kept_as_given():
+    X, y = _data()
+    model = GaussianProcessBaseline(
+        length_scale=2.0, periodicity=6.0, length_scale_sine=3.0, noise_level=1.5
+    ).fit(X, y)
+    (rbf_plus_sine, white) = model.kernel_.k1, model.kernel_.k2
+    rbf, sine = rbf_plus_sine.k1, rbf_plus_sine.k2
+    assert isinstance(rbf, RBF) and isinstance(sine, ExpSineSquared)
+    assert isinstance(white, WhiteKernel)
+    # no optimiser: the fitted kernel keeps the tuned hyperparameters exactly
+    fitted = (rbf.length_scale, sine.periodicity, sine.length_scale, white.noise_level)
+    np.testing.assert_allclose(fitted, (2.0, 6.0, 3.0, 1.5), rtol=1e-12)
+
+
+def test_gp_posterior_mean_matches_the_closed_form():
+    """mean(x*) = k(x*, X) (K + noise I)^-1 y on standardised data, computed here by hand."""
+    X, y = _data(1, n=60)
+    model = GaussianProcessBaseline(length_scale=3.0, periodicity=20.0, length_scale_sine=30.0,
+                                    noise_level=1.2).fit(X, y)
+    mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    Xs, ys = (X - mx) / sx, (y - my) / sy
+    smooth = RBF(3.0) + ExpSineSquared(30.0, 20.0)
+    K = smooth(Xs) + 1.2 * np.eye(len(X))
+    X_new = np.random.default_rng(2).uniform(0, 10, size=(7, 2))
+    mean = smooth((X_new - mx) / sx, Xs) @ np.linalg.solve(K, ys)
+    np.testing.assert_allclose(model.predict(X_new), my + sy * mean, rtol=1e-8)
+
+
+def test_gp_with_an_indefinite_kernel_raises_a_solver_error():
+    # ExpSineSquared is not positive definite on several features; with little noise the
+    # kernel matrix has negative eigenvalues and no Cholesky factor.
+    X = np.random.default_rng(3).normal(size=(300, 4))
+    y = X.sum(axis=1)
+    model = GaussianProcessBaseline(length_scale=1.0, periodicity=1.0, length_scale_sine=1.0,
+                                    noise_level=1.0)
+    with pytest.raises(SolverError, match="not positive definite") as info:
+        model.fit(X, y)
+    assert info.value.status == "failed"
+
+
+@pytest.mark.parametrize(("loss", "sk_loss"), [("l1", "epsilon_insensitive"),
+                                               ("l2", "squared_epsilon_insensitive")])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_linear_svr_is_sklearn_linear_svr_on_standardised_data(loss, sk_loss, fit_intercept):
+    X, y = _data(4)
+    model = LinearSVRBaseline(C=2.0, loss=loss, fit_intercept=fit_intercept).fit(X, y)
+    mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    reference = LinearSVR(C=2.0, loss=sk_loss, fit_intercept=fit_intercept, epsilon=0.0,
+                          dual=True if loss == "l1" else "auto", max_iter=10_000,
+                          random_state=0).fit((X - mx) / sx, (y - my) / sy)
+    expected = my + sy * reference.predict((X - mx) / sx)
+    np.testing.assert_allclose(model.predict(X), expected, rtol=1e-9, atol=1e-9)
+    assert model.solver_status_ in {"optimal", "max_iter"}
+    assert model.fit_time_ > 0
+
+
+def test_linear_svr_records_non_convergence_instead_of_warning():
+    X, y = _data(5)
+    model = LinearSVRBaseline(C=1e3, max_iter=2).fit(X, y)
+    assert model.solver_status_ == "max_iter"

@@ -1,0 +1,87 @@
+"""Search spaces (paper's Table hyperreal) and the model registry fit together."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from wadiro_models import (
+    MODELS,
+    SEARCH_SPACES,
+    Categorical,
+    IntUniform,
+    LogUniform,
+    UnknownModelError,
+    WaDiRoSCNN,
+    make_model,
+)
+
+
+def test_every_registered_model_has_a_search_space_of_its_own_parameters():
+    assert set(SEARCH_SPACES) == set(MODELS)
+    for name, space in SEARCH_SPACES.items():
+        params = make_model(name).get_params()
+        assert set(space) <= set(params), name
+
+
+def test_search_spaces_follow_the_paper_table():
+    scnn = SEARCH_SPACES["wadiro_scnn"]
+    assert scnn["radius"] == LogUniform(math.exp(-6), math.exp(1))
+    assert scnn["max_neurons"] == IntUniform(10, 70)
+    assert scnn["wasserstein"] == Categorical(("l1", "l2"))
+    assert SEARCH_SPACES["wadiro_pcscnn"] == scnn
+    assert set(SEARCH_SPACES["wadiro_linreg"]) == {"radius", "wasserstein"}
+    svr = SEARCH_SPACES["svr"]
+    assert svr["C"] == LogUniform(math.exp(0.1), math.exp(7))
+    assert set(svr["fit_intercept"].choices) == {True, False}
+    assert set(svr["loss"].choices) == {"l1", "l2"}
+    gp = SEARCH_SPACES["gp"]
+    for name in ("length_scale", "periodicity", "length_scale_sine"):
+        assert gp[name] == LogUniform(math.exp(0.1), math.exp(5))
+    assert gp["noise_level"] == LogUniform(math.exp(0.001), math.exp(2))
+
+
+def test_search_spaces_are_read_only():
+    with pytest.raises(TypeError):
+        SEARCH_SPACES["new"] = {}  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "bad", [lambda: LogUniform(0.0, 1.0), lambda: LogUniform(2.0, 1.0),
+            lambda: IntUniform(5, 4), lambda: Categorical(())]
+)
+def test_invalid_distributions_are_refused(bad):
+    with pytest.raises(ValueError):
+        bad()
+
+
+def test_every_model_fits_with_a_point_drawn_from_its_space():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = 5 + X[:, 0] + np.sin(X[:, 1])
+    for name, space in SEARCH_SPACES.items():
+        params = {}
+        for key, dist in space.items():
+            if isinstance(dist, LogUniform):
+                params[key] = float(np.sqrt(dist.low * dist.high))
+            elif isinstance(dist, IntUniform):
+                params[key] = dist.low
+            else:
+                params[key] = dist.choices[0]
+        model = make_model(name, **params).fit(X, y)
+        assert np.isfinite(model.predict(X)).all(), name
+        assert model.fit_time_ > 0 and isinstance(model.solver_status_, str)
+
+
+def test_pcscnn_is_the_network_with_a_zero_lower_bound():
+    model = make_model("wadiro_pcscnn", radius=0.1)
+    assert isinstance(model, WaDiRoSCNN)
+    assert model.lower_bound == 0.0 and model.radius == 0.1
+    assert make_model("wadiro_scnn").lower_bound is None
+
+
+def test_unknown_model_name():
+    with pytest.raises(UnknownModelError, match="unknown model 'xgb'; known models: gp"):
+        make_model("xgb")

@@ -1,0 +1,51 @@
+"""Solver registry and the reference solver's own reporting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wadiro_models import ScnnProgram, SolverNotAvailableError, get_solver, objective_value
+from wadiro_models._cvxpy_solver import max_constraint_violation, solve_clarabel
+from wadiro_models._gates import augment, distinct_gates, sample_gates
+from wadiro_models._solvers import check_supports, configured_solver
+
+
+def _program(**fields) -> ScnnProgram:
+    rng = np.random.default_rng(0)
+    X = augment(rng.normal(size=(60, 2)))
+    _, D = distinct_gates(X, sample_gates(3, 5, rng))
+    y = np.abs(X[:, 0]) + 0.1 * rng.normal(size=60)
+    return ScnnProgram(X=X, y=y, patterns=D, **{"radius": 0.01, **fields})
+
+
+def test_registry_resolves_the_reference_solver_lazily():
+    assert get_solver("clarabel") is solve_clarabel
+    with pytest.raises(SolverNotAvailableError, match="known solvers: clarabel, ipm"):
+        get_solver("gurobi")
+
+
+def test_options_are_forwarded_to_clarabel():
+    program = _program()
+    stopped = configured_solver("clarabel", {"max_iter": 1})(program)
+    assert stopped.status == "failed" and np.isnan(stopped.objective)
+    full = configured_solver("clarabel", None)(program)
+    assert full.ok and full.iterations > 1
+
+
+def test_solution_reports_its_own_objective_and_feasibility():
+    program = _program(lower=np.full(60, 0.2), ramp=np.full(59, 1.0))
+    solution = solve_clarabel(program)
+    assert solution.ok and solution.solver == "clarabel"
+    assert solution.objective == objective_value(program, solution.nu, solution.omega, solution.b)
+    assert solution.objective == pytest.approx(solution.info["reported_objective"], rel=1e-6)
+    assert max_constraint_violation(program, solution.nu, solution.omega, solution.b) < 1e-7
+
+
+def test_check_supports_refuses_a_penalty_for_a_solver_without_it(monkeypatch):
+    from wadiro_models._solvers import SOLVERS, SolverEntry
+
+    monkeypatch.setitem(SOLVERS, "bare", SolverEntry("x:y"))
+    check_supports("bare", _program())
+    with pytest.raises(SolverNotAvailableError, match="ridge"):
+        check_supports("bare", _program(radius=0.0, regularizer="ridge", lambda_reg=1.0))

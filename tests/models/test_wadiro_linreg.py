@@ -1,0 +1,85 @@
+"""WaDiRo linear regression against independent formulations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lifted_regression import TIGHT
+from scipy.optimize import linprog
+from sklearn.linear_model import QuantileRegressor
+
+from wadiro_models import InvalidInputError, WaDiRoLinearRegression
+
+
+def _data(seed: int = 0, n: int = 80) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)) * [1.0, 5.0, 0.2] + [0.0, 10.0, 1.0]
+    y = X @ [2.0, -0.5, 3.0] + 4.0 + rng.standard_t(2, size=n)
+    return X, y
+
+
+def _l1_lp(X: np.ndarray, y: np.ndarray, radius: float) -> float:
+    """min radius*a + mean(c) s.t. |w_k|, |b| <= a, a >= 1, |X w + b - y| <= c (HiGHS)."""
+    n, d = X.shape
+    k = d + 1
+    Xb = np.hstack([X, np.ones((n, 1))])
+    cost = np.concatenate([np.zeros(k), [radius], np.full(n, 1.0 / n)])
+    eye, ones = np.eye(k), np.ones((k, 1))
+    A = np.vstack([
+        np.hstack([eye, -ones, np.zeros((k, n))]),
+        np.hstack([-eye, -ones, np.zeros((k, n))]),
+        np.hstack([Xb, np.zeros((n, 1)), -np.eye(n)]),
+        np.hstack([-Xb, np.zeros((n, 1)), -np.eye(n)]),
+    ])
+    b = np.concatenate([np.zeros(2 * k), y, -y])
+    bounds = [(None, None)] * k + [(1.0, None)] + [(0.0, None)] * n
+    res = linprog(cost, A_ub=A, b_ub=b, bounds=bounds, method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
+@pytest.mark.parametrize("radius", [1e-3, 0.1, 1.0])
+def test_l1_optimum_equals_explicit_lp(radius):
+    X, y = _data()
+    model = WaDiRoLinearRegression(radius=radius, standardize=False, solver_options=TIGHT).fit(X, y)
+    assert model.objective_ == pytest.approx(_l1_lp(X, y, radius), rel=1e-6)
+
+
+@pytest.mark.parametrize("wasserstein", ["l1", "l2"])
+def test_small_radius_is_least_absolute_deviations(wasserstein):
+    """radius -> 0 leaves the l1 loss: the median regression (independent HiGHS solve)."""
+    X, y = _data(1)
+    model = WaDiRoLinearRegression(radius=1e-9, wasserstein=wasserstein, solver_options=TIGHT)
+    lad = QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs").fit(X, y)
+    ours = np.mean(np.abs(model.fit(X, y).predict(X) - y))
+    theirs = np.mean(np.abs(lad.predict(X) - y))
+    assert ours == pytest.approx(theirs, rel=1e-6)
+
+
+def test_coefficients_are_reported_in_original_units():
+    X, y = _data(2)
+    model = WaDiRoLinearRegression(radius=0.01).fit(X, y)
+    np.testing.assert_allclose(X @ model.coef_ + model.intercept_, model.predict(X))
+    raw = WaDiRoLinearRegression(radius=1e-9, standardize=False).fit(X, y)
+    scaled = WaDiRoLinearRegression(radius=1e-9, standardize=True).fit(X, y)
+    np.testing.assert_allclose(raw.coef_, scaled.coef_, rtol=1e-3, atol=1e-3)
+
+
+def test_dual_norm_of_the_solution_decreases_with_the_radius():
+    """For min f + r g, g(x*(r)) is nonincreasing in r; g = ||(w, b, -1)||_2 in program units."""
+    X, y = _data(3)
+    mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    sizes = []
+    for radius in (1e-3, 0.5, 2.0, 5.0):
+        model = WaDiRoLinearRegression(radius=radius, wasserstein="l2", solver_options=TIGHT)
+        model.fit(X, y)
+        w = model.coef_ * sx / sy
+        b = (model.intercept_ - my) / sy + (mx / sx) @ w
+        sizes.append(np.sqrt(w @ w + b * b + 1.0))
+    assert all(a >= b - 1e-7 for a, b in zip(sizes, sizes[1:]))
+    assert sizes[-1] < sizes[0] - 0.1
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(InvalidInputError, match="NaN"):
+        WaDiRoLinearRegression().fit(np.array([[1.0], [np.nan], [2.0]]), np.ones(3))
