@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Protocol
 
 import typer
 
@@ -45,7 +46,14 @@ def main(
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _run(label: str, call) -> None:  # noqa: ANN001 - a zero-argument callable returning a summary
+class _Summary(Protocol):
+    seconds: float
+
+    def line(self) -> str: ...
+
+
+def _run(label: str, call: Callable[[], _Summary]) -> None:
+    """Run a flow; print its one-line summary, or one line of error and exit 1."""
     began = time.perf_counter()
     try:
         summary = call()
