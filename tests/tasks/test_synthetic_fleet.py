@@ -111,7 +111,7 @@ def test_public_holidays_are_quiet():
     assert holiday < 0.6 * mondays.drop(date(2023, 8, 28)).min()
 
 
-def test_weather_cycles_and_sun(fleet):
+def test_weather_cycles_and_sun():
     spec = FleetSpec(buildings=1, start=date(2023, 1, 2), weeks=52, seed=3)
     weather = local(fleet_weather(spec).to_pandas())
     month = weather["ts"].dt.month
