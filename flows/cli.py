@@ -8,16 +8,24 @@ import time
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Annotated, Optional, Protocol
+from typing import Annotated, Optional, Protocol, TypeVar
 
 import typer
 
+from flows.cli_forecast import register as register_forecast_commands
 from flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow
+from tasks.building_frame import UnknownBuildingError
+from tasks.forecasting import UnknownModelNameError
 from tasks.ingest_cambridge import IngestError
 from tasks.synthetic_fleet import FleetSpecError
 from tasks.warehouse import WarehouseError
+from tasks.week_selection import EmptySelectionError
+from tasks.windows import NotALocalMondayError
 
-EXPECTED_ERRORS = (IngestError, FleetSpecError, WarehouseError)
+EXPECTED_ERRORS = (
+    IngestError, FleetSpecError, WarehouseError, UnknownBuildingError, UnknownModelNameError,
+    EmptySelectionError, NotALocalMondayError,
+)
 """Input problems reported as one line and a non-zero exit code, without a traceback."""
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Fleet-scale week-ahead load forecasting.")
@@ -46,20 +54,28 @@ def main(
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+T = TypeVar("T")
+
+
 class _Summary(Protocol):
     seconds: float
 
     def line(self) -> str: ...
 
 
-def _run(label: str, call: Callable[[], _Summary]) -> None:
-    """Run a flow; print its one-line summary, or one line of error and exit 1."""
-    began = time.perf_counter()
+def run_guarded(call: Callable[[], T]) -> T:
+    """``call()``, with an expected input error turned into one line and exit code 1."""
     try:
-        summary = call()
+        return call()
     except EXPECTED_ERRORS as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=1) from None
+
+
+def _run(label: str, call: Callable[[], _Summary]) -> None:
+    """Run a flow; print its one-line summary, or one line of error and exit 1."""
+    began = time.perf_counter()
+    summary = run_guarded(call)
     total = time.perf_counter() - began
     typer.echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
 
@@ -110,3 +126,6 @@ def ingest_synthetic(
             buildings=buildings, start=start.date(), weeks=weeks, seed=seed, sites=sites, warehouse=str(warehouse)
         ),
     )
+
+
+register_forecast_commands(app, run_guarded)

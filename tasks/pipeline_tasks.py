@@ -7,11 +7,13 @@ remote Dask worker without a shared disk.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from datetime import date
 
 import pandas as pd
 from prefect import task
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from tasks.building_frame import BuildingInfo
@@ -42,7 +44,9 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     two BLAS threads per solve were measured to be much slower on small machines.
     """
     results = []
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1), warnings.catch_warnings():
+        # Convergence is recorded per fit (``model_fits.solver_status``); no console noise.
+        warnings.simplefilter("ignore", category=ConvergenceWarning)
         for job in jobs:
             for week in job.weeks:
                 try:
