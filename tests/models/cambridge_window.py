@@ -54,7 +54,7 @@ def _weather(year: int) -> pd.DataFrame:
 
 def paper_features(index: pd.DatetimeIndex, weather: pd.DataFrame) -> pd.DataFrame:
     local = index.tz_convert("Europe/London")
-    dow = local.dayofweek.to_numpy()
+    dow = local.day_of_week.to_numpy()
     hour = local.hour.to_numpy()
     england = holidays.UnitedKingdom(subdiv="ENG", years=sorted(set(local.year)))
     off = (dow >= 5) | np.array([d in england for d in local.date])
