@@ -122,6 +122,9 @@ def forecast_weeks_flow(
 ) -> RunSummary:
     """Run the forecasting protocol for every (building, week) and store the results."""
     logger = get_run_logger()
+    if batch_size < 1 or max_in_flight < 1:
+        raise ValueError(f"batch_size and max_in_flight must be >= 1, "
+                         f"got {batch_size} and {max_in_flight}")
     weeks = sorted(check_mondays(weeks))
     config = ForecastConfig(
         trials=trials, tuning=tuning, feature_set=feature_set,
@@ -158,7 +161,7 @@ def forecast_weeks_flow(
     try:
         with Progress(*columns, disable=not show_progress) as bar:
             bar_task = bar.add_task("building-weeks", total=total)
-            for _ in range(max(1, max_in_flight)):
+            for _ in range(max_in_flight):
                 submit_next()
             while pending:
                 future = next(as_completed(list(pending)))
@@ -215,6 +218,8 @@ def weekly_forecast_flow(
     runner: str = "threads",
     dask_address: str | None = None,
     max_workers: int | None = None,
+    batch_size: int = 2,
+    max_in_flight: int = 8,
     show_progress: bool = True,
 ) -> RunSummary:
     """One target week for the fleet (default: the latest week that can be forecast)."""
@@ -225,7 +230,7 @@ def weekly_forecast_flow(
         [week], runner, dask_address, max_workers, warehouse=warehouse, buildings=buildings,
         models=models, trials=trials, tuning=tuning, feature_set=feature_set,
         reuse_max_age_weeks=reuse_max_age_weeks, flow_label="forecast",
-        show_progress=show_progress,
+        batch_size=batch_size, max_in_flight=max_in_flight, show_progress=show_progress,
     )
 
 
@@ -243,6 +248,8 @@ def backfill_flow(
     runner: str = "threads",
     dask_address: str | None = None,
     max_workers: int | None = None,
+    batch_size: int = 2,
+    max_in_flight: int = 8,
     show_progress: bool = True,
 ) -> RunSummary:
     """Every target week from ``start`` to ``end`` (both local Mondays, inclusive)."""
@@ -250,5 +257,6 @@ def backfill_flow(
         mondays_between(start, end), runner, dask_address, max_workers, warehouse=warehouse,
         buildings=buildings, models=models, trials=trials, tuning=tuning,
         feature_set=feature_set, reuse_max_age_weeks=reuse_max_age_weeks,
-        flow_label="backfill", show_progress=show_progress,
+        flow_label="backfill", batch_size=batch_size, max_in_flight=max_in_flight,
+        show_progress=show_progress,
     )

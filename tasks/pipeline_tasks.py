@@ -44,9 +44,10 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     two BLAS threads per solve were measured to be much slower on small machines.
     """
     results = []
-    with threadpool_limits(limits=1), warnings.catch_warnings():
-        # Convergence is recorded per fit (``model_fits.solver_status``); no console noise.
-        warnings.simplefilter("ignore", category=ConvergenceWarning)
+    # Convergence is recorded per fit (``model_fits.solver_status``): no console noise. Set for
+    # the worker process as a whole, since ``catch_warnings`` is not thread-safe.
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
+    with threadpool_limits(limits=1):
         for job in jobs:
             for week in job.weeks:
                 try:

@@ -62,9 +62,11 @@ class IpmOptions:
     reltol: float = 1e-9
     max_iter: int = 80
     step: float = 0.99
-    refine: int = 3
+    refine: int = 4
     correctors: int = 2
     separate_steps: bool = True
+    sigma_rule: str = "gap"
+    start: str = "separate"
     accept_gap: float = 1e-7
     accept_residual: float = 1e-7
     accept_violation: float = 1e-8
@@ -135,9 +137,14 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
     # shifted into the cone's interior
     ident = NTScaling.identity(cones)
     normal = NormalEquations(lifted, ident)
-    x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
-    s = h - G(x)
-    z = G(_refined_solve(normal, ident, lifted, -c, opts.refine))
+    if opts.start == "joint":
+        x = _refined_solve(normal, ident, lifted, GT(h) - c, opts.refine)
+        s = h - G(x)
+        z = -s.copy()
+    else:
+        x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
+        s = h - G(x)
+        z = G(_refined_solve(normal, ident, lifted, -c, opts.refine))
     for v in (s, z):
         shortfall = -cones.min_eig(v)
         if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
@@ -171,12 +178,19 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
             scaling = cones.nt_scaling(s, z)
             lam = scaling.lam
             mu = gap / cones.degree
-            normal = NormalEquations(lifted, scaling)
+            try:
+                normal = NormalEquations(lifted, scaling)
+            except NewtonSystemError as exc:  # keep the best iterate; the check decides
+                state.message = f"{exc} at iteration {it}"
+                return state
 
             # predictor (affine scaling) direction: r_c = -lambda o lambda, so q = -lambda
             dx, ds, dz, ds_t, dz_t = _newton(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
             a_p, a_d = _step_lengths(cones, s, z, ds, dz, separate)
-            sigma = float(np.clip(((s + a_p * ds) @ (z + a_d * dz)) / gap, 0.0, 1.0)) ** 3
+            if opts.sigma_rule == "alpha":
+                sigma = (1.0 - min(a_p, a_d)) ** 3
+            else:
+                sigma = float(np.clip(((s + a_p * ds) @ (z + a_d * dz)) / gap, 0.0, 1.0)) ** 3
 
             # combined corrector
             r_c = -cones.product(lam, lam) - cones.product(ds_t, dz_t) + sigma * mu * e
@@ -274,13 +288,22 @@ def _newton(
     bz_t = Winv(bz) - q
     rhs = bx + lifted.GT(Winv(bz_t))
     dx = normal.solve(rhs)
-    for _ in range(opts.refine):
-        dz_t = Winv(lifted.G(dx)) - bz_t
-        resid = bx - lifted.GT(Winv(dz_t))
-        if np.linalg.norm(resid) <= 1e-14 * max(1.0, np.linalg.norm(rhs)):
-            break
-        dx += normal.solve(resid)
     dz_t = Winv(lifted.G(dx)) - bz_t
+    resid = bx - lifted.GT(Winv(dz_t))
+    size = np.linalg.norm(resid)
+    target = 1e-13 * max(1.0, np.linalg.norm(rhs))
+    for _ in range(opts.refine):  # refine while it pays
+        if size <= target:
+            break
+        candidate = dx + normal.solve(resid)
+        cand_dz_t = Winv(lifted.G(candidate)) - bz_t
+        cand_resid = bx - lifted.GT(Winv(cand_dz_t))
+        cand_size = np.linalg.norm(cand_resid)
+        if cand_size >= 0.5 * size:
+            if cand_size < size:
+                dx, dz_t = candidate, cand_dz_t
+            break
+        dx, dz_t, resid, size = candidate, cand_dz_t, cand_resid, cand_size
     ds_t = q - dz_t
     return dx, scaling.apply(ds_t), Winv(dz_t), ds_t, dz_t
 

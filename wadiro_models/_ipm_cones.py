@@ -18,7 +18,7 @@ the scaling point of ``W^2`` and ``(Jw) o (Jw)`` its inverse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -79,10 +79,10 @@ class ConeSet:
         """Largest ``alpha`` with ``x + alpha dx`` in the cone (``inf`` if unbounded)."""
         alpha = np.inf
         if self.n_lp:
-            d = dx[: self.n_lp]
-            neg = d < 0
-            if np.any(neg):
-                alpha = float(np.min(-x[: self.n_lp][neg] / d[neg]))
+            # x > 0, so the blocking ratio is the most negative dx / x
+            worst = float(np.min(dx[: self.n_lp] / x[: self.n_lp]))
+            if worst < 0:
+                alpha = -1.0 / worst
         if self.n_soc:
             alpha = min(alpha, _soc_max_step(x[self.n_lp :], dx[self.n_lp :]))
         return alpha
@@ -117,6 +117,10 @@ class NTScaling:
     beta: float  # SOC scale (1.0 when there is no SOC)
     w_soc: np.ndarray  # SOC scaling point, w^T J w = 1 (empty when there is no SOC)
     lam: np.ndarray  # W z = W^{-1} s
+    w_lp_inv: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "w_lp_inv", 1.0 / self.w_lp)
 
     @classmethod
     def identity(cls, cones: ConeSet) -> NTScaling:
@@ -168,7 +172,7 @@ class NTScaling:
 
     def apply_inverse(self, v: np.ndarray) -> np.ndarray:
         """``W^{-1} v`` with ``W^{-1} = beta^{-1} (2 (Jw)(Jw)^T - J)``."""
-        out = v[: self.cones.n_lp] / self.w_lp
+        out = v[: self.cones.n_lp] * self.w_lp_inv
         if not self.cones.n_soc:
             return out
         vs = v[self.cones.n_lp :]
@@ -182,7 +186,7 @@ class NTScaling:
     @property
     def lp_weights(self) -> np.ndarray:
         """Diagonal of ``W^{-2}`` on the orthant: ``z / s``."""
-        return 1.0 / self.w_lp**2
+        return self.w_lp_inv**2
 
     @property
     def soc_rank_one(self) -> np.ndarray:

@@ -82,7 +82,8 @@ class Layout:
 class LiftedProgram:
     """Structured products with ``G`` and ``G^T`` for one :class:`ScnnProgram`.
 
-    Nothing of size ``rows x columns`` is ever stored except the lifted features ``F``.
+    Nothing of size ``rows x columns`` is ever stored except the lifted features ``F``, which
+    only the Newton matrix's ``syrk`` reads.
     """
 
     def __init__(self, program: ScnnProgram) -> None:
@@ -92,7 +93,8 @@ class LiftedProgram:
         p = D.shape[1]
         self.program = program
         self.X = X
-        self.signs = np.where(D, 1.0, -1.0)  # (N, P)
+        self.D = D.astype(float)  # (N, P)
+        self.neg_signs = np.where(D, -1.0, 1.0)  # -(2 D - 1): the cone rows are s = -G x
         self.F = (D[:, :, None] * X[:, None, :]).reshape(n, p * d1)
         self.XX = (X[:, :, None] * X[:, None, :]).reshape(n, d1 * d1)  # rows x_j x_j^T
         self.y = np.asarray(program.y, dtype=float)
@@ -156,11 +158,18 @@ class LiftedProgram:
         return h
 
     # -- output map yl = F u + b and its adjoint ----------------------------------------------
+    # F is never streamed for products: F u = rowsum(D * (X U^T)) and F^T q = (D * q)^T X
+    # read only X (N x (d+1)) and D, which stay in cache.
     def output(self, u: np.ndarray, b: np.ndarray) -> np.ndarray:
-        yl = self.F @ u
+        lay = self.layout
+        yl = np.einsum("np,np->n", self.D, self.X @ u.reshape(lay.n_gates, lay.n_cols).T)
         if b.size:
-            yl = yl + b[0]
+            yl += b[0]
         return yl
+
+    def output_adjoint(self, q: np.ndarray) -> np.ndarray:
+        """``F^T q``, gate-major."""
+        return ((self.D * q[:, None]).T @ self.X).ravel()
 
     def ramp_diff(self, yl: np.ndarray) -> np.ndarray:
         k = self.ramp_idx
@@ -169,21 +178,26 @@ class LiftedProgram:
     def ramp_diff_adjoint(self, r: np.ndarray) -> np.ndarray:
         out = np.zeros(self.layout.n_samples)
         k = self.ramp_idx
-        np.add.at(out, k + 1, r)
-        np.subtract.at(out, k, r)
+        out[k + 1] += r
+        out[k] -= r
         return out
 
     # -- G and G^T --------------------------------------------------------------------------
     def G(self, x: np.ndarray) -> np.ndarray:
         lay, blk = self.layout, self._blocks
-        nu, om = x[lay.nu], x[lay.omega]
+        p = lay.n_gates
+        weights = x[: 2 * lay.n_lifted].reshape(2 * p, lay.n_cols)
+        gate_out = self.X @ weights.T  # (N, 2P): X nu_i then X omega_i
         t, tau = x[lay.t], x[lay.tau]
-        yl = self.output(nu - om, x[lay.b])
+        yl = np.einsum("np,np->n", self.D, gate_out[:, :p] - gate_out[:, p:])
+        if lay.n_bias:
+            yl += x[lay.b][0]
         out = np.empty(self.cones.size)
         out[blk["res_hi"]] = yl - t
         out[blk["res_lo"]] = -yl - t
-        out[blk["cone_nu"]] = -(self.signs * self._gate_outputs(nu)).ravel()
-        out[blk["cone_om"]] = -(self.signs * self._gate_outputs(om)).ravel()
+        cones = out[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, lay.n_samples, p)
+        np.multiply(gate_out[:, :p], self.neg_signs, out=cones[0])
+        np.multiply(gate_out[:, p:], self.neg_signs, out=cones[1])
         out[blk["lower"]] = -yl[self.lower_idx]
         out[blk["upper"]] = yl[self.upper_idx]
         dy = self.ramp_diff(yl)
@@ -203,15 +217,24 @@ class LiftedProgram:
 
     def GT(self, z: np.ndarray) -> np.ndarray:
         lay, blk = self.layout, self._blocks
+        n, p = lay.n_samples, lay.n_gates
         out = np.zeros(lay.size)
         q = z[blk["res_hi"]] - z[blk["res_lo"]]
-        np.subtract.at(q, self.lower_idx, z[blk["lower"]])
-        np.add.at(q, self.upper_idx, z[blk["upper"]])
+        # index lists are strictly increasing, so plain fancy-index updates are exact
+        if self.lower_idx.size:
+            q[self.lower_idx] -= z[blk["lower"]]
+        if self.upper_idx.size:
+            q[self.upper_idx] += z[blk["upper"]]
         if self.ramp_idx.size:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
-        fq = self.F.T @ q
-        out[lay.nu] = fq - self._gate_adjoint(z[blk["cone_nu"]])
-        out[lay.omega] = -fq - self._gate_adjoint(z[blk["cone_om"]])
+        cones = z[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, n, p)
+        dq = self.D * q[:, None]
+        coef = np.empty((n, 2 * p))
+        np.multiply(cones[0], self.neg_signs, out=coef[:, :p])
+        np.multiply(cones[1], self.neg_signs, out=coef[:, p:])
+        coef[:, :p] += dq
+        coef[:, p:] -= dq
+        out[: 2 * lay.n_lifted] = (coef.T @ self.X).ravel()
         if lay.n_bias:
             out[lay.b] = q.sum()
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
@@ -224,17 +247,6 @@ class LiftedProgram:
             out[lay.beta] -= z[soc.start + 1 : soc.stop - 1]
             out[lay.tau] = -z[soc.start]
         return out
-
-    def _gate_outputs(self, w: np.ndarray) -> np.ndarray:
-        """``X w_i`` for every gate, as an N x P array."""
-        lay = self.layout
-        return self.X @ w.reshape(lay.n_gates, lay.n_cols).T
-
-    def _gate_adjoint(self, z_cone: np.ndarray) -> np.ndarray:
-        """Adjoint of ``w -> sign * (X w_i)``: ``X^T (sign_i * z_i)`` stacked gate-major."""
-        lay = self.layout
-        zc = z_cone.reshape(lay.n_samples, lay.n_gates) * self.signs
-        return (zc.T @ self.X).ravel()
 
     # -- back to the program's variables ------------------------------------------------------
     def weights(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:

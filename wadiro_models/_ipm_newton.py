@@ -52,11 +52,11 @@ class NormalEquations:
         self.t_diag = w_hi + w_lo
         self.t_cross = w_lo - w_hi
         m = 4.0 * w_hi * w_lo / self.t_diag
-        np.add.at(m, lifted.lower_idx, w[blk("lower")])
-        np.add.at(m, lifted.upper_idx, w[blk("upper")])
+        m[lifted.lower_idx] += w[blk("lower")]
+        m[lifted.upper_idx] += w[blk("upper")]
         w_ramp = w[blk("ramp_hi")] + w[blk("ramp_lo")]
         K_uu = _weighted_gram(lifted, m, w_ramp)
-        K_ub = lifted.F.T @ m
+        K_ub = lifted.output_adjoint(m)
         K_bb = m.sum()
 
         # 2. per-gate blocks of the two cones
@@ -96,10 +96,10 @@ class NormalEquations:
         self.g_v = (a_nu + a_om) / 2.0
 
         # eliminate v gate by gate: Z_i = B_i^{-1} [H_vu,i  h_v_tau,i  g_v,i]
-        self.B = B
         self.H_uv = H_uv
         rhs = np.concatenate([H_uv, self.h_v_tau[:, :, None], self.g_v[:, :, None]], axis=2)
-        Z = np.linalg.solve(B, rhs)
+        self.blocks = _GateBlocks(B)
+        Z = self.blocks.solve(rhs)
         self.Z = Z
         nk = lay.n_lifted + lay.n_bias + 1
         self.n_kept = nk
@@ -155,11 +155,11 @@ class NormalEquations:
         p, d1, nl = lay.n_gates, lay.n_cols, lay.n_lifted
         r_t = r[lay.t]
         yl_adj = -(self.t_cross / self.t_diag) * r_t
-        fq = lifted.F.T @ yl_adj
+        fq = lifted.output_adjoint(yl_adj)
         r_nu, r_om = r[lay.nu], r[lay.omega]
         r_u = (r_nu - r_om) / 2.0 + fq
         r_v = ((r_nu + r_om) / 2.0).reshape(p, d1)
-        pv = np.linalg.solve(self.B, r_v[:, :, None])[:, :, 0]
+        pv = self.blocks.solve(r_v)
         rk = np.empty(self.n_kept)
         rk[:nl] = r_u - np.einsum("ikl,il->ik", self.H_uv, pv).ravel()
         if lay.n_bias:
@@ -186,18 +186,46 @@ class NormalEquations:
         return dx
 
 
+class _GateBlocks:
+    """The symmetric positive definite gate blocks ``B_i``, ready for batched solves.
+
+    Each block is scaled to unit diagonal and nudged by ``regularisation``: near the optimum
+    an inactive gate's block can be numerically singular, and the caller's iterative
+    refinement absorbs the perturbation.
+    """
+
+    def __init__(self, B: np.ndarray, regularisation: float = 1e-14) -> None:
+        diag = np.einsum("ikk->ik", B)
+        if not np.all(np.isfinite(B)) or np.any(diag <= 0):
+            raise NewtonSystemError("a gate block of the Newton matrix has a non-positive diagonal")
+        self.scale = 1.0 / np.sqrt(diag)
+        self.Bs = B * self.scale[:, :, None] * self.scale[:, None, :]
+        idx = np.arange(B.shape[1])
+        self.Bs[:, idx, idx] += regularisation
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``B_i^{-1} rhs_i`` for a (P, d1, k) or (P, d1) right-hand side."""
+        vector = rhs.ndim == 2
+        r = rhs[:, :, None] if vector else rhs
+        try:
+            out = np.linalg.solve(self.Bs, r * self.scale[:, :, None])
+        except np.linalg.LinAlgError as exc:
+            raise NewtonSystemError(f"singular gate block: {exc}") from exc
+        out *= self.scale[:, :, None]
+        return out[:, :, 0] if vector else out
+
+
 def _weighted_gram(lifted: LiftedProgram, m: np.ndarray, w_ramp: np.ndarray) -> np.ndarray:
-    """``F^T (diag(m) + Delta^T diag(w_ramp) Delta) F``, full symmetric."""
+    """``F^T (diag(m) + Delta^T diag(w_ramp) Delta) F`` (at least its upper triangle)."""
     F = lifted.F
     if lifted.ramp_idx.size == 0:
         Fs = F * np.sqrt(m)[:, None]
-        upper = dsyrk(1.0, Fs.T, trans=0, lower=0)  # Fs^T Fs, upper triangle
+        # Fs^T Fs in the upper triangle only: the Cholesky below reads nothing else
+        return dsyrk(1.0, Fs.T, trans=0, lower=0)
     else:
         k = lifted.ramp_idx
         dF = (F[k + 1] - F[k]) * w_ramp[:, None]
         MF = F * m[:, None]
-        np.add.at(MF, k + 1, dF)
-        np.subtract.at(MF, k, dF)
-        K = F.T @ MF
-        return (K + K.T) / 2.0
-    return np.triu(upper) + np.triu(upper, 1).T
+        MF[k + 1] += dF
+        MF[k] -= dF
+        return F.T @ MF
