@@ -13,6 +13,7 @@ from datetime import date
 
 import pandas as pd
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
@@ -41,28 +42,31 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     """The protocol for every (building, week) of a batch; a failure is recorded, not raised.
 
     BLAS is pinned to one thread: parallelism comes from running batches side by side, and
-    two BLAS threads per solve were measured to be much slower on small machines.
+    two BLAS threads per solve were measured to be much slower on small machines. Both this and
+    the warning filter are set for the whole worker process, not in a context manager: with the
+    threads runner, concurrent contexts would restore each other's settings mid-run.
     """
     results = []
-    # Convergence is recorded per fit (``model_fits.solver_status``): no console noise. Set for
-    # the worker process as a whole, since ``catch_warnings`` is not thread-safe.
+    # Convergence is recorded per fit (``model_fits.solver_status``): no console noise.
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
-    with threadpool_limits(limits=1):
-        for job in jobs:
-            for week in job.weeks:
-                try:
-                    results.append(forecast_building_week(
-                        job.hours, building_id=job.info.building_id,
-                        timezone=job.info.timezone, holiday_country=job.info.holiday_country,
-                        holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
-                        stored_params=job.stored_params,
-                    ))
-                except Exception as exc:  # noqa: BLE001 - recorded per building-week
-                    results.append(failed_result(job, week, exc))
+    threadpool_limits(limits=1)
+    for job in jobs:
+        for week in job.weeks:
+            try:
+                results.append(forecast_building_week(
+                    job.hours, building_id=job.info.building_id,
+                    timezone=job.info.timezone, holiday_country=job.info.holiday_country,
+                    holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
+                    stored_params=job.stored_params,
+                ))
+            except Exception as exc:  # noqa: BLE001 - recorded per building-week
+                results.append(failed_result(job, week, exc))
     return results
 
 
-@task(name="forecast-batch", task_run_name="forecast-batch-{label}")
+# No input caching: hashing each batch's hourly frames would cost more than it could save, and a
+# rerun must recompute (the warehouse slice is replaced, never served from a cache).
+@task(name="forecast-batch", task_run_name="forecast-batch-{label}", cache_policy=NO_CACHE)
 def forecast_batch(
     jobs: list[BuildingJob], config: ForecastConfig, label: str
 ) -> list[BuildingWeekResult]:
