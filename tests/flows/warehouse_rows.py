@@ -1,0 +1,37 @@
+"""Helpers of the flow tests: a small synthetic warehouse and its result rows, comparable across runs."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from tasks.results import PER_MODEL_TABLES, ensure_result_schema
+from tasks.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.warehouse import connect
+
+FAST_MODELS = ["svr", "wadiro_linreg", "seasonal_naive"]
+WEEKS = (date(2024, 3, 25), date(2024, 4, 1))
+RESULT_TABLES = ("window_status", *PER_MODEL_TABLES)
+RUN_SPECIFIC = frozenset({"run_id", "fit_time_s", "tuning_time_s", "duration_s"})
+"""Columns that differ between two runs of the same work: who wrote the row and how long it took."""
+
+
+def make_warehouse(path: Path, buildings: int = 3, seed: int = 3) -> Path:
+    """A synthetic fleet of 14 weeks from 2024-01-01 with the result tables created."""
+    ingest_synthetic(path, FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=14, seed=seed))
+    with connect(path) as con:
+        ensure_result_schema(con)
+    return path
+
+
+def result_rows(warehouse: Path) -> dict[str, list[tuple]]:
+    """Every result table's rows, sorted, without the run-specific columns."""
+    rows = {}
+    with connect(warehouse, read_only=True) as con:
+        for table in RESULT_TABLES:
+            columns = [c for c in con.execute(f"SELECT * FROM {table} LIMIT 0").df().columns
+                       if c not in RUN_SPECIFIC]
+            rows[table] = con.execute(
+                f"SELECT {', '.join(columns)} FROM {table} ORDER BY ALL"
+            ).fetchall()
+    return rows
