@@ -65,8 +65,6 @@ class IpmOptions:
     refine: int = 4
     correctors: int = 2
     separate_steps: bool = True
-    sigma_rule: str = "gap"
-    start: str = "separate"
     accept_gap: float = 1e-7
     accept_residual: float = 1e-7
     accept_violation: float = 1e-8
@@ -137,14 +135,9 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
     # shifted into the cone's interior
     ident = NTScaling.identity(cones)
     normal = NormalEquations(lifted, ident)
-    if opts.start == "joint":
-        x = _refined_solve(normal, ident, lifted, GT(h) - c, opts.refine)
-        s = h - G(x)
-        z = -s.copy()
-    else:
-        x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
-        s = h - G(x)
-        z = G(_refined_solve(normal, ident, lifted, -c, opts.refine))
+    x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
+    s = h - G(x)
+    z = G(_refined_solve(normal, ident, lifted, -c, opts.refine))
     for v in (s, z):
         shortfall = -cones.min_eig(v)
         if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
@@ -187,10 +180,7 @@ def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
             # predictor (affine scaling) direction: r_c = -lambda o lambda, so q = -lambda
             dx, ds, dz, ds_t, dz_t = _newton(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
             a_p, a_d = _step_lengths(cones, s, z, ds, dz, separate)
-            if opts.sigma_rule == "alpha":
-                sigma = (1.0 - min(a_p, a_d)) ** 3
-            else:
-                sigma = float(np.clip(((s + a_p * ds) @ (z + a_d * dz)) / gap, 0.0, 1.0)) ** 3
+            sigma = float(np.clip(((s + a_p * ds) @ (z + a_d * dz)) / gap, 0.0, 1.0)) ** 3
 
             # combined corrector
             r_c = -cones.product(lam, lam) - cones.product(ds_t, dz_t) + sigma * mu * e

@@ -1,0 +1,147 @@
+"""Reference path (cvxpy + Clarabel) against the structured interior-point path, in one process.
+
+One real 12-week window of the Cambridge archive (one building's hourly electricity, Bedford
+weather, the paper's eight features, standardised), the bound y_hat >= 0 (in kWh), gates from
+a fixed seed. For each max_neurons and Wasserstein norm both paths solve the same program;
+the script prints times, the speed ratio, iterations and the objective gap::
+
+    python benchmarks/solver_speed.py                      # 10, 30, 70 neurons, l1 and l2
+    python benchmarks/solver_speed.py --neurons 70 --tight # also a tight-tolerance reference
+
+Clarabel at its default tolerances stops about 3e-6 (relative) above the optimum, so the
+gap against it is not an accuracy measure; ``--tight`` adds a reference solved to 1e-10 and
+reports the gap against that one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from tasks.features import build_features, get_feature_set
+from tasks.ingest_cambridge import HOLIDAY_COUNTRY, HOLIDAY_SUBDIV, TIMEZONE, load_cambridge
+from tasks.windows import window_bounds
+from wadiro_models._cvxpy_solver import max_constraint_violation, solve_clarabel
+from wadiro_models._gates import augment, distinct_gates, n_gate_samples, sample_gates
+from wadiro_models._ipm import solve_ipm
+from wadiro_models._program import ScnnProgram
+
+ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
+TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
+
+
+def real_window(
+    building: str = "UCam_Building_b1",
+    target_week: date = date(2019, 3, 4),
+    archive: Path = ARCHIVE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features (paper set) and labels [kWh] of the 12 weeks before ``target_week``.
+
+    Hours with a missing label (the archive's zeros) or a missing feature are dropped.
+    """
+    bounds = window_bounds(target_week, TIMEZONE)
+    batch = load_cambridge(
+        archive,
+        [building],
+        bounds.history_start.date() - timedelta(days=1),
+        bounds.test_start.date() + timedelta(days=1),
+    )
+    readings = batch.readings.to_pandas()[["ts", "kwh"]]
+    weather = batch.weather.to_pandas().drop(columns=["site_id", "kind"], errors="ignore")
+    hours = readings.merge(weather, on="ts", how="left")
+    hours = hours[(hours.ts >= bounds.history_start) & (hours.ts < bounds.test_start)]
+    feature_set = get_feature_set("paper")
+    frame = build_features(
+        hours.reset_index(drop=True),
+        timezone=TIMEZONE,
+        holiday_country=HOLIDAY_COUNTRY,
+        holiday_subdiv=HOLIDAY_SUBDIV,
+        feature_set=feature_set,
+    )
+    columns = [f.name for f in feature_set.features]
+    frame = frame.dropna(subset=[*columns, "kwh"])
+    frame = frame[frame.kwh != 0]
+    return frame[columns].to_numpy(float), frame["kwh"].to_numpy(float)
+
+
+def window_program(
+    X_raw: np.ndarray,
+    y_raw: np.ndarray,
+    *,
+    max_neurons: int,
+    wasserstein: str,
+    radius: float = 0.01,
+    nonnegative: bool = True,
+    seed: int = 0,
+) -> ScnnProgram:
+    """The standardised training program of one window; y_hat >= 0 kWh becomes a lower bound."""
+    x_std = X_raw.std(axis=0)
+    X = (X_raw - X_raw.mean(axis=0)) / np.where(x_std > 0, x_std, 1.0)
+    y_mean, y_std = y_raw.mean(), y_raw.std()
+    X_aug = augment(X)
+    gates = sample_gates(X_aug.shape[1], n_gate_samples(max_neurons), np.random.default_rng(seed))
+    _, patterns = distinct_gates(X_aug, gates)
+    lower = np.full(len(y_raw), -y_mean / y_std) if nonnegative else None
+    return ScnnProgram(
+        X=X_aug,
+        y=(y_raw - y_mean) / y_std,
+        patterns=patterns,
+        radius=radius,
+        wasserstein=wasserstein,  # type: ignore[arg-type]
+        lower=lower,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--neurons", type=int, nargs="+", default=[10, 30, 70])
+    parser.add_argument("--norms", nargs="+", default=["l1", "l2"], choices=["l1", "l2"])
+    parser.add_argument("--radius", type=float, default=0.01)
+    parser.add_argument("--building", default="UCam_Building_b1")
+    parser.add_argument("--week", type=date.fromisoformat, default=date(2019, 3, 4))
+    parser.add_argument("--tight", action="store_true", help="also solve a 1e-10 reference")
+    args = parser.parse_args()
+
+    X_raw, y_raw = real_window(args.building, args.week)
+    print(f"{args.building}, 12 weeks before {args.week}: N = {len(y_raw)}, "
+          f"{X_raw.shape[1]} features, radius {args.radius}, y_hat >= 0")
+    header = (f"{'neurons':>7} {'P':>3} {'norm':>4} {'clarabel s':>10} {'it':>3} {'ipm s':>7} "
+              f"{'it':>3} {'ratio':>6} {'gap vs ref':>10} {'ipm viol':>8} {'ipm status':>14}")
+    if args.tight:
+        header += f" {'tight s':>8} {'gap vs tight':>12}"
+    print(header)
+    for neurons in args.neurons:
+        for norm in args.norms:
+            program = window_program(X_raw, y_raw, max_neurons=neurons, wasserstein=norm,
+                                     radius=args.radius)
+            with threadpool_limits(limits=1, user_api="blas"):
+                started = time.perf_counter()
+                ref = solve_clarabel(program)
+                t_ref = time.perf_counter() - started
+            started = time.perf_counter()
+            fast = solve_ipm(program)
+            t_fast = time.perf_counter() - started
+            viol = max_constraint_violation(program, fast.nu, fast.omega, fast.b)
+            gap = (fast.objective - ref.objective) / abs(ref.objective)
+            line = (f"{neurons:>7} {program.n_gates:>3} {norm:>4} {t_ref:>10.2f} "
+                    f"{ref.iterations or 0:>3} {t_fast:>7.3f} {fast.iterations or 0:>3} "
+                    f"{t_ref / t_fast:>5.0f}x {gap:>10.1e} {viol:>8.1e} "
+                    f"{fast.solver + ':' + fast.status:>14}")
+            if args.tight:
+                with threadpool_limits(limits=1, user_api="blas"):
+                    started = time.perf_counter()
+                    tight = solve_clarabel(program, **TIGHT)
+                    t_tight = time.perf_counter() - started
+                tight_gap = (fast.objective - tight.objective) / abs(tight.objective)
+                line += f" {t_tight:>8.2f} {tight_gap:>12.1e}"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
