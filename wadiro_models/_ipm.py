@@ -64,6 +64,9 @@ class IpmOptions:
     step: float = 0.99
     refine: int = 4
     correctors: int = 2
+    gondzio_a: float = 1.5
+    gondzio_b: float = 0.1
+    gondzio_band: float = 10.0
     separate_steps: bool = True
     accept_gap: float = 1e-7
     accept_residual: float = 1e-7
@@ -249,12 +252,13 @@ def _centrality_correctors(
     for _ in range(opts.correctors):
         if alpha >= 0.99:
             break
-        trial = min(1.0, 1.5 * alpha + 0.1)
+        trial = min(1.0, opts.gondzio_a * alpha + opts.gondzio_b)
         ds_t, dz_t = direction[3], direction[4]
         v = (lam[:k] + trial * ds_t[:k]) * (lam[:k] + trial * dz_t[:k])
         r = np.zeros(cones.size)
-        r[:k] = np.clip(v, 0.1 * target, 10.0 * target) - v
-        np.maximum(r[:k], -10.0 * target, out=r[:k])
+        band = opts.gondzio_band
+        r[:k] = np.clip(v, target / band, band * target) - v
+        np.maximum(r[:k], -band * target, out=r[:k])
         correction = _newton(lifted, normal, scaling, zero_x, zero_z, cones.divide(lam, r), opts)
         candidate = tuple(a + b for a, b in zip(direction, correction))
         new_alpha = step_of(candidate)
@@ -273,39 +277,46 @@ def _newton(
     q: np.ndarray,
     opts: IpmOptions,
 ) -> tuple[np.ndarray, ...]:
-    """Solve ``G^T dz = bx, G dx + ds = bz, W dz + W^{-1} ds = q`` (scaled form)."""
-    Winv = scaling.apply_inverse
-    bz_t = Winv(bz) - q
-    rhs = bx + lifted.GT(Winv(bz_t))
+    """Solve ``G^T dz = bx, G dx + ds = bz, W dz + W^{-1} ds = q``.
+
+    Eliminating ``ds = W q - W^2 dz`` gives ``dz = W^{-2} (G dx - bz) + W^{-1} q`` and the
+    normal equations ``G^T W^{-2} G dx = bx + G^T (W^{-2} bz - W^{-1} q)``; the solve is
+    refined against the exact operator while that pays.
+    Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz``.
+    """
+    offset = scaling.apply_inverse_squared(bz) - scaling.apply_inverse(q)
+    rhs = bx + lifted.GT(offset)
+
+    def dual_step(dx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        dz = scaling.apply_inverse_squared(lifted.G(dx)) - offset
+        resid = bx - lifted.GT(dz)
+        return dz, resid, float(np.linalg.norm(resid))
+
     dx = normal.solve(rhs)
-    dz_t = Winv(lifted.G(dx)) - bz_t
-    resid = bx - lifted.GT(Winv(dz_t))
-    size = np.linalg.norm(resid)
+    dz, resid, size = dual_step(dx)
     target = 1e-13 * max(1.0, np.linalg.norm(rhs))
     for _ in range(opts.refine):  # refine while it pays
         if size <= target:
             break
         candidate = dx + normal.solve(resid)
-        cand_dz_t = Winv(lifted.G(candidate)) - bz_t
-        cand_resid = bx - lifted.GT(Winv(cand_dz_t))
-        cand_size = np.linalg.norm(cand_resid)
+        cand_dz, cand_resid, cand_size = dual_step(candidate)
         if cand_size >= 0.5 * size:
             if cand_size < size:
-                dx, dz_t = candidate, cand_dz_t
+                dx, dz = candidate, cand_dz
             break
-        dx, dz_t, resid, size = candidate, cand_dz_t, cand_resid, cand_size
+        dx, dz, resid, size = candidate, cand_dz, cand_resid, cand_size
+    dz_t = scaling.apply(dz)
     ds_t = q - dz_t
-    return dx, scaling.apply(ds_t), Winv(dz_t), ds_t, dz_t
+    return dx, scaling.apply(ds_t), dz, ds_t, dz_t
 
 
 def _refined_solve(
     normal: NormalEquations, scaling: NTScaling, lifted: LiftedProgram, r: np.ndarray, n: int
 ) -> np.ndarray:
     """Solve ``G^T W^{-2} G x = r`` with ``n`` refinement steps against the exact operator."""
-    Winv = scaling.apply_inverse
     x = normal.solve(r)
     for _ in range(n):
-        x += normal.solve(r - lifted.GT(Winv(Winv(lifted.G(x)))))
+        x += normal.solve(r - lifted.GT(scaling.apply_inverse_squared(lifted.G(x))))
     return x
 
 

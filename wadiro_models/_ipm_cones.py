@@ -118,9 +118,12 @@ class NTScaling:
     w_soc: np.ndarray  # SOC scaling point, w^T J w = 1 (empty when there is no SOC)
     lam: np.ndarray  # W z = W^{-1} s
     w_lp_inv: np.ndarray = field(default=None)  # type: ignore[assignment]
+    lp_weights: np.ndarray = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "w_lp_inv", 1.0 / self.w_lp)
+        # diagonal of W^{-2} on the orthant: z / s
+        object.__setattr__(self, "lp_weights", self.w_lp_inv**2)
 
     @classmethod
     def identity(cls, cones: ConeSet) -> NTScaling:
@@ -183,10 +186,17 @@ class NTScaling:
         soc[1:] += vs[1:]
         return np.concatenate([out, soc / self.beta])
 
-    @property
-    def lp_weights(self) -> np.ndarray:
-        """Diagonal of ``W^{-2}`` on the orthant: ``z / s``."""
-        return self.w_lp_inv**2
+    def apply_inverse_squared(self, v: np.ndarray) -> np.ndarray:
+        """``W^{-2} v`` in one pass (orthant: ``z / s``; SOC: ``beta^-2 (2 a a^T - J)``)."""
+        out = v[: self.cones.n_lp] * self.lp_weights
+        if not self.cones.n_soc:
+            return out
+        vs = v[self.cones.n_lp :]
+        a = self.soc_rank_one
+        soc = 2.0 * (a @ vs) * a
+        soc[0] -= vs[0]
+        soc[1:] += vs[1:]
+        return np.concatenate([out, soc / self.beta**2])
 
     @property
     def soc_rank_one(self) -> np.ndarray:
