@@ -16,7 +16,6 @@ import holidays
 import numpy as np
 import pandas as pd
 
-ARCHIVE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "cambridge-estates"
 KNOT = 0.514444  # m/s
 
 
@@ -28,15 +27,15 @@ class Window:
     y_test: np.ndarray
 
 
-def _electricity(building: int, year: int) -> pd.Series:
-    path = ARCHIVE / "building_data/processed_data" / f"UCam_Building_b{building}/electricity/{year}.csv"
+def _electricity(archive: Path, building: int, year: int) -> pd.Series:
+    path = archive / "building_data/processed_data" / f"UCam_Building_b{building}/electricity/{year}.csv"
     frame = pd.read_csv(path, parse_dates=["datetime"])
     series = frame.set_index("datetime")["equipment load [kWh]"]
     return series[series != 0].tz_localize("UTC")
 
 
-def _weather(year: int) -> pd.DataFrame:
-    base = ARCHIVE / "aux_data/MetOffice Weather Data"
+def _weather(archive: Path, year: int) -> pd.DataFrame:
+    base = archive / "aux_data/MetOffice Weather Data"
     processed = pd.read_csv(base / f"processed_data/bedford/{year}.csv", parse_dates=["datetime"])
     processed = processed.set_index("datetime").tz_localize("UTC")
     raw = next((base / "raw_data/hourly_weather").glob(f"*qcv-1_{year}.csv"))
@@ -67,10 +66,10 @@ def paper_features(index: pd.DatetimeIndex, weather: pd.DataFrame) -> pd.DataFra
     }, index=index)
 
 
-def load_window(building: int = 0, year: int = 2019, test_monday: str = "2019-04-01") -> Window:
+def load_window(archive: Path, building: int, year: int, test_monday: str) -> Window:
     """12 weeks of history before the local Monday ``test_monday`` and that week as test."""
-    load = _electricity(building, year)
-    features = paper_features(load.index, _weather(year))
+    load = _electricity(archive, building, year)
+    features = paper_features(load.index, _weather(archive, year))
     monday = pd.Timestamp(test_monday, tz="Europe/London")  # calendar weeks in local time
     start_test = monday.tz_convert("UTC")
     end_test = (monday + pd.DateOffset(weeks=1)).tz_convert("UTC")

@@ -11,16 +11,14 @@ import time
 
 import numpy as np
 import pytest
-from cambridge_window import ARCHIVE, load_window
+from cambridge_window import load_window
 
 from wadiro_models import make_model
 
-pytestmark = pytest.mark.skipif(not ARCHIVE.exists(), reason="Cambridge archive not available")
-
 
 @pytest.fixture(scope="module")
-def window():
-    return load_window(building=7, year=2019, test_monday="2019-04-01")
+def window(cambridge_archive):
+    return load_window(cambridge_archive, building=7, year=2019, test_monday="2019-04-01")
 
 
 def test_window_has_the_protocol_shape(window):
