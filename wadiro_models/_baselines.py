@@ -105,7 +105,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
         except np.linalg.LinAlgError as exc:
             raise SolverError(
                 f"Gaussian process kernel {self.kernel()} gives a kernel matrix that is not "
-                f"positive definite on these {X.shape[0]} samples ({exc.args[0] if exc.args else exc})",
+                f"positive definite on these {X.shape[0]} samples ({exc})",
                 status="failed",
             ) from exc
         self.gp_ = gp
@@ -118,7 +118,8 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
     def predict(self, X: object) -> np.ndarray:
         check_is_fitted(self)
         X = predict_data(self, X)
-        return self.standardization_.inverse_y(self.gp_.predict(self.standardization_.transform_X(X)))
+        scaling = self.standardization_
+        return scaling.inverse_y(self.gp_.predict(scaling.transform_X(X)))
 
 
 _SVR_LOSS = {"l1": "epsilon_insensitive", "l2": "squared_epsilon_insensitive"}
@@ -197,12 +198,8 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
             else:
                 warnings.warn(caught_warning.message, caught_warning.category, stacklevel=2)
         self.svr_ = svr
-        # y = y_mean + y_scale * (((x - x_mean) / x_scale) @ w + b)
-        w = svr.coef_.ravel()
-        self.coef_ = scaling.y_scale * w / scaling.x_scale
-        self.intercept_ = float(
-            scaling.y_mean
-            + scaling.y_scale * (float(np.ravel(svr.intercept_)[0]) - (scaling.x_mean / scaling.x_scale) @ w)
+        self.coef_, self.intercept_ = scaling.linear_to_original(
+            svr.coef_.ravel(), float(np.ravel(svr.intercept_)[0])
         )
         self.solver_status_ = "optimal" if converged else "max_iter"
         self.n_iter_ = int(svr.n_iter_)

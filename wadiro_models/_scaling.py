@@ -49,6 +49,13 @@ class Standardization:
         """A bound on y in program units (infinities stay infinite)."""
         return (value - self.y_mean) / self.y_scale
 
+    def linear_to_original(self, w: np.ndarray, b: float) -> tuple[np.ndarray, float]:
+        """(coef, intercept) in original units of a linear model y_std = x_std @ w + b."""
+        # y = y_mean + y_scale * (((x - x_mean) / x_scale) @ w + b)
+        coef = self.y_scale * w / self.x_scale
+        intercept = self.y_mean + self.y_scale * (b - (self.x_mean / self.x_scale) @ w)
+        return coef, float(intercept)
+
     def step(self, value: np.ndarray) -> np.ndarray:
         """A limit on a difference of y (a ramp) in program units."""
         return value / self.y_scale

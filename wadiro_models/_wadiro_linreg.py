@@ -102,11 +102,7 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
 
         w_std = np.asarray(w.value, dtype=float)
         b_std = float(b.value) if b is not None else 0.0
-        # y = y_mean + y_scale * (((x - x_mean) / x_scale) @ w + b)
-        self.coef_ = scaling.y_scale * w_std / scaling.x_scale
-        self.intercept_ = float(
-            scaling.y_mean + scaling.y_scale * (b_std - (scaling.x_mean / scaling.x_scale) @ w_std)
-        )
+        self.coef_, self.intercept_ = scaling.linear_to_original(w_std, b_std)
         self.objective_ = float(problem.value)
         self.solver_status_ = "optimal" if status == cp.OPTIMAL else "optimal_inaccurate"
         self.fit_time_ = time.perf_counter() - started

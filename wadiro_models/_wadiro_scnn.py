@@ -33,7 +33,8 @@ class WaDiRoSCNN(ConvexNetworkRegressor):
         a scalar or one value per training sample (``-inf``/``inf`` where absent).
     ramp : hard limit on |y_hat_j - y_hat_{j-1}| between consecutive training rows, in the
         units of y; a scalar or an array of length ``n_samples - 1``.
-    fit_intercept : learn the output bias b (else b = 0 and it is left out of beta).
+    fit_intercept : learn the output bias b (else b = 0 and it is left out of beta). b lives
+        in program units: with ``standardize=True`` the mean of y is restored either way.
     standardize : standardise X per column and y inside ``fit`` (undone in ``predict``;
         the constraints are converted exactly). With ``False``, ``objective_`` is the
         program's value on the data as given.
@@ -45,7 +46,7 @@ class WaDiRoSCNN(ConvexNetworkRegressor):
         :class:`InaccurateSolutionWarning`) instead of raising :class:`SolverError`.
     constraint_margin : the bounds and ramps are imposed this much tighter, in program units
         (standardised y), so that solver round-off never appears as a violation; 0 gives
-        the exact program.
+        the exact program. ``objective_`` is the value of the program actually solved.
 
     Attributes
     ----------

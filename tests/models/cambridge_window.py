@@ -28,7 +28,8 @@ class Window:
 
 
 def _electricity(archive: Path, building: int, year: int) -> pd.Series:
-    path = archive / "building_data/processed_data" / f"UCam_Building_b{building}/electricity/{year}.csv"
+    folder = archive / "building_data/processed_data" / f"UCam_Building_b{building}"
+    path = folder / "electricity" / f"{year}.csv"
     frame = pd.read_csv(path, parse_dates=["datetime"])
     series = frame.set_index("datetime")["equipment load [kWh]"]
     return series[series != 0].tz_localize("UTC")
