@@ -1,0 +1,130 @@
+"""``prefect.yaml`` against a real Prefect server on loopback: deploy, run through a worker, check rows.
+
+The worker runs flows from ``WADIRO_PROJECT_DIR``. Here that is a scratch project directory
+holding a link to the checkout's ``flows/`` and the warehouse, so the test also shows that the
+deployments' relative ``warehouse`` parameter is read relative to that directory (and not to
+the worker's own working directory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
+
+from tasks.warehouse import connect
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+POOL = "wadiro"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def prefect_server(tmp_path):
+    """A Prefect server on a free loopback port with its own home; the CLI's environment."""
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
+           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false"}
+    log = (tmp_path / "server.log").open("wb")
+    server = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{env['PREFECT_API_URL']}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "Prefect server did not start within 120 s"
+            time.sleep(0.5)
+        yield env
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
+        log.close()
+
+
+def _prefect(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> str:
+    done = subprocess.run([str(BIN / "prefect"), *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def _run_deployment(env, name: str, params: dict[str, str], cwd: Path) -> dict:
+    """``prefect deployment run`` then one worker poll; the finished flow run as the API has it."""
+    args = [arg for key, value in params.items() for arg in ("--param", f"{key}={value}")]
+    out = _prefect(env, "deployment", "run", name, *args, cwd=cwd)
+    flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
+    _prefect(env, "worker", "start", "--pool", POOL, "--run-once", cwd=cwd)
+    return httpx.get(f"{env['PREFECT_API_URL']}/flow_runs/{flow_run_id}", timeout=10).json()
+
+
+@pytest.mark.slow
+def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_server):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "flows").symlink_to(ROOT / "flows", target_is_directory=True)
+    make_warehouse(project / "warehouse.duckdb", buildings=2)
+    elsewhere = tmp_path / "worker-cwd"
+    elsewhere.mkdir()
+    env = {**prefect_server, "WADIRO_PROJECT_DIR": str(project)}
+
+    _prefect(env, "work-pool", "create", POOL, "--type", "process", cwd=ROOT)
+    _prefect(env, "--no-prompt", "deploy", "--all", cwd=ROOT)
+
+    api = env["PREFECT_API_URL"]
+    deployments = {d["name"]: d for d in httpx.post(f"{api}/deployments/filter", json={}).json()}
+    assert set(deployments) == {"weekly-forecast", "backfill"}
+    weekly = deployments["weekly-forecast"]
+    [schedule] = weekly["schedules"]
+    assert schedule["active"] and schedule["schedule"]["cron"] == "0 6 * * 1"
+    assert schedule["schedule"]["timezone"] == "Europe/London"
+    assert weekly["parameters"]["tuning"] == "reuse" and weekly["work_pool_name"] == POOL
+    assert deployments["backfill"]["schedules"] == []
+
+    common = {"models": '["svr", "wadiro_linreg", "seasonal_naive"]', "trials": "2"}
+    backfill = _run_deployment(env, "backfill/backfill",
+                               {"start": WEEKS[0].isoformat(), "end": WEEKS[0].isoformat(), **common},
+                               cwd=elsewhere)
+    assert backfill["state_type"] == "COMPLETED", backfill["state"]
+    weekly_run = _run_deployment(env, "weekly-forecast/weekly-forecast", common, cwd=elsewhere)
+    assert weekly_run["state_type"] == "COMPLETED", weekly_run["state"]
+
+    assert not (elsewhere / "warehouse.duckdb").exists()
+    with connect(project / "warehouse.duckdb", read_only=True) as con:
+        runs = con.execute("SELECT flow, status FROM runs ORDER BY started_at").fetchall()
+        weeks = con.execute("SELECT target_week, count(*) FROM window_status WHERE status = 'ok' "
+                            "GROUP BY 1 ORDER BY 1").fetchall()
+        scores = con.execute("SELECT count(*) FROM scores").fetchone()[0]
+        reused = con.execute("SELECT DISTINCT tuned_week FROM model_fits WHERE target_week = ? "
+                             "AND model <> 'seasonal_naive'", [WEEKS[1]]).fetchall()
+    assert runs == [("backfill", "completed"), ("forecast", "completed")]
+    assert weeks == [(WEEKS[0], 2), (WEEKS[1], 2)]
+    assert scores == 2 * len(WEEKS) * len(FAST_MODELS)
+    assert reused == [(WEEKS[0],)]  # the weekly run reused the backfill's tuning
