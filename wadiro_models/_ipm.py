@@ -67,7 +67,10 @@ class IpmOptions:
     gondzio_a: float = 1.5
     gondzio_b: float = 0.1
     gondzio_band: float = 10.0
+    gondzio_cap: float = 10.0
     separate_steps: bool = True
+    method: str = "auto"
+    hsd_sigma: str = "alpha"
     accept_gap: float = 1e-7
     accept_residual: float = 1e-7
     accept_violation: float = 1e-8
@@ -120,7 +123,10 @@ def solve_ipm(
     try:
         with threadpool_limits(limits=1, user_api="blas"):
             lifted = LiftedProgram(program)
-            state = _interior_point(lifted, opts)
+            method = opts.method
+            if method == "auto":
+                method = "hsd" if lifted.l1 else "infeasible"
+            state = (_homogeneous if method == "hsd" else _interior_point)(lifted, opts)
     except (NewtonSystemError, FloatingPointError, np.linalg.LinAlgError) as exc:
         return _fall_back(program, f"numerical failure: {exc}", started, opts)
     solution = _checked_solution(program, lifted, state, opts, started)
@@ -129,22 +135,138 @@ def solve_ipm(
     return _fall_back(program, solution.info["check"], started, opts, attempt=solution)
 
 
+def _starting_point(
+    lifted: LiftedProgram, opts: IpmOptions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares points ``min ||s|| s.t. Gx + s = h`` and ``min ||z|| s.t.
+    G^T z + c = 0``, shifted into the cone's interior."""
+    cones, G, GT = lifted.cones, lifted.G, lifted.GT
+    e = cones.identity()
+    ident = NTScaling.identity(cones)
+    normal = NormalEquations(lifted, ident)
+    x = _refined_solve(normal, ident, lifted, GT(lifted.h), opts.refine)
+    s = lifted.h - G(x)
+    z = G(_refined_solve(normal, ident, lifted, -lifted.c, opts.refine))
+    for v in (s, z):
+        shortfall = -cones.min_eig(v)
+        if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
+            v += (1.0 + max(shortfall, 0.0)) * e
+    return x, s, z
+
+
+def _homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
+    """Homogeneous self-dual variant: (x, s, z, tau, kappa) with G^T z + c tau = 0,
+    G x + s = h tau, c^T x + h^T z + kappa = 0; the answer is x / tau."""
+    cones, G, GT, c, h = lifted.cones, lifted.G, lifted.GT, lifted.c, lifted.h
+    e = cones.identity()
+    h_norm, c_norm = max(1.0, np.linalg.norm(h)), max(1.0, np.linalg.norm(c))
+    x, s, z = _starting_point(lifted, opts)
+    tau, kappa = 1.0, 1.0
+    state = _IpmState(x.copy(), s.copy(), z.copy())
+    best_merit = np.inf
+    degree = cones.degree + 1
+    with np.errstate(all="raise"):
+        for it in range(opts.max_iter + 1):
+            r_x = GT(z) + c * tau
+            r_z = G(x) + s - h * tau
+            r_t = kappa + c @ x + h @ z
+            pcost, dcost = float(c @ x) / tau, float(-h @ z) / tau
+            pres = np.linalg.norm(r_z) / tau / h_norm
+            dres = np.linalg.norm(r_x) / tau / c_norm
+            gap = float(s @ z) / tau**2
+            rel_gap = gap / max(1.0, abs(pcost), abs(dcost))
+            merit = max(pres, dres, rel_gap)
+            if merit < best_merit:
+                best_merit = merit
+                state.x[:], state.s[:], state.z[:] = x / tau, s / tau, z / tau
+                state.iterations = it
+                state.primal_residual, state.dual_residual, state.gap = pres, dres, rel_gap
+            if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
+                state.converged, state.message = True, "converged"
+                return state
+            if it == opts.max_iter or (it > 5 and merit > 1e3 * best_merit):
+                break
+            mu = (float(s @ z) + tau * kappa) / degree
+            scaling = cones.nt_scaling(s, z)
+            lam = scaling.lam
+            try:
+                normal = NormalEquations(lifted, scaling)
+            except NewtonSystemError as exc:
+                state.message = f"{exc} at iteration {it}"
+                return state
+            # the tau column: one extra solve per factorisation
+            dx2, ds2, dz2, _, _ = _newton(lifted, normal, scaling, -c, h, np.zeros(cones.size), opts)
+            denom = c @ dx2 + h @ dz2 - kappa / tau
+
+            def direction(eta: float, q: np.ndarray, r_tk: float) -> tuple:
+                dx1, ds1, dz1, ds1_t, dz1_t = _newton(
+                    lifted, normal, scaling, -eta * r_x, -eta * r_z, q, opts
+                )
+                dtau = (-eta * r_t - c @ dx1 - h @ dz1 - r_tk / tau) / denom
+                dkappa = (r_tk - kappa * dtau) / tau
+                ds_t = ds1_t + dtau * scaling.apply_inverse(ds2)
+                dz_t = dz1_t + dtau * scaling.apply(dz2)
+                return dx1 + dtau * dx2, ds1 + dtau * ds2, dz1 + dtau * dz2, dtau, dkappa, ds_t, dz_t
+
+            def step(d: tuple) -> float:
+                a = min(1.0, cones.max_step(s, d[1]), cones.max_step(z, d[2]))
+                if d[3] < 0:
+                    a = min(a, -tau / d[3])
+                if d[4] < 0:
+                    a = min(a, -kappa / d[4])
+                return a
+
+            aff = direction(1.0, -lam, -tau * kappa)
+            a_aff = step(aff)
+            if opts.hsd_sigma == "gap":
+                pred = ((s + a_aff * aff[1]) @ (z + a_aff * aff[2])
+                        + (tau + a_aff * aff[3]) * (kappa + a_aff * aff[4]))
+                sigma = float(np.clip(pred / (mu * degree), 0.0, 1.0)) ** 3
+            else:
+                sigma = (1.0 - a_aff) ** 3
+            r_c = -cones.product(lam, lam) - cones.product(aff[5], aff[6]) + sigma * mu * e
+            r_tk = -tau * kappa - aff[3] * aff[4] + sigma * mu
+            comb = direction(1.0 - sigma, cones.divide(lam, r_c), r_tk)
+            alpha = step(comb)
+            k = cones.n_lp
+            for _ in range(opts.correctors):  # Gondzio's centrality correctors (orthant rows)
+                if alpha >= 0.99:
+                    break
+                trial = min(1.0, opts.gondzio_a * alpha + opts.gondzio_b)
+                v = (lam[:k] + trial * comb[5][:k]) * (lam[:k] + trial * comb[6][:k])
+                target, band = sigma * mu, opts.gondzio_band
+                r = np.zeros(cones.size)
+                r[:k] = np.clip(v, target / band, band * target) - v
+                np.maximum(r[:k], -opts.gondzio_cap * target, out=r[:k])
+                corr = direction(0.0, cones.divide(lam, r), 0.0)
+                candidate = tuple(a + b for a, b in zip(comb, corr))
+                new_alpha = step(candidate)
+                if new_alpha < 1.01 * alpha:
+                    break
+                comb, alpha = candidate, new_alpha
+            alpha = min(1.0, opts.step * alpha)
+            if opts.verbose:
+                print(f"{it:3d} pc {pcost:.8e} dc {dcost:.8e} gap {rel_gap:.1e} "
+                      f"pres {pres:.1e} dres {dres:.1e} step {alpha:.3f} sigma {sigma:.1e} "
+                      f"tau {tau:.2e} kappa {kappa:.2e}")
+            if alpha < 1e-10:
+                state.message = f"step length collapsed at iteration {it}"
+                return state
+            x = x + alpha * comb[0]
+            s = s + alpha * comb[1]
+            z = z + alpha * comb[2]
+            tau += alpha * comb[3]
+            kappa += alpha * comb[4]
+    state.message = f"no convergence in {it} iterations (best merit {best_merit:.1e})"
+    return state
+
+
 def _interior_point(lifted: LiftedProgram, opts: IpmOptions) -> _IpmState:
     cones, G, GT, c, h = lifted.cones, lifted.G, lifted.GT, lifted.c, lifted.h
     e = cones.identity()
     h_norm, c_norm = max(1.0, np.linalg.norm(h)), max(1.0, np.linalg.norm(c))
 
-    # least-squares starting points: min ||s|| s.t. Gx + s = h, min ||z|| s.t. G^T z + c = 0,
-    # shifted into the cone's interior
-    ident = NTScaling.identity(cones)
-    normal = NormalEquations(lifted, ident)
-    x = _refined_solve(normal, ident, lifted, GT(h), opts.refine)
-    s = h - G(x)
-    z = G(_refined_solve(normal, ident, lifted, -c, opts.refine))
-    for v in (s, z):
-        shortfall = -cones.min_eig(v)
-        if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
-            v += (1.0 + max(shortfall, 0.0)) * e
+    x, s, z = _starting_point(lifted, opts)
     state = _IpmState(x.copy(), s.copy(), z.copy())
     best_merit = np.inf
     separate = opts.separate_steps
@@ -258,7 +380,7 @@ def _centrality_correctors(
         r = np.zeros(cones.size)
         band = opts.gondzio_band
         r[:k] = np.clip(v, target / band, band * target) - v
-        np.maximum(r[:k], -band * target, out=r[:k])
+        np.maximum(r[:k], -opts.gondzio_cap * target, out=r[:k])
         correction = _newton(lifted, normal, scaling, zero_x, zero_z, cones.divide(lam, r), opts)
         candidate = tuple(a + b for a, b in zip(direction, correction))
         new_alpha = step_of(candidate)
@@ -281,33 +403,36 @@ def _newton(
 
     Eliminating ``ds = W q - W^2 dz`` gives ``dz = W^{-2} (G dx - bz) + W^{-1} q`` and the
     normal equations ``G^T W^{-2} G dx = bx + G^T (W^{-2} bz - W^{-1} q)``; the solve is
-    refined against the exact operator while that pays.
+    refined against the exact operator while that pays, and ``ds = bz - G dx``.
     Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz``.
     """
     offset = scaling.apply_inverse_squared(bz) - scaling.apply_inverse(q)
     rhs = bx + lifted.GT(offset)
 
-    def dual_step(dx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        dz = scaling.apply_inverse_squared(lifted.G(dx)) - offset
+    def dual_step(dx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        gdx = lifted.G(dx)
+        dz = scaling.apply_inverse_squared(gdx) - offset
         resid = bx - lifted.GT(dz)
-        return dz, resid, float(np.linalg.norm(resid))
+        return gdx, dz, resid, float(np.linalg.norm(resid))
 
     dx = normal.solve(rhs)
-    dz, resid, size = dual_step(dx)
+    gdx, dz, resid, size = dual_step(dx)
     target = 1e-13 * max(1.0, np.linalg.norm(rhs))
     for _ in range(opts.refine):  # refine while it pays
         if size <= target:
             break
         candidate = dx + normal.solve(resid)
-        cand_dz, cand_resid, cand_size = dual_step(candidate)
+        cand_gdx, cand_dz, cand_resid, cand_size = dual_step(candidate)
         if cand_size >= 0.5 * size:
             if cand_size < size:
-                dx, dz = candidate, cand_dz
+                dx, gdx, dz = candidate, cand_gdx, cand_dz
             break
-        dx, dz, resid, size = candidate, cand_dz, cand_resid, cand_size
+        dx, gdx, dz, resid, size = candidate, cand_gdx, cand_dz, cand_resid, cand_size
+    # ds from the primal equation itself: going through W^2 would put the scaling's
+    # rounding (large near the cone's boundary) into the primal residual
+    ds = bz - gdx
     dz_t = scaling.apply(dz)
-    ds_t = q - dz_t
-    return dx, scaling.apply(ds_t), dz, ds_t, dz_t
+    return dx, ds, dz, q - dz_t, dz_t
 
 
 def _refined_solve(
