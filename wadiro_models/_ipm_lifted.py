@@ -20,7 +20,8 @@ lifted features ``F = [D_1 X, ..., D_P X]`` (``N x P(d+1)``), the rows of ``G x 
     ramp_hi   s = ramp - (yl_j - yl_{j-1})    >= 0        finite entries only
     ramp_lo   s = ramp + (yl_j - yl_{j-1})    >= 0
     l1 norm   s = tau - 1, tau - e, tau + e   >= 0        e = (nu, omega, b) entrywise
-    l2 norm   s = (tau, e, 1)                 in SOC      the constant 1 is the beta's -1
+    l2 norm   s = tau - e, tau + e            >= 0        implied by the cone, see below
+              s = (tau, e, 1)                 in SOC      the constant 1 is the beta's -1
 
 (omega's sign in beta does not matter for either norm).
 """
@@ -86,7 +87,7 @@ class LiftedProgram:
     only the Newton matrix's ``syrk`` reads.
     """
 
-    def __init__(self, program: ScnnProgram) -> None:
+    def __init__(self, program: ScnnProgram, *, l2_box_rows: bool = True) -> None:
         X = np.ascontiguousarray(program.X, dtype=float)
         D = np.asarray(program.patterns, dtype=bool)
         n, d1 = X.shape
@@ -100,15 +101,17 @@ class LiftedProgram:
         self.y = np.asarray(program.y, dtype=float)
         self.layout = Layout(p, d1, 1 if program.fit_intercept else 0, n)
         self.l1 = program.wasserstein == "l1"
+        # For l2 the rows tau >= |e_k| are implied by the cone (and strictly inactive at the
+        # optimum, since the 1 in beta keeps tau > |e_k|); kept, they centre the iterates much
+        # better than the single second-order cone does on its own.
+        self.box_rows = self.l1 or l2_box_rows
         self.lower_idx, self.lower = _finite(program.lower, n)
         self.upper_idx, self.upper = _finite(program.upper, n)
         self.ramp_idx, self.ramp = _finite(program.ramp, n - 1)
         self._blocks = self._row_blocks()
         n_beta = self.layout.beta.stop
-        if self.l1:
-            self.cones = ConeSet(self._blocks["norm_lo"].stop)
-        else:
-            self.cones = ConeSet(self._blocks["ramp_lo"].stop, n_beta + 2)
+        n_lp = self._blocks["norm_lo" if self.box_rows else "ramp_lo"].stop
+        self.cones = ConeSet(n_lp, 0 if self.l1 else n_beta + 2)
         self.c = np.zeros(self.layout.size)
         self.c[self.layout.t] = 1.0
         self.c[self.layout.tau] = n * float(program.radius)
@@ -130,8 +133,10 @@ class LiftedProgram:
         ]
         n_beta = lay.beta.stop
         if self.l1:
-            sizes += [("norm_one", 1), ("norm_hi", n_beta), ("norm_lo", n_beta)]
-        else:
+            sizes += [("norm_one", 1)]
+        if self.box_rows:
+            sizes += [("norm_hi", n_beta), ("norm_lo", n_beta)]
+        if not self.l1:
             sizes += [("soc", n_beta + 2)]
         blocks, start = {}, 0
         for name, size in sizes:
@@ -204,10 +209,11 @@ class LiftedProgram:
         out[blk["ramp_hi"]] = dy
         out[blk["ramp_lo"]] = -dy
         e = x[lay.beta]
-        if self.l1:
-            out[blk["norm_one"]] = -tau
+        if self.box_rows:
             out[blk["norm_hi"]] = e - tau
             out[blk["norm_lo"]] = -e - tau
+        if self.l1:
+            out[blk["norm_one"]] = -tau
         else:
             soc = blk["soc"]
             out[soc.start] = -tau
@@ -238,14 +244,16 @@ class LiftedProgram:
         if lay.n_bias:
             out[lay.b] = q.sum()
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
-        if self.l1:
+        if self.box_rows:
             zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
             out[lay.beta] += zh - zl
-            out[lay.tau] = -z[blk["norm_one"]][0] - zh.sum() - zl.sum()
+            out[lay.tau] -= zh.sum() + zl.sum()
+        if self.l1:
+            out[lay.tau] -= z[blk["norm_one"]][0]
         else:
             soc = blk["soc"]
             out[lay.beta] -= z[soc.start + 1 : soc.stop - 1]
-            out[lay.tau] = -z[soc.start]
+            out[lay.tau] -= z[soc.start]
         return out
 
     # -- back to the program's variables ------------------------------------------------------

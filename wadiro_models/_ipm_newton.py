@@ -11,8 +11,8 @@ Reduction, in order (``x = (nu, omega, b, t, tau)``, weights ``w = z / s`` per o
    ``omega = (v-u)/2``). ``K`` only involves ``u``; the gate cones give per-gate blocks
    ``X^T diag(w_nu,i +- w_om,i) X / 4``, so the ``v`` block of ``H`` is block diagonal
    (``d+1`` square blocks ``B_i``) and ``v`` is eliminated gate by gate.
-3. What is left is dense in ``k = (u, b, tau)``. The l1 norm rows only touch the diagonal
-   and the ``tau`` row. For l2 the second-order cone adds ``beta^{-2} (2 a a^T - J)``: its
+3. What is left is dense in ``k = (u, b, tau)``. The norm's orthant rows only touch the
+   diagonal and the ``tau`` row. For l2 the second-order cone adds ``beta^{-2} (2 a a^T - J)``: its
    diagonal goes with everything else and the rank-one ``2 beta^{-2} a a^T`` is carried by a
    border variable ``zeta = rho a^T x`` that is eliminated last (a positive rank-one update
    of the reduced matrix, so the final matrix stays positive definite).
@@ -67,18 +67,21 @@ class NormalEquations:
 
         # 3. the dual-norm rows
         n_beta = lay.beta.stop
-        if lifted.l1:
+        diag_beta, cross_beta = np.zeros(n_beta), np.zeros(n_beta)  # H[e, e], H[e, tau]
+        h_tt = 0.0
+        self.rho = 0.0
+        a_beta, a_tau = np.zeros(n_beta), 0.0
+        if lifted.box_rows:
             wh, wl = w[blk("norm_hi")], w[blk("norm_lo")]
-            diag_beta = wh + wl
-            cross_beta = wl - wh  # H[e, tau]
-            h_tt = w[blk("norm_one")][0] + diag_beta.sum()
-            self.rho = 0.0
-            a_beta, a_tau = np.zeros(n_beta), 0.0
+            diag_beta += wh + wl
+            cross_beta += wl - wh
+            h_tt += diag_beta.sum()
+        if lifted.l1:
+            h_tt += w[blk("norm_one")][0]
         else:
             inv_b2 = scaling.beta**-2
-            diag_beta = np.full(n_beta, inv_b2)
-            cross_beta = np.zeros(n_beta)
-            h_tt = -inv_b2
+            diag_beta += inv_b2
+            h_tt -= inv_b2
             a = scaling.soc_rank_one
             a_tau, a_beta = a[0], a[1:-1]
             self.rho = 2.0 * inv_b2
