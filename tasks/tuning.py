@@ -85,7 +85,9 @@ def tune(
     sampler = optuna.samplers.TPESampler(
         seed=seed, n_startup_trials=min(N_STARTUP_TRIALS, n_trials)
     )
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Failed trials are recorded in the results (state "fail"); optuna would also log each one
+    # with its traceback at WARNING level.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(direction="minimize", sampler=sampler)
     last_error: list[BaseException] = []
 
