@@ -60,7 +60,7 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 rows["tuning_trials"].append({
                     **mkey, "trial": trial.number, "params": _json(trial.params),
                     "value": trial.value, "state": trial.state,
-                    "duration_s": trial.duration_s, "run_id": run_id,
+                    "duration_s": trial.duration_s, "error": trial.error, "run_id": run_id,
                 })
             if out.status != "ok":
                 continue

@@ -69,6 +69,7 @@ RESULT_TABLES: dict[str, str] = {
             value         DOUBLE,
             state         VARCHAR NOT NULL,
             duration_s    DOUBLE,
+            error         VARCHAR,
             run_id        VARCHAR NOT NULL
         )""",
     "model_fits": """

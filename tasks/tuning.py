@@ -33,6 +33,7 @@ class TrialRecord:
     value: float | None
     state: str
     duration_s: float | None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ def tune(
             return mean_absolute_error(y_val, model.predict(X_val))
         except catch as exc:
             last_error[:] = [exc]
+            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}")
             raise
 
     started = time.perf_counter()
@@ -110,6 +112,7 @@ def tune(
             value=t.value,
             state=t.state.name.lower(),
             duration_s=t.duration.total_seconds() if t.duration else None,
+            error=t.user_attrs.get("error"),
         )
         for t in study.trials
     ]

@@ -58,6 +58,8 @@ def test_failed_trials_are_recorded_and_skipped():
                   n_trials=10, seed=3)
     states = {t.state for t in result.trials}
     assert states == {"complete", "fail"}
+    for t in result.trials:
+        assert (t.error is not None and "solver failed" in t.error) == (t.state == "fail")
     assert result.best_params["alpha"] <= 1.0
 
 
