@@ -63,6 +63,7 @@ class IpmOptions:
     max_iter: int = 80
     step: float = 0.99
     refine: int = 4
+    refine_tol: float = 1e-13
     correctors: int = 2
     gondzio_a: float = 1.5
     gondzio_b: float = 0.1
@@ -417,7 +418,7 @@ def _newton(
 
     dx = normal.solve(rhs)
     gdx, dz, resid, size = dual_step(dx)
-    target = 1e-13 * max(1.0, np.linalg.norm(rhs))
+    target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
     for _ in range(opts.refine):  # refine while it pays
         if size <= target:
             break

@@ -191,18 +191,20 @@ class LiftedProgram:
     def G(self, x: np.ndarray) -> np.ndarray:
         lay, blk = self.layout, self._blocks
         p = lay.n_gates
-        weights = x[: 2 * lay.n_lifted].reshape(2 * p, lay.n_cols)
-        gate_out = self.X @ weights.T  # (N, 2P): X nu_i then X omega_i
-        t, tau = x[lay.t], x[lay.tau]
-        yl = np.einsum("np,np->n", self.D, gate_out[:, :p] - gate_out[:, p:])
+        weights = x[: 2 * lay.n_lifted].reshape(2, p, lay.n_cols)
+        out_nu = self.X @ weights[0].T  # (N, P): X nu_i, contiguous
+        out_om = self.X @ weights[1].T
+        out = np.empty(self.cones.size)
+        cones = out[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, lay.n_samples, p)
+        np.multiply(out_nu, self.neg_signs, out=cones[0])
+        np.multiply(out_om, self.neg_signs, out=cones[1])
+        out_nu -= out_om
+        yl = np.einsum("np,np->n", self.D, out_nu)
         if lay.n_bias:
             yl += x[lay.b][0]
-        out = np.empty(self.cones.size)
+        t, tau = x[lay.t], x[lay.tau]
         out[blk["res_hi"]] = yl - t
         out[blk["res_lo"]] = -yl - t
-        cones = out[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, lay.n_samples, p)
-        np.multiply(gate_out[:, :p], self.neg_signs, out=cones[0])
-        np.multiply(gate_out[:, p:], self.neg_signs, out=cones[1])
         out[blk["lower"]] = -yl[self.lower_idx]
         out[blk["upper"]] = yl[self.upper_idx]
         dy = self.ramp_diff(yl)
@@ -235,12 +237,12 @@ class LiftedProgram:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
         cones = z[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, n, p)
         dq = self.D * q[:, None]
-        coef = np.empty((n, 2 * p))
-        np.multiply(cones[0], self.neg_signs, out=coef[:, :p])
-        np.multiply(cones[1], self.neg_signs, out=coef[:, p:])
-        coef[:, :p] += dq
-        coef[:, p:] -= dq
-        out[: 2 * lay.n_lifted] = (coef.T @ self.X).ravel()
+        coef_nu = self.neg_signs * cones[0]
+        coef_nu += dq
+        coef_om = self.neg_signs * cones[1]
+        coef_om -= dq
+        out[lay.nu] = (coef_nu.T @ self.X).ravel()
+        out[lay.omega] = (coef_om.T @ self.X).ravel()
         if lay.n_bias:
             out[lay.b] = q.sum()
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
