@@ -95,7 +95,7 @@ def _soc_max_step(x: np.ndarray, d: np.ndarray) -> float:
     """Smallest positive root of ``(x0 + a d0)^2 - ||x1 + a d1||^2`` (inf if none)."""
     a = d[0] ** 2 - d[1:] @ d[1:]
     b = x[0] * d[0] - x[1:] @ d[1:]
-    c = max(x[0] ** 2 - x[1:] @ x[1:], 0.0)
+    c = max(_jdet(x), 0.0)
     if a == 0.0:
         return -c / (2.0 * b) if b < 0 else np.inf
     disc = b * b - a * c

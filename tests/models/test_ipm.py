@@ -197,6 +197,22 @@ def test_same_optimum_as_the_tight_reference(wasserstein: str, case: dict, seed:
         assert fast.b == 0.0
 
 
+@pytest.mark.parametrize("wasserstein", ["l1", "l2"])
+@pytest.mark.parametrize("method", ["hsd", "infeasible"])
+def test_both_iteration_schemes_reach_the_reference(wasserstein: str, method: str) -> None:
+    program = random_program(n=150, gates=6, seed=11, wasserstein=wasserstein,
+                             nonnegative=True, ramp=True)
+    fast = solve_ipm(program, fallback=False, method=method)
+    reference = solve_clarabel(program, **TIGHT)
+    assert fast.ok and fast.info["method"] == method, fast.info
+    assert abs(fast.objective - reference.objective) <= 1e-6 * abs(reference.objective)
+
+
+def test_unknown_method_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown ipm method"):
+        solve_ipm(random_program(), method="simplex")
+
+
 def test_solution_is_optimal_for_a_larger_program() -> None:
     """N = 400, 10 gates, y_hat >= 0: the weights are feasible and no worse than the
     tight reference, and the reference's objective is no worse than the dual bound."""
