@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import date
 
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
+from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
 
 from flows.forecast import backfill_flow, weekly_forecast_flow
 from tasks.warehouse import connect
@@ -115,3 +116,16 @@ def test_bad_batch_size_is_refused(warehouse, prefect_backend):
     with pytest.raises(ValueError, match="batch_size"):
         backfill_flow(start=WEEKS[0], end=WEEKS[0], warehouse=str(warehouse), batch_size=0,
                       show_progress=False)
+
+
+@pytest.mark.slow
+def test_processes_runner_matches_one_thread(tmp_path, prefect_backend):
+    on_processes = make_warehouse(tmp_path / "processes.duckdb", buildings=2)
+    on_thread = tmp_path / "thread.duckdb"
+    shutil.copy(on_processes, on_thread)
+    run = {"start": WEEKS[0], "end": WEEKS[-1], "models": FAST_MODELS, "trials": 2,
+           "batch_size": 1, "show_progress": False}
+    summary = backfill_flow(warehouse=str(on_processes), runner="processes", max_workers=2, **run)
+    assert summary.ok == 2 * len(WEEKS)
+    backfill_flow(warehouse=str(on_thread), runner="threads", max_workers=1, **run)
+    assert result_rows(on_processes) == result_rows(on_thread)
