@@ -7,6 +7,7 @@ names of the paper's Table "Hyperparameters of the building experiment", and exp
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from numbers import Integral, Real
@@ -125,6 +126,9 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
 _SVR_LOSS = {"l1": "epsilon_insensitive", "l2": "squared_epsilon_insensitive"}
 
 
+_LIBLINEAR_LOCK = threading.Lock()
+
+
 class LinearSVRBaseline(RegressorMixin, BaseEstimator):
     """Linear support vector regression (scikit-learn ``LinearSVR``), paper's baseline.
 
@@ -188,7 +192,10 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
             tol=self.tol,
             random_state=self.random_state,
         )
-        with warnings.catch_warnings(record=True) as caught:
+        # liblinear draws from the C library's process-wide random generator, so two fits on
+        # different threads would disturb each other's results; catch_warnings is process-wide
+        # too. One fit at a time per process keeps every fit reproducible.
+        with _LIBLINEAR_LOCK, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
             svr.fit(scaling.transform_X(X), scaling.transform_y(y))
         converged = True

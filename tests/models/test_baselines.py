@@ -76,3 +76,17 @@ def test_linear_svr_records_non_convergence_instead_of_warning():
     X, y = _data(5)
     model = LinearSVRBaseline(C=1e3, max_iter=2).fit(X, y)
     assert model.solver_status_ == "max_iter"
+
+
+def test_svr_fits_on_concurrent_threads_reproduce_a_lone_fit():
+    """liblinear's random generator is process-wide: concurrent fits must not disturb it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 8))
+    y = X @ rng.normal(size=8) + rng.normal(size=2000)
+    alone = LinearSVRBaseline(C=3.0).fit(X, y).coef_
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda _: LinearSVRBaseline(C=3.0).fit(X, y).coef_, range(8)))
+    for coef in together:
+        np.testing.assert_array_equal(coef, alone)
