@@ -19,9 +19,9 @@ from prefect.artifacts import create_progress_artifact, create_table_artifact, u
 from prefect.futures import PrefectFuture, as_completed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tasks.building_frame import load_buildings_info, load_many_building_hours
-from tasks.forecasting import ForecastConfig
-from tasks.pipeline_tasks import BuildingJob, forecast_batch
+from tasks.building_frame import DATA_ERRORS, load_buildings_info, load_many_building_hours
+from tasks.forecasting import BuildingWeekResult, ForecastConfig
+from tasks.pipeline_tasks import BuildingJob, failed_results, forecast_batch
 from tasks.provenance import code_version
 from tasks.report import run_leaderboard
 from tasks.results import (
@@ -105,6 +105,28 @@ def _load_jobs(
     ]
 
 
+def _load_batch(
+    warehouse: str, ids: list[str], weeks: list[date], config: ForecastConfig
+) -> tuple[list[BuildingJob], list[BuildingWeekResult]]:
+    """Jobs for the buildings whose data can be read, failed results for the others.
+
+    A batch that cannot be read is retried building by building, so one building's bad data
+    (e.g. a duplicated reading) fails that building only.
+    """
+    try:
+        return _load_jobs(warehouse, ids, weeks, config), []
+    except DATA_ERRORS as exc:
+        if len(ids) == 1:
+            return [], failed_results(ids[0], weeks, exc)
+    jobs: list[BuildingJob] = []
+    failed: list[BuildingWeekResult] = []
+    for building_id in ids:
+        more_jobs, more_failed = _load_batch(warehouse, [building_id], weeks, config)
+        jobs += more_jobs
+        failed += more_failed
+    return jobs, failed
+
+
 @flow(name="forecast-weeks")
 def forecast_weeks_flow(
     weeks: list[date],
@@ -148,30 +170,39 @@ def forecast_weeks_flow(
     progress_id = create_progress_artifact(0.0, key=f"{flow_label}-progress",
                                            description="building-weeks done (%)")
     pending: dict[PrefectFuture, str] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    bar = Progress(*columns, disable=not show_progress)
+    bar_task = bar.add_task("building-weeks", total=total)
+
+    def record(results: list) -> None:
+        """Write one batch's results in one short transaction and advance the progress."""
+        with connect(warehouse) as con:
+            write_results(con, results, run_id=run_id, models=config.models)
+        summary.add(results)
+        bar.update(bar_task, completed=summary.building_weeks)
+        update_progress_artifact(progress_id, 100.0 * summary.building_weeks / max(total, 1))
 
     def submit_next() -> None:
-        batch = next(batches, None)
-        if batch is not None:
-            jobs = _load_jobs(warehouse, batch, weeks, config)
-            label = f"{batch[0]}+{len(batch) - 1}"
-            pending[forecast_batch.submit(jobs, config, label)] = label
+        """Read the next batch and submit it; buildings whose data cannot be read are recorded
+        as failed right away, and the next batch is tried so the pipeline stays full."""
+        while (batch := next(batches, None)) is not None:
+            jobs, unreadable = _load_batch(warehouse, batch, weeks, config)
+            if unreadable:
+                record(unreadable)
+            if jobs:
+                label = f"{batch[0]}+{len(batch) - 1}"
+                pending[forecast_batch.submit(jobs, config, label)] = label
+                return
 
     status, message = "completed", None
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
-        with Progress(*columns, disable=not show_progress) as bar:
-            bar_task = bar.add_task("building-weeks", total=total)
+        with bar:
             for _ in range(max_in_flight):
                 submit_next()
             while pending:
                 future = next(as_completed(list(pending)))
                 pending.pop(future)
-                results = future.result()
-                with connect(warehouse) as con:
-                    write_results(con, results, run_id=run_id, models=config.models)
-                summary.add(results)
-                bar.update(bar_task, completed=summary.building_weeks)
-                update_progress_artifact(progress_id, 100.0 * summary.building_weeks / max(total, 1))
+                record(future.result())
                 submit_next()
     except BaseException as exc:
         status, message = "crashed", f"{type(exc).__name__}: {exc}"

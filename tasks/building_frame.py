@@ -50,6 +50,10 @@ class OffHourReadingError(ValueError):
     """A meter reading whose timestamp is not the start of an hour."""
 
 
+DATA_ERRORS: tuple[type[Exception], ...] = (TimeRangeError, DuplicateRowError, OffHourReadingError)
+"""Errors in one building's stored data (as opposed to the warehouse being unavailable)."""
+
+
 @dataclass(frozen=True)
 class BuildingInfo:
     """A row of the ``buildings`` table."""

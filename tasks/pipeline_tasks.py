@@ -31,11 +31,17 @@ class BuildingJob:
     stored_params: dict[str, StoredParams] = field(default_factory=dict)
 
 
-def failed_result(job: BuildingJob, week: date, error: BaseException) -> BuildingWeekResult:
-    return BuildingWeekResult(
-        building_id=job.info.building_id, week=week, status="failed",
-        reason=f"{type(error).__name__}: {error}", coverage={}, test_ts=pd.Series([], dtype="datetime64[ns, UTC]"),
-    )
+def failed_results(
+    building_id: str, weeks: tuple[date, ...] | list[date], error: BaseException
+) -> list[BuildingWeekResult]:
+    """One ``failed`` result per week, carrying the error as the reason."""
+    reason = f"{type(error).__name__}: {error}"
+    empty = pd.Series([], dtype="datetime64[ns, UTC]")
+    return [
+        BuildingWeekResult(building_id=building_id, week=week, status="failed", reason=reason,
+                           coverage={}, test_ts=empty)
+        for week in weeks
+    ]
 
 
 def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWeekResult]:
@@ -60,7 +66,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                     stored_params=job.stored_params,
                 ))
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
-                results.append(failed_result(job, week, exc))
+                results += failed_results(job.info.building_id, [week], exc)
     return results
 
 

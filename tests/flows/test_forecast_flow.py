@@ -129,3 +129,19 @@ def test_processes_runner_matches_one_thread(tmp_path, prefect_backend):
     assert summary.ok == 2 * len(WEEKS)
     backfill_flow(warehouse=str(on_thread), runner="threads", max_workers=1, **run)
     assert result_rows(on_processes) == result_rows(on_thread)
+
+
+def test_a_building_with_unreadable_data_fails_alone(tmp_path, prefect_backend):
+    """A duplicated reading makes one building's data unreadable: it fails, its batch-mate runs."""
+    path = make_warehouse(tmp_path / "dup.duckdb", buildings=2)
+    with connect(path) as con:
+        con.execute("INSERT INTO meter_readings SELECT * FROM meter_readings "
+                    "WHERE building_id = 'synthetic_b00001' LIMIT 1")
+    summary = backfill_flow(start=WEEKS[0], end=WEEKS[0], warehouse=str(path),
+                            models=["seasonal_naive"], trials=1, batch_size=2, show_progress=False)
+    assert (summary.ok, summary.failed) == (1, 1)
+    with connect(path, read_only=True) as con:
+        status = dict(con.execute("SELECT building_id, status || ' ' || reason FROM window_status")
+                      .fetchall())
+    assert status["synthetic_b00000"].startswith("ok")
+    assert status["synthetic_b00001"].startswith("failed DuplicateRowError")
