@@ -29,6 +29,7 @@ from tasks.results import (
     load_stored_params,
     record_run_end,
     record_run_start,
+    rescore_forecasts,
     write_results,
 )
 from tasks.warehouse import connect, transaction
@@ -236,6 +237,10 @@ def _run_weeks(weeks: list[date], runner: str, dask_address: str | None,
     return forecast_weeks_flow.with_options(task_runner=task_runner)(weeks=weeks, **kwargs)
 
 
+RESCORE_WEEKS = 8
+"""How far back the weekly run looks for forecasts whose actuals arrived after scoring."""
+
+
 @flow(name="weekly-forecast")
 def weekly_forecast_flow(
     warehouse: str = "warehouse.duckdb",
@@ -253,10 +258,17 @@ def weekly_forecast_flow(
     max_in_flight: int = 8,
     show_progress: bool = True,
 ) -> RunSummary:
-    """One target week for the fleet (default: the latest week that can be forecast)."""
+    """One target week for the fleet (default: the latest week that can be forecast).
+
+    First scores the last weeks' forecasts again where their actuals have arrived since.
+    """
     if week is None:
         with connect(warehouse, read_only=True) as con:
             week = default_target_week(con, buildings)
+    with connect(warehouse) as con:
+        ensure_result_schema(con)
+        rescored = rescore_forecasts(con, week - timedelta(weeks=RESCORE_WEEKS))
+    get_run_logger().info("rescored %d earlier forecast(s) whose actuals have arrived", rescored)
     return _run_weeks(
         [week], runner, dask_address, max_workers, warehouse=warehouse, buildings=buildings,
         models=models, trials=trials, tuning=tuning, feature_set=feature_set,

@@ -118,6 +118,37 @@ def _empty(con: duckdb.DuckDBPyConnection, table: str) -> Any:
     return con.sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table()  # noqa: S608 - checked name
 
 
+def rescore_forecasts(con: duckdb.DuckDBPyConnection, since: date) -> int:
+    """Score stored forecasts again where actuals arrived after they were scored.
+
+    A live forecast is written before its week happens, so it is scored on no hour at all;
+    once the readings are in, this recomputes MAE, RMSE, mean actual and hours scored of every
+    target week from ``since`` on whose forecasts now have more hours with actuals. Violations
+    depend on the forecasts alone and stay as they are. Returns the number of updated rows.
+    """
+    return con.execute(
+        """
+        UPDATE scores AS s
+        SET mae = fresh.mae, rmse = fresh.rmse, mean_actual = fresh.mean_actual,
+            n_hours = fresh.n_hours
+        FROM (
+            SELECT f.building_id, f.model, f.target_week,
+                   avg(abs(f.y_hat - m.kwh))            AS mae,
+                   sqrt(avg((f.y_hat - m.kwh) ^ 2))     AS rmse,
+                   avg(m.kwh)                           AS mean_actual,
+                   count(*)                             AS n_hours
+            FROM forecasts f
+            JOIN meter_readings m USING (building_id, ts)
+            WHERE f.target_week >= ? AND f.y_hat IS NOT NULL AND m.kwh IS NOT NULL
+            GROUP BY f.building_id, f.model, f.target_week
+        ) AS fresh
+        WHERE s.building_id = fresh.building_id AND s.model = fresh.model
+          AND s.target_week = fresh.target_week AND fresh.n_hours > s.n_hours
+        """,
+        [since],
+    ).fetchone()[0]
+
+
 def record_run_start(
     con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str
 ) -> None:

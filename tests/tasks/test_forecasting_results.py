@@ -137,3 +137,34 @@ def test_stored_params_pick_latest_own_tuning(warehouse):
         stored = load_stored_params(con, ["synthetic_b00000"], ["svr"], WEEK + timedelta(weeks=1))
         assert stored["synthetic_b00000"]["svr"].params == res.outcomes[0].params
         assert load_stored_params(con, ["synthetic_b00000"], ["svr"], WEEK) == {}
+
+
+def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
+    """A live forecast (no actuals yet) is scored once its week's readings are stored."""
+    import shutil
+
+    from tasks.results import rescore_forecasts
+
+    path = tmp_path / "live.duckdb"
+    shutil.copy(warehouse, path)
+    config = ForecastConfig(models=("svr",), trials=2)
+    res = _run(path, "synthetic_b00000", config)
+    expected = res.outcomes[0].scores
+    start, end = res.test_ts.min().to_pydatetime(), res.test_ts.max().to_pydatetime()
+    where = "building_id = 'synthetic_b00000' AND ts BETWEEN ? AND ?"
+    with connect(path) as con:  # pretend the week had not happened yet when it was forecast
+        con.execute(f"CREATE TABLE held AS SELECT * FROM meter_readings WHERE {where}", [start, end])
+        con.execute(f"UPDATE meter_readings SET kwh = NULL WHERE {where}", [start, end])
+    live = _run(path, "synthetic_b00000", config)
+    assert live.outcomes[0].scores.n_hours == 0
+    with connect(path) as con:
+        write_results(con, [live], run_id="live", models=config.models)
+        con.execute(f"DELETE FROM meter_readings WHERE {where}", [start, end])
+        con.execute("INSERT INTO meter_readings SELECT * FROM held")
+        assert rescore_forecasts(con, WEEK) == 1
+        assert rescore_forecasts(con, WEEK) == 0  # nothing new the second time
+        mae, rmse, n = con.execute("SELECT mae, rmse, n_hours FROM scores WHERE model = 'svr' "
+                                   "AND building_id = 'synthetic_b00000'").fetchone()
+    np.testing.assert_array_equal(live.outcomes[0].y_hat, res.outcomes[0].y_hat)
+    assert n == expected.n_hours
+    assert mae == pytest.approx(expected.mae) and rmse == pytest.approx(expected.rmse)
