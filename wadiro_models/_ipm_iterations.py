@@ -36,8 +36,9 @@ class IpmOptions:
     ``method`` is ``"hsd"`` (homogeneous embedding), ``"infeasible"`` (infeasible start) or
     ``"auto"`` (the first for l1, the second for l2). ``correctors`` Gondzio correctors look
     ``gondzio_a * alpha + gondzio_b`` ahead and push products into
-    ``[1/gondzio_band, gondzio_band] * sigma mu``. ``refine`` steps of iterative refinement
-    run while they halve the residual, down to ``refine_tol`` (relative).
+    ``[1/gondzio_band, gondzio_band] * sigma mu``. Once the worst of the relative residuals
+    and gap is below ``refine_below``, up to ``refine`` steps of iterative refinement run
+    while they halve the residual, down to ``refine_tol`` (relative).
     """
 
     feastol: float = 1e-8
@@ -52,6 +53,7 @@ class IpmOptions:
     gondzio_band: float = 10.0
     refine: int = 4
     refine_tol: float = 1e-13
+    refine_below: float = 1e-4
     accept_gap: float = 1e-7
     accept_residual: float = 1e-7
     accept_violation: float = 1e-8
@@ -122,7 +124,11 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
                 state.converged, state.message = True, "converged"
                 return state
-            if it == opts.max_iter or (it > 5 and merit > 1e3 * best_merit):
+            if it > 5 and merit > 1e3 * best_merit:
+                state.message = (f"stopped at iteration {it}: residuals grew far past the best "
+                                 f"iterate (merit {best_merit:.1e} at {state.iterations})")
+                return state
+            if it == opts.max_iter:
                 break
             mu = (float(s @ z) + tau * kappa) / degree
             scaling = cones.nt_scaling(s, z)
@@ -132,6 +138,7 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             except NewtonSystemError as exc:
                 state.message = f"{exc} at iteration {it}"
                 return state
+            normal.refine = merit < opts.refine_below
             # the tau column: one extra solve per factorisation
             zero_q = np.zeros(cones.size)
             dx2, ds2, dz2, _, _ = _newton(lifted, normal, scaling, -c, h, zero_q, opts)
@@ -213,7 +220,11 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
                 state.converged = True
                 state.message = "converged"
                 return state
-            if it == opts.max_iter or (it > 5 and merit > 1e3 * best_merit):
+            if it > 5 and merit > 1e3 * best_merit:
+                state.message = (f"stopped at iteration {it}: residuals grew far past the best "
+                                 f"iterate (merit {best_merit:.1e} at {state.iterations})")
+                return state
+            if it == opts.max_iter:
                 break
 
             scaling = cones.nt_scaling(s, z)
@@ -224,6 +235,7 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             except NewtonSystemError as exc:  # keep the best iterate; the check decides
                 state.message = f"{exc} at iteration {it}"
                 return state
+            normal.refine = merit < opts.refine_below
 
             # predictor (affine scaling) direction: r_c = -lambda o lambda, so q = -lambda
             dx, ds, dz, ds_t, dz_t = _newton(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
@@ -339,6 +351,11 @@ def _newton(
         return gdx, dz, resid, float(np.linalg.norm(resid))
 
     dx = normal.solve(rhs)
+    if not normal.refine:  # far from the optimum an unrefined direction is good enough
+        gdx = lifted.G(dx)
+        dz = scaling.apply_inverse_squared(gdx) - offset
+        dz_t = scaling.apply(dz)
+        return dx, bz - gdx, dz, q - dz_t, dz_t
     gdx, dz, resid, size = dual_step(dx)
     target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
     for _ in range(opts.refine):  # refine while it pays

@@ -42,6 +42,7 @@ class NormalEquations:
         self, lifted: LiftedProgram, scaling: NTScaling, regularisation: float = 1e-13
     ) -> None:
         self.lifted = lifted
+        self.refine = True  # whether callers refine solves against the exact operator
         lay = lifted.layout
         p, d1 = lay.n_gates, lay.n_cols
         w = scaling.lp_weights
