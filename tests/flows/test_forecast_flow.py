@@ -119,16 +119,17 @@ def test_bad_batch_size_is_refused(warehouse, prefect_backend):
 
 
 @pytest.mark.slow
-def test_processes_runner_matches_one_thread(tmp_path, prefect_backend):
-    on_processes = make_warehouse(tmp_path / "processes.duckdb", buildings=2)
+@pytest.mark.parametrize("runner", ["processes", "threads"])
+def test_parallel_runners_match_one_thread(runner, tmp_path, prefect_backend):
+    parallel = make_warehouse(tmp_path / f"{runner}.duckdb", buildings=2)
     on_thread = tmp_path / "thread.duckdb"
-    shutil.copy(on_processes, on_thread)
+    shutil.copy(parallel, on_thread)
     run = {"start": WEEKS[0], "end": WEEKS[-1], "models": FAST_MODELS, "trials": 2,
            "batch_size": 1, "show_progress": False}
-    summary = backfill_flow(warehouse=str(on_processes), runner="processes", max_workers=2, **run)
+    summary = backfill_flow(warehouse=str(parallel), runner=runner, max_workers=2, **run)
     assert summary.ok == 2 * len(WEEKS)
     backfill_flow(warehouse=str(on_thread), runner="threads", max_workers=1, **run)
-    assert result_rows(on_processes) == result_rows(on_thread)
+    assert result_rows(parallel) == result_rows(on_thread)
 
 
 def test_a_building_with_unreadable_data_fails_alone(tmp_path, prefect_backend):
