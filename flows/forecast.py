@@ -142,8 +142,13 @@ def forecast_weeks_flow(
     max_in_flight: int = 8,
     flow_label: str = "forecast",
     show_progress: bool = True,
+    runner_info: dict | None = None,
 ) -> RunSummary:
-    """Run the forecasting protocol for every (building, week) and store the results."""
+    """Run the forecasting protocol for every (building, week) and store the results.
+
+    ``runner_info`` describes the task runner for the ``runs`` table (set by the callers that
+    choose it).
+    """
     logger = get_run_logger()
     if batch_size < 1 or max_in_flight < 1:
         raise ValueError(f"batch_size and max_in_flight must be >= 1, "
@@ -157,7 +162,9 @@ def forecast_weeks_flow(
     run_id = str(runtime.flow_run.id or uuid.uuid4())
     summary = RunSummary(run_id=run_id, weeks=weeks)
     parameters = {**config.as_record(), "weeks": [w.isoformat() for w in weeks],
-                  "buildings": buildings, "batch_size": batch_size, "flow": flow_label}
+                  "buildings": buildings, "batch_size": batch_size,
+                  "max_in_flight": max_in_flight, "flow": flow_label,
+                  "runner": runner_info or {}}
     with connect(warehouse) as con:
         ensure_result_schema(con)
         ids = fleet_building_ids(con, buildings)
@@ -234,7 +241,10 @@ def _run_weeks(weeks: list[date], runner: str, dask_address: str | None,
                max_workers: int | None, **kwargs) -> RunSummary:
     """``forecast_weeks_flow`` as a subflow on the chosen task runner."""
     task_runner = make_task_runner(runner, max_workers=max_workers, dask_address=dask_address)
-    return forecast_weeks_flow.with_options(task_runner=task_runner)(weeks=weeks, **kwargs)
+    runner_info = {"runner": runner, "max_workers": max_workers, "dask_address": dask_address}
+    return forecast_weeks_flow.with_options(task_runner=task_runner)(
+        weeks=weeks, runner_info=runner_info, **kwargs
+    )
 
 
 RESCORE_WEEKS = 8
