@@ -4,6 +4,7 @@ the cvxpy + Clarabel reference solved to tight tolerances, then its fallbacks.""
 from __future__ import annotations
 
 import importlib.util
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -265,7 +266,7 @@ def test_warm_start_is_accepted_and_changes_nothing() -> None:
     np.testing.assert_array_equal(warm.nu, cold.nu)
 
 
-# -- a real window (slow: the tight reference takes tens of seconds) --------------------------
+# -- real windows of the Cambridge archive -----------------------------------------------------
 
 
 def _benchmark_module():
@@ -276,18 +277,36 @@ def _benchmark_module():
     return module
 
 
-@pytest.mark.slow
+def _check_real_window(archive: Path, building: str, week: date, neurons: int,
+                       wasserstein: str, nonnegative: bool) -> None:
+    bench = _benchmark_module()
+    X_raw, y_raw = bench.real_window(building, week, archive=archive)
+    program = bench.window_program(X_raw, y_raw, max_neurons=neurons, wasserstein=wasserstein,
+                                   nonnegative=nonnegative)
+    fast = solve_ipm(program, fallback=False)
+    reference = solve_clarabel(program, **TIGHT)
+    assert fast.ok and fast.solver == "ipm", fast.info
+    assert abs(fast.objective - reference.objective) / abs(reference.objective) <= 1e-6
+    assert max_constraint_violation(program, fast.nu, fast.omega, fast.b) <= 1e-7
+
+
 @pytest.mark.parametrize("wasserstein", ["l1", "l2"])
 @pytest.mark.parametrize("nonnegative", [True, False])
 def test_real_window_matches_the_tight_reference(
     cambridge_archive: Path, wasserstein: str, nonnegative: bool
 ) -> None:
-    bench = _benchmark_module()
-    X_raw, y_raw = bench.real_window(archive=cambridge_archive)
-    program = bench.window_program(X_raw, y_raw, max_neurons=20, wasserstein=wasserstein,
-                                   nonnegative=nonnegative)
-    fast = solve_ipm(program, fallback=False)
-    reference = solve_clarabel(program, **TIGHT)
-    assert fast.ok, fast.info
-    assert abs(fast.objective - reference.objective) / abs(reference.objective) <= 1e-6
-    assert max_constraint_violation(program, fast.nu, fast.omega, fast.b) <= 1e-7
+    _check_real_window(cambridge_archive, "UCam_Building_b1", date(2019, 3, 4), 20,
+                       wasserstein, nonnegative)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wasserstein", ["l1", "l2"])
+@pytest.mark.parametrize(
+    ("building", "week"),
+    [("UCam_Building_b0", date(2019, 6, 3)), ("UCam_Building_b20", date(2019, 10, 7)),
+     ("UCam_Building_b70", date(2019, 1, 21))],
+)
+def test_other_real_windows_match_the_tight_reference(
+    cambridge_archive: Path, building: str, week: date, wasserstein: str
+) -> None:
+    _check_real_window(cambridge_archive, building, week, 40, wasserstein, True)
