@@ -47,9 +47,9 @@ class IpmOptions:
     method: str = "auto"
     step: float = 0.99
     separate_steps: bool = True
-    correctors: int = 2
-    gondzio_a: float = 1.5
-    gondzio_b: float = 0.1
+    correctors: int = 3
+    gondzio_a: float = 2.0
+    gondzio_b: float = 0.2
     gondzio_band: float = 10.0
     refine: int = 4
     refine_tol: float = 1e-13
