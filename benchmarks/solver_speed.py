@@ -7,6 +7,7 @@ the script prints times, the speed ratio, iterations and the objective gap::
 
     python benchmarks/solver_speed.py                      # 10, 30, 70 neurons, l1 and l2
     python benchmarks/solver_speed.py --neurons 70 --tight # also a tight-tolerance reference
+    python benchmarks/solver_speed.py --trials 16          # a tuning-like mix of programs
 
 Clarabel at its default tolerances stops about 3e-6 (relative) above the optimum, so the
 gap against it is not an accuracy measure; ``--tight`` adds a reference solved to 1e-10 and
@@ -21,7 +22,6 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from tasks.features import build_features, get_feature_set
@@ -98,6 +98,33 @@ def window_program(
     )
 
 
+def tuning_mix(X_raw: np.ndarray, y_raw: np.ndarray, trials: int, seed: int = 0) -> None:
+    """Programs drawn like one model's tuning of one window (max_neurons 10..70, radius
+    log-uniform on [e^-6, e^1], l1 or l2, y_hat >= 0); total time of each path."""
+    rng = np.random.default_rng(seed)
+    totals = {"clarabel": 0.0, "ipm": 0.0}
+    worst_gap, fallbacks = 0.0, 0
+    for _ in range(trials):
+        program = window_program(
+            X_raw, y_raw,
+            max_neurons=int(rng.integers(10, 71)),
+            wasserstein=str(rng.choice(["l1", "l2"])),
+            radius=float(np.exp(rng.uniform(-6.0, 1.0))),
+        )
+        with threadpool_limits(limits=1, user_api="blas"):
+            started = time.perf_counter()
+            ref = solve_clarabel(program)
+            totals["clarabel"] += time.perf_counter() - started
+        started = time.perf_counter()
+        fast = solve_ipm(program)
+        totals["ipm"] += time.perf_counter() - started
+        fallbacks += fast.solver != "ipm"
+        worst_gap = max(worst_gap, (fast.objective - ref.objective) / abs(ref.objective))
+    print(f"{trials} tuning-like programs: clarabel {totals['clarabel']:.1f} s, "
+          f"ipm {totals['ipm']:.1f} s, ratio {totals['clarabel'] / totals['ipm']:.1f}x, "
+          f"ipm fallbacks {fallbacks}, largest objective excess over clarabel {worst_gap:.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--neurons", type=int, nargs="+", default=[10, 30, 70])
@@ -106,11 +133,17 @@ def main() -> None:
     parser.add_argument("--building", default="UCam_Building_b1")
     parser.add_argument("--week", type=date.fromisoformat, default=date(2019, 3, 4))
     parser.add_argument("--tight", action="store_true", help="also solve a 1e-10 reference")
+    parser.add_argument("--trials", type=int, default=0,
+                        help="instead time this many tuning-like random programs")
     args = parser.parse_args()
 
     X_raw, y_raw = real_window(args.building, args.week)
     print(f"{args.building}, 12 weeks before {args.week}: N = {len(y_raw)}, "
-          f"{X_raw.shape[1]} features, radius {args.radius}, y_hat >= 0")
+          f"{X_raw.shape[1]} features, y_hat >= 0")
+    if args.trials:
+        tuning_mix(X_raw, y_raw, args.trials)
+        return
+    print(f"radius {args.radius}")
     header = (f"{'neurons':>7} {'P':>3} {'norm':>4} {'clarabel s':>10} {'it':>3} {'ipm s':>7} "
               f"{'it':>3} {'ratio':>6} {'gap vs ref':>10} {'ipm viol':>8} {'ipm status':>14}")
     if args.tight:
