@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from enum import Enum
 from datetime import date, datetime
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -19,6 +19,7 @@ from prefect.artifacts import create_progress_artifact, create_table_artifact, u
 from prefect.futures import PrefectFuture, as_completed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from flows.runners import make_task_runner
 from tasks.building_frame import DATA_ERRORS, load_buildings_info, load_many_building_hours
 from tasks.forecasting import BuildingWeekResult, ForecastConfig
 from tasks.pipeline_tasks import BuildingJob, failed_results, forecast_batch
@@ -40,8 +41,6 @@ from tasks.week_selection import (
     mondays_between,
 )
 from tasks.windows import window_load_range
-
-from flows.runners import make_task_runner
 
 
 @dataclass

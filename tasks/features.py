@@ -15,7 +15,7 @@ local-clock lag always lands in an earlier local week; its UTC length is 167, 16
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError

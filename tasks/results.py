@@ -77,7 +77,7 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
     frames = {table: pd.DataFrame(rows[table]) for table in ("window_status", *PER_MODEL_TABLES)}
     if forecasts:
         frames["forecasts"] = pd.concat(forecasts, ignore_index=True)
-    for name, frame in frames.items():
+    for frame in frames.values():
         if "target_week" in frame:
             frame["target_week"] = pd.to_datetime(frame["target_week"]).dt.date
     return frames

@@ -13,7 +13,6 @@ from tasks.forecasting import (
     StoredParams,
     UnknownModelNameError,
     forecast_building_week,
-    seasonal_naive,
 )
 from tasks.results import ensure_result_schema, load_stored_params, write_results
 from tasks.synthetic_fleet import FleetSpec, ingest_synthetic
