@@ -1,0 +1,76 @@
+"""``wadiro forecast``, ``backfill`` and ``report`` end to end (on Prefect's test backend)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+from typer.testing import CliRunner
+from warehouse_rows import make_warehouse
+
+from flows.cli import app
+from tasks.warehouse import connect
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_state():
+    """The CLI quiets Prefect's loggers and sets an env default; undo both after each test."""
+    names = ("prefect", "prefect.flow_runs", "prefect.task_runs")
+    levels = {name: logging.getLogger(name).level for name in names}
+    env = os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED")
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    if env is None:
+        os.environ.pop("PREFECT_SERVER_ANALYTICS_ENABLED", None)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    return make_warehouse(tmp_path_factory.mktemp("cli") / "w.duckdb", buildings=2)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_backfill_then_report(warehouse, tmp_path, prefect_backend):
+    result = invoke("backfill", "--start", "2024-03-25", "--end", "2024-04-01",
+                    "--models", "svr,seasonal_naive", "--trials", "2",
+                    "--warehouse", str(warehouse))
+    assert result.exit_code == 0, result.output
+    assert "4 building-weeks over 2 week(s): 4 ok" in result.output
+    assert "seasonal_naive" in result.output and "mean_mae" in result.output  # the leaderboard
+    with connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 2 * 2 * 2
+        params = con.execute("SELECT parameters->>'$.trials', parameters->>'$.runner.runner' "
+                             "FROM runs").fetchone()
+    assert params == ("2", "threads")
+
+    out = tmp_path / "report"
+    result = invoke("report", "--out", str(out), "--warehouse", str(warehouse))
+    assert result.exit_code == 0, result.output
+    assert (out / "leaderboard.csv").exists() and list((out / "plots").glob("*.png"))
+
+
+def test_forecast_defaults_to_the_latest_week_with_weather(warehouse, prefect_backend):
+    result = invoke("forecast", "--models", "seasonal_naive", "--warehouse", str(warehouse))
+    assert result.exit_code == 0, result.output
+    with connect(warehouse, read_only=True) as con:
+        weeks = con.execute("SELECT DISTINCT target_week::VARCHAR FROM window_status "
+                            "WHERE run_id = (SELECT run_id FROM runs ORDER BY started_at DESC "
+                            "LIMIT 1)").fetchall()
+    assert weeks == [("2024-04-01",)]  # the fleet's 14 weeks end on Sunday 2024-04-07
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("backfill", "--start", "2024-03-26", "--end", "2024-04-01"), "Tuesday, not a Monday"),
+    (("backfill", "--start", "2024-04-01", "--end", "2024-03-25"), "empty week range"),
+    (("forecast", "--week", "2024-04-01", "--models", "nope"), "unknown model"),
+    (("forecast", "--week", "2024-04-01", "--buildings", "b404"), "b404"),
+])
+def test_input_errors_are_one_line(args, message, warehouse, prefect_backend):
+    result = invoke(*args, "--warehouse", str(warehouse))
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output

@@ -1,0 +1,73 @@
+"""The leaderboard and per-building errors against values computed by hand, and the plots."""
+
+from datetime import date, datetime, timedelta, timezone
+
+import pandas as pd
+import pytest
+
+from tasks.report import building_errors, fleet_leaderboard, run_leaderboard, write_report
+from tasks.results import ensure_result_schema
+from tasks.warehouse import connect
+
+WEEK = date(2019, 4, 1)
+SCORES = [
+    # building, model, mae, rmse, mean_actual, n_hours, n_violations, n_train_violations, run
+    ("b1", "wadiro_pcscnn", 2.0, 3.0, 10.0, 168, 0, 0, "r1"),
+    ("b2", "wadiro_pcscnn", 4.0, 5.0, 20.0, 100, 2, 0, "r1"),
+    ("b1", "gp", 3.0, 4.0, 10.0, 168, 4, 1, "r1"),
+    ("b2", "gp", 5.0, 7.0, 20.0, 100, 6, 2, "r2"),
+    ("b3", "gp", 9.0, 9.0, 30.0, 0, 3, 0, "r2"),  # nothing scored: left out of errors
+]
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with connect(path) as con:
+        ensure_result_schema(con)
+        for row in SCORES:
+            con.execute("INSERT INTO scores (building_id, model, target_week, mae, rmse, "
+                        "mean_actual, n_hours, n_violations, n_train_violations, run_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [*row[:2], WEEK, *row[2:]])
+        start = datetime(2019, 4, 1, tzinfo=timezone.utc)
+        for h in range(3):
+            ts = start + timedelta(hours=h)
+            con.execute("INSERT INTO meter_readings VALUES ('b1', ?, ?)", [ts, 10.0 + h])
+            for model, y in (("gp", 9.0 + h), ("wadiro_pcscnn", 10.5 + h)):
+                con.execute("INSERT INTO forecasts VALUES ('b1', ?, ?, ?, ?, 'r1')",
+                            [model, WEEK, ts, y])
+    return path
+
+
+def test_leaderboard_by_hand(warehouse):
+    with connect(warehouse, read_only=True) as con:
+        board = fleet_leaderboard(con).set_index("model")
+        per_run = run_leaderboard(con, "r1").set_index("model")
+    assert list(board.index) == ["wadiro_pcscnn", "gp"]  # ranked by mean MAE
+    assert board.loc["wadiro_pcscnn", "mean_mae"] == pytest.approx(3.0)
+    assert board.loc["gp", "mean_mae"] == pytest.approx(4.0)
+    assert board.loc["gp", "median_rmse"] == pytest.approx(5.5)
+    assert board.loc["wadiro_pcscnn", "mean_cv_rmse"] == pytest.approx((3 / 10 + 5 / 20) / 2)
+    assert board.loc["gp", "test_violations"] == 10  # the unscored week does not count
+    # deviation from the model with the fewest test violations (2), as in the paper's Table 3
+    assert board.loc["gp", "violations_deviation_pct"] == pytest.approx(400.0)
+    assert board.loc["wadiro_pcscnn", "violations_deviation_pct"] == pytest.approx(0.0)
+    assert per_run.loc["gp", "n_building_weeks"] == 1 and per_run.loc["gp", "mean_mae"] == 3.0
+
+
+def test_building_errors_normalised_by_mean_load(warehouse):
+    with connect(warehouse, read_only=True) as con:
+        errors = building_errors(con).set_index(["building_id", "model"])
+    assert errors.loc[("b2", "gp"), "nmae"] == pytest.approx(5.0 / 20.0)
+    assert errors.loc[("b1", "wadiro_pcscnn"), "cv_rmse"] == pytest.approx(3.0 / 10.0)
+    assert ("b3", "gp") not in errors.index
+
+
+def test_report_files(warehouse, tmp_path):
+    out = tmp_path / "report"
+    with connect(warehouse, read_only=True) as con:
+        report = write_report(con, out, ["b1"])
+    names = sorted(p.relative_to(out).as_posix() for p in report.files)
+    assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png"]
+    assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pd.read_csv(out / "leaderboard.csv")["model"].tolist() == ["wadiro_pcscnn", "gp"]
