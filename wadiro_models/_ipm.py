@@ -22,8 +22,8 @@ least-squares points. Each step solves, with ``W`` the scaling and ``lambda = W 
     G^T dz = bx,    G dx + ds = bz,    lambda o (W dz + W^{-1} ds) = r_c
 
 by the normal equations ``G^T W^{-2} G dx = ...``, which :mod:`wadiro_models._ipm_newton`
-reduces to one dense Cholesky of size ``P (d+1) + 2`` (the expensive part is a single
-``syrk`` of the weighted lifted features). Every solve is refined against the exact
+reduces to one dense Cholesky of size ``P (d+1) + 2`` (the expensive part is one matrix
+product forming the weighted Gram blocks of the lifted features). Every solve is refined against the exact
 structured operator. BLAS runs on one thread inside the solver.
 
 The answer is checked independently before it is returned: the program's own objective at

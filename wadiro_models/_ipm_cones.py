@@ -161,42 +161,38 @@ class NTScaling:
             lam[k:] = scaling.apply(z)[k:]
         return scaling
 
-    def apply(self, v: np.ndarray) -> np.ndarray:
-        """``W v``."""
-        out = self.w_lp * v[: self.cones.n_lp]
-        if not self.cones.n_soc:
-            return out
-        vs = v[self.cones.n_lp :]
-        w = self.w_soc
-        soc = 2.0 * (w @ vs) * w
-        soc[0] -= vs[0]
-        soc[1:] += vs[1:]
-        return np.concatenate([out, self.beta * soc])
+    def apply(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``W v`` (into ``out`` when given; ``out`` may be ``v``)."""
+        return self._orthant_then_soc(v, self.w_lp, self.w_soc, self.beta, out)
 
-    def apply_inverse(self, v: np.ndarray) -> np.ndarray:
+    def apply_inverse(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``W^{-1} v`` with ``W^{-1} = beta^{-1} (2 (Jw)(Jw)^T - J)``."""
-        out = v[: self.cones.n_lp] * self.w_lp_inv
         if not self.cones.n_soc:
-            return out
-        vs = v[self.cones.n_lp :]
+            return self._orthant_then_soc(v, self.w_lp_inv, self.w_soc, 1.0, out)
         jw = self.w_soc.copy()
         jw[1:] *= -1.0
-        soc = 2.0 * (jw @ vs) * jw
-        soc[0] -= vs[0]
-        soc[1:] += vs[1:]
-        return np.concatenate([out, soc / self.beta])
+        return self._orthant_then_soc(v, self.w_lp_inv, jw, 1.0 / self.beta, out)
 
-    def apply_inverse_squared(self, v: np.ndarray) -> np.ndarray:
+    def apply_inverse_squared(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``W^{-2} v`` in one pass (orthant: ``z / s``; SOC: ``beta^-2 (2 a a^T - J)``)."""
-        out = v[: self.cones.n_lp] * self.lp_weights
-        if not self.cones.n_soc:
-            return out
-        vs = v[self.cones.n_lp :]
-        a = self.soc_rank_one
-        soc = 2.0 * (a @ vs) * a
-        soc[0] -= vs[0]
-        soc[1:] += vs[1:]
-        return np.concatenate([out, soc / self.beta**2])
+        a = self.soc_rank_one if self.cones.n_soc else self.w_soc
+        return self._orthant_then_soc(v, self.lp_weights, a, self.beta**-2, out)
+
+    def _orthant_then_soc(
+        self, v: np.ndarray, diag: np.ndarray, a: np.ndarray, scale: float, out: np.ndarray | None
+    ) -> np.ndarray:
+        """``diag * v`` on the orthant and ``scale (2 a a^T - J) v`` on the SOC."""
+        k = self.cones.n_lp
+        if out is None:
+            out = np.empty_like(v)
+        np.multiply(v[:k], diag, out=out[:k])
+        if self.cones.n_soc:
+            vs = v[k:]
+            soc = (2.0 * (a @ vs)) * a
+            soc[0] -= vs[0]
+            soc[1:] += vs[1:]
+            np.multiply(soc, scale, out=out[k:])
+        return out
 
     @property
     def soc_rank_one(self) -> np.ndarray:

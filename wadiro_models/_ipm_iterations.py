@@ -140,20 +140,19 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
                 return state
             normal.refine = merit < opts.refine_below
             # the tau column: one extra solve per factorisation
-            zero_q = np.zeros(cones.size)
-            dx2, ds2, dz2, _, _ = _newton(lifted, normal, scaling, -c, h, zero_q, opts)
+            dx2, ds2, dz2, _, dz2_t = _newton(lifted, normal, scaling, -c, h, None, opts)
+            ds2_t = scaling.apply_inverse(ds2)
             denom = c @ dx2 + h @ dz2 - kappa / tau
 
             def direction(eta: float, q: np.ndarray, r_tk: float) -> tuple:
-                dx1, ds1, dz1, ds1_t, dz1_t = _newton(
-                    lifted, normal, scaling, -eta * r_x, -eta * r_z, q, opts
-                )
+                bx, bz = (-eta * r_x, -eta * r_z) if eta else (None, None)
+                dx1, ds1, dz1, ds1_t, dz1_t = _newton(lifted, normal, scaling, bx, bz, q, opts)
                 dtau = (-eta * r_t - c @ dx1 - h @ dz1 - r_tk / tau) / denom
                 dkappa = (r_tk - kappa * dtau) / tau
-                ds_t = ds1_t + dtau * scaling.apply_inverse(ds2)
-                dz_t = dz1_t + dtau * scaling.apply(dz2)
-                return (dx1 + dtau * dx2, ds1 + dtau * ds2, dz1 + dtau * dz2, dtau, dkappa,
-                        ds_t, dz_t)
+                for part, column in ((dx1, dx2), (ds1, ds2), (dz1, dz2), (ds1_t, ds2_t),
+                                     (dz1_t, dz2_t)):
+                    part += dtau * column
+                return dx1, ds1, dz1, dtau, dkappa, ds1_t, dz1_t
 
             def step(d: tuple) -> float:
                 a = min(1.0, cones.max_step(s, d[1]), cones.max_step(z, d[2]))
@@ -246,13 +245,12 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             r_c = -cones.product(lam, lam) - cones.product(ds_t, dz_t) + sigma * mu * e
             q = cones.divide(lam, r_c)
             direction = _newton(lifted, normal, scaling, -r_d, -r_p, q, opts)
-            zero_x, zero_z = np.zeros(lifted.layout.size), np.zeros(cones.size)
             direction, _ = centrality_correctors(
                 cones,
                 lam,
                 direction,
                 lambda d: min(1.0, cones.max_step(s, d[1]), cones.max_step(z, d[2])),
-                lambda q: _newton(lifted, normal, scaling, zero_x, zero_z, q, opts),
+                lambda q: _newton(lifted, normal, scaling, None, None, q, opts),
                 sigma * mu,
                 opts,
             )
@@ -329,50 +327,63 @@ def _newton(
     lifted: LiftedProgram,
     normal: NormalEquations,
     scaling: NTScaling,
-    bx: np.ndarray,
-    bz: np.ndarray,
-    q: np.ndarray,
+    bx: np.ndarray | None,
+    bz: np.ndarray | None,
+    q: np.ndarray | None,
     opts: IpmOptions,
 ) -> tuple[np.ndarray, ...]:
-    """Solve ``G^T dz = bx, G dx + ds = bz, W dz + W^{-1} ds = q``.
+    """Solve ``G^T dz = bx, G dx + ds = bz, W dz + W^{-1} ds = q`` (``None``: zero).
 
     Eliminating ``ds = W q - W^2 dz`` gives ``dz = W^{-2} (G dx - bz) + W^{-1} q`` and the
     normal equations ``G^T W^{-2} G dx = bx + G^T (W^{-2} bz - W^{-1} q)``; the solve is
     refined against the exact operator while that pays, and ``ds = bz - G dx``.
     Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz``.
     """
-    offset = scaling.apply_inverse_squared(bz) - scaling.apply_inverse(q)
-    rhs = bx + lifted.GT(offset)
+    if q is not None:  # offset = W^{-2} bz - W^{-1} q
+        offset = np.negative(scaling.apply_inverse(q))
+        if bz is not None:
+            offset += scaling.apply_inverse_squared(bz)
+    else:
+        offset = scaling.apply_inverse_squared(bz)
+    rhs = lifted.GT(offset)
+    if bx is not None:
+        rhs += bx
 
     def dual_step(dx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         gdx = lifted.G(dx)
-        dz = scaling.apply_inverse_squared(gdx) - offset
-        resid = bx - lifted.GT(dz)
+        dz = scaling.apply_inverse_squared(gdx)
+        dz -= offset
+        resid = np.negative(lifted.GT(dz))
+        if bx is not None:
+            resid += bx
         return gdx, dz, resid, float(np.linalg.norm(resid))
 
     dx = normal.solve(rhs)
     if not normal.refine:  # far from the optimum an unrefined direction is good enough
         gdx = lifted.G(dx)
-        dz = scaling.apply_inverse_squared(gdx) - offset
-        dz_t = scaling.apply(dz)
-        return dx, bz - gdx, dz, q - dz_t, dz_t
-    gdx, dz, resid, size = dual_step(dx)
-    target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
-    for _ in range(opts.refine):  # refine while it pays
-        if size <= target:
-            break
-        candidate = dx + normal.solve(resid)
-        cand_gdx, cand_dz, cand_resid, cand_size = dual_step(candidate)
-        if cand_size >= 0.5 * size:
-            if cand_size < size:
-                dx, gdx, dz = candidate, cand_gdx, cand_dz
-            break
-        dx, gdx, dz, resid, size = candidate, cand_gdx, cand_dz, cand_resid, cand_size
+        dz = scaling.apply_inverse_squared(gdx)
+        dz -= offset
+    else:
+        gdx, dz, resid, size = dual_step(dx)
+        target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
+        for _ in range(opts.refine):  # refine while it pays
+            if size <= target:
+                break
+            candidate = dx + normal.solve(resid)
+            cand_gdx, cand_dz, cand_resid, cand_size = dual_step(candidate)
+            if cand_size >= 0.5 * size:
+                if cand_size < size:
+                    dx, gdx, dz = candidate, cand_gdx, cand_dz
+                break
+            dx, gdx, dz, resid, size = candidate, cand_gdx, cand_dz, cand_resid, cand_size
     # ds from the primal equation itself: going through W^2 would put the scaling's
     # rounding (large near the cone's boundary) into the primal residual
-    ds = bz - gdx
+    ds = np.negative(gdx, out=gdx)
+    if bz is not None:
+        ds += bz
     dz_t = scaling.apply(dz)
-    return dx, ds, dz, q - dz_t, dz_t
+    ds_t = np.negative(dz_t) if q is None else q - dz_t
+    return dx, ds, dz, ds_t, dz_t
 
 
 def _refined_solve(

@@ -13,8 +13,8 @@ lifted features ``F = [D_1 X, ..., D_P X]`` (``N x P(d+1)``), the rows of ``G x 
 
     res_hi    s = y - yl + t                  >= 0        t_j >= yl_j - y_j
     res_lo    s = yl - y + t                  >= 0        t_j >= y_j - yl_j
-    cone_nu   s = (2 D_i - 1) * (X nu_i)      >= 0        one column per gate, N x P
-    cone_om   s = (2 D_i - 1) * (X omega_i)   >= 0
+    cones     s = (2 D_i - 1) * (X nu_i)      >= 0        per sample: P nu rows, then
+              s = (2 D_i - 1) * (X omega_i)   >= 0        P omega rows (an N x 2P block)
     lower     s = yl - lower                  >= 0        finite entries only
     upper     s = upper - yl                  >= 0
     ramp_hi   s = ramp - (yl_j - yl_{j-1})    >= 0        finite entries only
@@ -23,7 +23,9 @@ lifted features ``F = [D_1 X, ..., D_P X]`` (``N x P(d+1)``), the rows of ``G x 
     l2 norm   s = tau - e, tau + e            >= 0        implied by the cone, see below
               s = (tau, e, 1)                 in SOC      the constant 1 is the beta's -1
 
-(omega's sign in beta does not matter for either norm).
+(omega's sign in beta does not matter for either norm). The gate cone rows are stored
+sample-major as one ``N x 2P`` block so that ``G`` and ``G^T`` touch them with one matrix
+product each.
 """
 
 from __future__ import annotations
@@ -95,9 +97,9 @@ class LiftedProgram:
         self.program = program
         self.X = X
         self.D = D.astype(float)  # (N, P)
-        self.neg_signs = np.where(D, -1.0, 1.0)  # -(2 D - 1): the cone rows are s = -G x
+        neg_signs = np.where(D, -1.0, 1.0)  # -(2 D - 1): the cone rows are s = -G x
+        self.neg_signs = np.concatenate([neg_signs, neg_signs], axis=1)  # (N, 2P)
         self.F = (D[:, :, None] * X[:, None, :]).reshape(n, p * d1)
-        self.XX = (X[:, :, None] * X[:, None, :]).reshape(n, d1 * d1)  # rows x_j x_j^T
         self.y = np.asarray(program.y, dtype=float)
         self.layout = Layout(p, d1, 1 if program.fit_intercept else 0, n)
         self.l1 = program.wasserstein == "l1"
@@ -109,6 +111,19 @@ class LiftedProgram:
         self.upper_idx, self.upper = _finite(program.upper, n)
         self.ramp_idx, self.ramp = _finite(program.ramp, n - 1)
         self._blocks = self._row_blocks()
+        # For the Newton matrix's output block F^T M F (without ramp rows): per gate pair
+        # i <= j the indicator D_i D_j, and the distinct entries of x_j x_j^T, so that its
+        # blocks are one matrix product pair_masks @ (M XX_sym) (about 0.6 of a syrk of F).
+        a, b = np.triu_indices(d1)
+        self.XX_sym = X[:, a] * X[:, b]  # (N, d1 (d1 + 1) / 2)
+        sym = np.zeros((d1, d1), dtype=int)
+        sym[a, b] = sym[b, a] = np.arange(a.size)
+        self.sym_index = sym.ravel()  # full d1 x d1 entry -> column of XX_sym
+        self.gate_pairs = np.triu_indices(p)
+        self.pair_masks = None
+        if self.ramp_idx.size == 0:
+            iu, ju = self.gate_pairs
+            self.pair_masks = np.ascontiguousarray((D[:, iu] & D[:, ju]).T, dtype=float)
         n_beta = self.layout.beta.stop
         n_lp = self._blocks["norm_lo" if self.box_rows else "ramp_lo"].stop
         self.cones = ConeSet(n_lp, 0 if self.l1 else n_beta + 2)
@@ -124,8 +139,7 @@ class LiftedProgram:
         sizes = [
             ("res_hi", n),
             ("res_lo", n),
-            ("cone_nu", np_),
-            ("cone_om", np_),
+            ("cones", 2 * np_),
             ("lower", self.lower_idx.size),
             ("upper", self.upper_idx.size),
             ("ramp_hi", self.ramp_idx.size),
@@ -174,7 +188,7 @@ class LiftedProgram:
 
     def output_adjoint(self, q: np.ndarray) -> np.ndarray:
         """``F^T q``, gate-major."""
-        return ((self.D * q[:, None]).T @ self.X).ravel()
+        return (self.D.T @ (q[:, None] * self.X)).ravel()
 
     def ramp_diff(self, yl: np.ndarray) -> np.ndarray:
         k = self.ramp_idx
@@ -187,21 +201,21 @@ class LiftedProgram:
         out[k] -= r
         return out
 
+    def cone_rows(self, v: np.ndarray) -> np.ndarray:
+        """The gate cone rows of a row vector as an ``(N, 2, P)`` view (nu, then omega)."""
+        lay = self.layout
+        return v[self._blocks["cones"]].reshape(lay.n_samples, 2, lay.n_gates)
+
     # -- G and G^T --------------------------------------------------------------------------
     def G(self, x: np.ndarray) -> np.ndarray:
         lay, blk = self.layout, self._blocks
-        p = lay.n_gates
-        weights = x[: 2 * lay.n_lifted].reshape(2, p, lay.n_cols)
-        out_nu = self.X @ weights[0].T  # (N, P): X nu_i, contiguous
-        out_om = self.X @ weights[1].T
+        p, nl = lay.n_gates, lay.n_lifted
+        weights = x[: 2 * nl].reshape(2 * p, lay.n_cols)
         out = np.empty(self.cones.size)
-        cones = out[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, lay.n_samples, p)
-        np.multiply(out_nu, self.neg_signs, out=cones[0])
-        np.multiply(out_om, self.neg_signs, out=cones[1])
-        out_nu -= out_om
-        yl = np.einsum("np,np->n", self.D, out_nu)
-        if lay.n_bias:
-            yl += x[lay.b][0]
+        cones = out[blk["cones"]].reshape(lay.n_samples, 2 * p)
+        np.matmul(self.X, weights.T, out=cones)  # X nu_i, then X omega_i, per sample
+        cones *= self.neg_signs
+        yl = self.output(x[:nl] - x[nl : 2 * nl], x[lay.b])
         t, tau = x[lay.t], x[lay.tau]
         out[blk["res_hi"]] = yl - t
         out[blk["res_lo"]] = -yl - t
@@ -235,14 +249,11 @@ class LiftedProgram:
             q[self.upper_idx] += z[blk["upper"]]
         if self.ramp_idx.size:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
-        cones = z[blk["cone_nu"].start : blk["cone_om"].stop].reshape(2, n, p)
-        dq = self.D * q[:, None]
-        coef_nu = self.neg_signs * cones[0]
-        coef_nu += dq
-        coef_om = self.neg_signs * cones[1]
-        coef_om -= dq
-        out[lay.nu] = (coef_nu.T @ self.X).ravel()
-        out[lay.omega] = (coef_om.T @ self.X).ravel()
+        coef = z[blk["cones"]].reshape(n, 2 * p) * self.neg_signs
+        gates = (coef.T @ self.X).reshape(2, p * lay.n_cols)
+        fq = self.output_adjoint(q)
+        out[lay.nu] = gates[0] + fq
+        out[lay.omega] = gates[1] - fq
         if lay.n_bias:
             out[lay.b] = q.sum()
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]

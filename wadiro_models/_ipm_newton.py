@@ -6,7 +6,9 @@ Reduction, in order (``x = (nu, omega, b, t, tau)``, weights ``w = z / s`` per o
 1. ``t`` appears only in the two residual rows of each sample, so its block of ``H`` is
    diagonal: eliminating it leaves the per-sample weight ``m = 4 w_hi w_lo / (w_hi + w_lo)``
    on ``yl = F u + b``. Bounds add their weights to ``m``; ramps add ``Delta^T w_r Delta``.
-   The output part of ``H`` is ``K = [F 1]^T M [F 1]`` (one ``syrk`` without ramps).
+   The output part of ``H`` is ``K = [F 1]^T M [F 1]``. Without ramps its gate block ``ij``
+   is ``X^T diag(m D_i D_j) X``: one product of the fixed ``D_i D_j`` indicators (``i <= j``)
+   with the distinct entries of ``m_j x_j x_j^T``, cheaper than a ``syrk`` of ``F``.
 2. Change variables ``u = nu - omega``, ``v = nu + omega`` (``nu = (u+v)/2``,
    ``omega = (v-u)/2``). ``K`` only involves ``u``; the gate cones give per-gate blocks
    ``X^T diag(w_nu,i +- w_om,i) X / 4``, so the ``v`` block of ``H`` is block diagonal
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
-from scipy.linalg.blas import dsyrk
 
 from ._ipm_cones import NTScaling
 from ._ipm_lifted import LiftedProgram
@@ -56,15 +57,20 @@ class NormalEquations:
         m[lifted.lower_idx] += w[blk("lower")]
         m[lifted.upper_idx] += w[blk("upper")]
         w_ramp = w[blk("ramp_hi")] + w[blk("ramp_lo")]
-        K_uu = _weighted_gram(lifted, m, w_ramp)
+        nk = lay.n_lifted + lay.n_bias + 1
+        nl = lay.n_lifted
+        S = np.zeros((nk, nk))
+        S_gates = S[:nl, :nl].reshape(p, d1, p, d1)  # a view: S_gates[i, :, j, :] is block ij
+        _weighted_gram(lifted, m, w_ramp, S_gates)
         K_ub = lifted.output_adjoint(m)
         K_bb = m.sum()
 
         # 2. per-gate blocks of the two cones
-        w_nu = w[blk("cone_nu")].reshape(lay.n_samples, p)
-        w_om = w[blk("cone_om")].reshape(lay.n_samples, p)
-        gram_sum = ((w_nu + w_om).T @ lifted.XX).reshape(p, d1, d1)
-        gram_dif = ((w_nu - w_om).T @ lifted.XX).reshape(p, d1, d1)
+        w_cones = lifted.cone_rows(w)
+        w_nu, w_om = w_cones[:, 0, :], w_cones[:, 1, :]
+        sum_dif = np.concatenate([w_nu + w_om, w_nu - w_om], axis=1)
+        grams = (sum_dif.T @ lifted.XX_sym)[:, lifted.sym_index].reshape(2, p, d1, d1)
+        gram_sum, gram_dif = grams[0], grams[1]
 
         # 3. the dual-norm rows
         n_beta = lay.beta.stop
@@ -105,15 +111,9 @@ class NormalEquations:
         self.blocks = _GateBlocks(B)
         Z = self.blocks.solve(rhs)
         self.Z = Z
-        nk = lay.n_lifted + lay.n_bias + 1
         self.n_kept = nk
-        S = np.zeros((nk, nk))
-        nl = lay.n_lifted
-        S[:nl, :nl] = K_uu
-        blocks = B - H_uv @ Z[:, :, :d1]
-        for i in range(p):
-            sl = slice(i * d1, (i + 1) * d1)
-            S[sl, sl] += blocks[i]
+        gates = np.arange(p)
+        S_gates[gates, :, gates, :] += B - H_uv @ Z[:, :, :d1]
         col_tau = h_u_tau - np.einsum("ikl,il->ik", H_uv, Z[:, :, d1]).ravel()
         S[:nl, -1] = col_tau
         S[-1, :nl] = col_tau
@@ -219,17 +219,22 @@ class _GateBlocks:
         return out[:, :, 0] if vector else out
 
 
-def _weighted_gram(lifted: LiftedProgram, m: np.ndarray, w_ramp: np.ndarray) -> np.ndarray:
-    """``F^T (diag(m) + Delta^T diag(w_ramp) Delta) F`` (at least its upper triangle)."""
+def _weighted_gram(
+    lifted: LiftedProgram, m: np.ndarray, w_ramp: np.ndarray, out: np.ndarray
+) -> None:
+    """Write ``F^T (diag(m) + Delta^T diag(w_ramp) Delta) F`` into ``out`` (``(P, d1, P, d1)``,
+    block ``ij`` at ``out[i, :, j, :]``); at least the blocks ``i <= j`` are written, which is
+    all the upper-triangle Cholesky reads."""
+    p, d1 = lifted.layout.n_gates, lifted.layout.n_cols
+    if lifted.pair_masks is not None:  # no ramps: block ij = X^T diag(m D_i D_j) X
+        pair_grams = lifted.pair_masks @ (lifted.XX_sym * m[:, None])
+        iu, ju = lifted.gate_pairs
+        out[iu, :, ju, :] = pair_grams[:, lifted.sym_index].reshape(-1, d1, d1)
+        return
     F = lifted.F
-    if lifted.ramp_idx.size == 0:
-        Fs = F * np.sqrt(m)[:, None]
-        # Fs^T Fs in the upper triangle only: the Cholesky below reads nothing else
-        return dsyrk(1.0, Fs.T, trans=0, lower=0)
-    else:
-        k = lifted.ramp_idx
-        dF = (F[k + 1] - F[k]) * w_ramp[:, None]
-        MF = F * m[:, None]
-        MF[k + 1] += dF
-        MF[k] -= dF
-        return F.T @ MF
+    k = lifted.ramp_idx
+    dF = (F[k + 1] - F[k]) * w_ramp[:, None]
+    MF = F * m[:, None]
+    MF[k + 1] += dF
+    MF[k] -= dF
+    out[...] = (F.T @ MF).reshape(p, d1, p, d1)
