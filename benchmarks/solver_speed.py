@@ -8,11 +8,13 @@ the script prints times, the speed ratio, iterations and the objective gap::
     python benchmarks/solver_speed.py                      # 10, 30, 70 neurons, l1 and l2
     python benchmarks/solver_speed.py --neurons 70 --tight # also a tight-tolerance reference
     python benchmarks/solver_speed.py --trials 16          # a tuning-like mix of programs
+    python benchmarks/solver_speed.py --repeat 5           # medians of 5 timings per path
 
 Clarabel at its default tolerances may stop slightly above the optimum (3e-6 relative was
 measured on synthetic programs; about 1e-9 on this window), so the gap against it is not an
 accuracy measure; ``--tight`` adds a reference solved to 1e-10 and reports the gap against
-that one. Both paths run with BLAS pinned to one thread.
+that one. Both paths run with BLAS pinned to one thread. On a loaded machine use ``--repeat``: each
+path is then timed that many times, alternating, and the medians are printed.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def main() -> None:
     parser.add_argument("--building", default="UCam_Building_b1")
     parser.add_argument("--week", type=date.fromisoformat, default=date(2019, 3, 4))
     parser.add_argument("--tight", action="store_true", help="also solve a 1e-10 reference")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="time each path this many times (alternating) and print medians")
     parser.add_argument("--trials", type=int, default=0,
                         help="instead time this many tuning-like random programs")
     args = parser.parse_args()
@@ -154,13 +158,16 @@ def main() -> None:
         for norm in args.norms:
             program = window_program(X_raw, y_raw, max_neurons=neurons, wasserstein=norm,
                                      radius=args.radius)
-            with threadpool_limits(limits=1, user_api="blas"):
+            ref_times, fast_times = [], []
+            for _ in range(max(1, args.repeat)):
+                with threadpool_limits(limits=1, user_api="blas"):
+                    started = time.perf_counter()
+                    ref = solve_clarabel(program)
+                    ref_times.append(time.perf_counter() - started)
                 started = time.perf_counter()
-                ref = solve_clarabel(program)
-                t_ref = time.perf_counter() - started
-            started = time.perf_counter()
-            fast = solve_ipm(program)
-            t_fast = time.perf_counter() - started
+                fast = solve_ipm(program)
+                fast_times.append(time.perf_counter() - started)
+            t_ref, t_fast = float(np.median(ref_times)), float(np.median(fast_times))
             viol = max_constraint_violation(program, fast.nu, fast.omega, fast.b)
             gap = (fast.objective - ref.objective) / abs(ref.objective)
             line = (f"{neurons:>7} {program.n_gates:>3} {norm:>4} {t_ref:>10.2f} "

@@ -26,7 +26,7 @@ its Cholesky; the caller refines solutions against the exact operator.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg.lapack import dpotrf, dpotrs
 
 from ._ipm_cones import NTScaling
 from ._ipm_lifted import LiftedProgram
@@ -144,12 +144,12 @@ class NormalEquations:
         idx = np.arange(S.shape[0])
         reg = regularisation
         for _ in range(6):
-            try:
-                S[idx, idx] = 1.0 + reg
-                self.factor = cho_factor(S, lower=False, check_finite=False)
+            S[idx, idx] = 1.0 + reg
+            factor, info = dpotrf(S, lower=0, clean=0)  # upper Cholesky factor (LAPACK)
+            if info == 0:
+                self.factor = factor
                 return
-            except LinAlgError:
-                reg = max(reg * 100.0, 1e-12)
+            reg = max(reg * 100.0, 1e-12)
         raise NewtonSystemError("reduced Newton matrix is not positive definite")
 
     def solve(self, r: np.ndarray) -> np.ndarray:
@@ -172,7 +172,10 @@ class NormalEquations:
         if self.rho:
             gp = np.einsum("ik,ik->", self.g_v, pv)
             rk -= self.g_hat * (gp / self.border)
-        k = self.col_scale * cho_solve(self.factor, self.col_scale * rk, check_finite=False)
+        k, info = dpotrs(self.factor, self.col_scale * rk, lower=0)
+        if info != 0:
+            raise NewtonSystemError(f"Cholesky solve failed (LAPACK info {info})")
+        k *= self.col_scale
         u = k[:nl].reshape(p, d1)
         Z = self.Z
         v = pv - np.einsum("ikl,il->ik", Z[:, :, :d1], u) - Z[:, :, d1] * k[-1]
