@@ -206,6 +206,7 @@ def _run_model(
         outcome.objective = None if info["objective"] is None else float(info["objective"])
         outcome.status = "ok"
     except TuningFailedError as exc:
+        outcome.trials = exc.trials
         outcome.error = f"tuning failed: {exc}"
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, the run goes on
         outcome.error = f"{type(exc).__name__}: {exc}"

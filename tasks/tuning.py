@@ -22,10 +22,6 @@ from wadiro_models.search_spaces import Categorical, IntUniform, LogUniform
 N_STARTUP_TRIALS = 5
 
 
-class TuningFailedError(RuntimeError):
-    """Every trial of a search failed; the message carries the last error."""
-
-
 @dataclass(frozen=True)
 class TrialRecord:
     number: int
@@ -34,6 +30,14 @@ class TrialRecord:
     state: str
     duration_s: float | None
     error: str | None = None
+
+
+class TuningFailedError(RuntimeError):
+    """Every trial of a search failed; the message carries the last error, ``trials`` them all."""
+
+    def __init__(self, message: str, trials: list[TrialRecord]) -> None:
+        super().__init__(message)
+        self.trials = trials
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,7 @@ def tune(
     completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not completed:
         cause = repr(last_error[0]) if last_error else "no trial completed"
-        raise TuningFailedError(f"all {len(records)} trials failed; last error: {cause}")
+        raise TuningFailedError(f"all {len(records)} trials failed; last error: {cause}", records)
     return TuningResult(
         best_params=dict(study.best_params),
         best_value=float(study.best_value),

@@ -65,9 +65,10 @@ def test_failed_trials_are_recorded_and_skipped():
 
 def test_all_trials_failing_raises():
     X_fit, y_fit, X_val, y_val = _data()
-    with pytest.raises(TuningFailedError, match="solver failed"):
+    with pytest.raises(TuningFailedError, match="solver failed") as failure:
         tune(_Fragile, {"alpha": LogUniform(10.0, 1e3)}, X_fit, y_fit, X_val, y_val,
              n_trials=3, seed=0)
+    assert [t.state for t in failure.value.trials] == ["fail"] * 3
 
 
 def test_integer_dimension():
