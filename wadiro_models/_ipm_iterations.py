@@ -339,20 +339,21 @@ def _newton(
     refined against the exact operator while that pays, and ``ds = bz - G dx``.
     Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz``.
     """
-    if q is not None:  # offset = W^{-2} bz - W^{-1} q
-        offset = np.negative(scaling.apply_inverse(q))
+    # with offset = W^{-2} bz - W^{-1} q, kept negated (one pass fewer)
+    if q is not None:
+        neg_offset = scaling.apply_inverse(q)
         if bz is not None:
-            offset += scaling.apply_inverse_squared(bz)
+            neg_offset -= scaling.apply_inverse_squared(bz)
     else:
-        offset = scaling.apply_inverse_squared(bz)
-    rhs = lifted.GT(offset)
+        neg_offset = np.negative(scaling.apply_inverse_squared(bz))
+    rhs = np.negative(lifted.GT(neg_offset))
     if bx is not None:
         rhs += bx
 
     def dual_step(dx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         gdx = lifted.G(dx)
         dz = scaling.apply_inverse_squared(gdx)
-        dz -= offset
+        dz += neg_offset
         resid = np.negative(lifted.GT(dz))
         if bx is not None:
             resid += bx
@@ -362,7 +363,7 @@ def _newton(
     if not normal.refine:  # far from the optimum an unrefined direction is good enough
         gdx = lifted.G(dx)
         dz = scaling.apply_inverse_squared(gdx)
-        dz -= offset
+        dz += neg_offset
     else:
         gdx, dz, resid, size = dual_step(dx)
         target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
@@ -378,9 +379,7 @@ def _newton(
             dx, gdx, dz, resid, size = candidate, cand_gdx, cand_dz, cand_resid, cand_size
     # ds from the primal equation itself: going through W^2 would put the scaling's
     # rounding (large near the cone's boundary) into the primal residual
-    ds = np.negative(gdx, out=gdx)
-    if bz is not None:
-        ds += bz
+    ds = np.negative(gdx, out=gdx) if bz is None else np.subtract(bz, gdx, out=gdx)
     dz_t = scaling.apply(dz)
     ds_t = np.negative(dz_t) if q is None else q - dz_t
     return dx, ds, dz, ds_t, dz_t

@@ -97,8 +97,8 @@ class LiftedProgram:
         self.program = program
         self.X = X
         self.D = D.astype(float)  # (N, P)
-        neg_signs = np.where(D, -1.0, 1.0)  # -(2 D - 1): the cone rows are s = -G x
-        self.neg_signs = np.concatenate([neg_signs, neg_signs], axis=1)  # (N, 2P)
+        # -(2 D - 1): the cone rows are s = -G x; shaped to broadcast over (N, 2, P)
+        self.neg_signs = np.where(D, -1.0, 1.0)[:, None, :]
         self.F = (D[:, :, None] * X[:, None, :]).reshape(n, p * d1)
         self.y = np.asarray(program.y, dtype=float)
         self.layout = Layout(p, d1, 1 if program.fit_intercept else 0, n)
@@ -214,8 +214,11 @@ class LiftedProgram:
         out = np.empty(self.cones.size)
         cones = out[blk["cones"]].reshape(lay.n_samples, 2 * p)
         np.matmul(self.X, weights.T, out=cones)  # X nu_i, then X omega_i, per sample
-        cones *= self.neg_signs
-        yl = self.output(x[:nl] - x[nl : 2 * nl], x[lay.b])
+        by_gate = cones.reshape(lay.n_samples, 2, p)
+        yl = np.einsum("np,np->n", self.D, by_gate[:, 0] - by_gate[:, 1])
+        if lay.n_bias:
+            yl += x[lay.b][0]
+        by_gate *= self.neg_signs
         t, tau = x[lay.t], x[lay.tau]
         out[blk["res_hi"]] = yl - t
         out[blk["res_lo"]] = -yl - t
@@ -249,8 +252,8 @@ class LiftedProgram:
             q[self.upper_idx] += z[blk["upper"]]
         if self.ramp_idx.size:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
-        coef = z[blk["cones"]].reshape(n, 2 * p) * self.neg_signs
-        gates = (coef.T @ self.X).reshape(2, p * lay.n_cols)
+        coef = (z[blk["cones"]].reshape(n, 2, p) * self.neg_signs).reshape(n, 2 * p)
+        gates = (self.X.T @ coef).T.reshape(2, p * lay.n_cols)
         fq = self.output_adjoint(q)
         out[lay.nu] = gates[0] + fq
         out[lay.omega] = gates[1] - fq
