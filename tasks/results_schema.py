@@ -101,7 +101,9 @@ def leaderboard_sql(extra_filter: str = "") -> str:
     """The fleet leaderboard of the paper's Table 3, plus error statistics, one row per model.
 
     ``extra_filter`` is a fixed SQL condition with ``?`` placeholders (e.g. ``"run_id = ?"``).
-    Violations deviation is relative to the model with the fewest test violations.
+    Violations deviation is relative to the learned model with the fewest test violations;
+    ``seasonal_naive`` is left out of that comparison (its forecasts are past readings, never
+    negative), and the deviation is NULL when the best model has no violation at all.
     """
     condition = "n_hours > 0" + (f" AND {extra_filter}" if extra_filter else "")
     return f"""
@@ -120,8 +122,12 @@ def leaderboard_sql(extra_filter: str = "") -> str:
             GROUP BY model
         )
         SELECT *,
-               100.0 * (test_violations - min(test_violations) OVER ())
-                     / nullif(min(test_violations) OVER (), 0)   AS violations_deviation_pct,
+               CASE WHEN model <> 'seasonal_naive' THEN
+                   100.0 * (test_violations - min(test_violations) FILTER (
+                                WHERE model <> 'seasonal_naive') OVER ())
+                         / nullif(min(test_violations) FILTER (
+                                WHERE model <> 'seasonal_naive') OVER (), 0)
+               END                                                AS violations_deviation_pct,
                rank() OVER (ORDER BY mean_mae)                    AS mae_rank
         FROM per_model
         ORDER BY mean_mae"""

@@ -71,3 +71,12 @@ def test_report_files(warehouse, tmp_path):
     assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png"]
     assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert pd.read_csv(out / "leaderboard.csv")["model"].tolist() == ["wadiro_pcscnn", "gp"]
+
+
+def test_seasonal_naive_is_not_the_violations_reference(warehouse):
+    with connect(warehouse) as con:
+        con.execute("INSERT INTO scores VALUES ('b1', 'seasonal_naive', ?, 6.0, 7.0, 10.0, 168, "
+                    "0, 0, 'r3')", [WEEK])
+        board = fleet_leaderboard(con).set_index("model")
+    assert pd.isna(board.loc["seasonal_naive", "violations_deviation_pct"])
+    assert board.loc["gp", "violations_deviation_pct"] == pytest.approx(400.0)
