@@ -12,7 +12,12 @@ from typing import Annotated, Optional, Protocol, TypeVar
 
 import typer
 
-from flows.cli_forecast import register as register_forecast_commands
+# A local run starts Prefect's temporary server; it must not try to phone home (batch machines
+# are often offline, which makes it log errors). Set before Prefect is imported: its settings,
+# which the processes runner hands to its workers, are read at import. Users can override.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+from flows.cli_forecast import register as register_forecast_commands  # noqa: E402 - after the default above
 from flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow
 from tasks.building_frame import UnknownBuildingError
 from tasks.forecasting import UnknownModelNameError
@@ -43,15 +48,14 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's run logs.")] = False,
 ) -> None:
     """Fleet-scale week-ahead load forecasting."""
-    # A local run starts Prefect's temporary server; it must not try to phone home (machines
-    # running batch jobs are often offline, which makes it log an error). Users can override.
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not verbose:
         # Prefect logs every failed run with its traceback; for input errors the one-line
         # message printed below is the whole story, so keep Prefect to warnings and quieter.
         logging.getLogger("prefect").setLevel(logging.WARNING)
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        # Worker processes (the processes runner) configure their own logging from this.
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 
 T = TypeVar("T")

@@ -93,7 +93,7 @@ def register(app: typer.Typer, run_guarded) -> None:  # noqa: ANN001 - the CLI's
         ] = None,
         buildings: Buildings = None, models: Models = None, trials: Trials = 15,
         tuning: Tuning = TuningChoice.per_window, reuse_max_age_weeks: ReuseAge = 8,
-        feature_set: FeatureSet = "paper", runner: Runner = RunnerKind.threads,
+        feature_set: FeatureSet = "paper", runner: Runner = RunnerKind.processes,
         dask_address: DaskAddress = None, workers: Workers = None,
         warehouse: Warehouse = Path("warehouse.duckdb"),
     ) -> None:
@@ -115,7 +115,7 @@ def register(app: typer.Typer, run_guarded) -> None:  # noqa: ANN001 - the CLI's
                                               help="Last target week's local Monday (inclusive).")],
         buildings: Buildings = None, models: Models = None, trials: Trials = 15,
         tuning: Tuning = TuningChoice.per_window, reuse_max_age_weeks: ReuseAge = 8,
-        feature_set: FeatureSet = "paper", runner: Runner = RunnerKind.threads,
+        feature_set: FeatureSet = "paper", runner: Runner = RunnerKind.processes,
         dask_address: DaskAddress = None, workers: Workers = None,
         warehouse: Warehouse = Path("warehouse.duckdb"),
     ) -> None:

@@ -20,7 +20,10 @@ def make_task_runner(
     """Threads or processes on this machine, or an existing Dask scheduler given by address.
 
     Solver-heavy tasks pin BLAS to one thread themselves, so the default worker count is the
-    number of cores.
+    number of cores. Processes are the pipeline's default: tuning spends much of its time in
+    Python (optuna, the solvers' iteration logic), which threads share under one interpreter
+    lock; measured on 4 real building-weeks with all models, processes took 81 s against 94 s
+    on threads, with identical results.
     """
     kind = RunnerKind(kind)
     workers = max_workers or os.cpu_count() or 1

@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-import os
-
 import pytest
 from typer.testing import CliRunner
 from warehouse_rows import make_warehouse
 
 from flows.cli import app
 from tasks.warehouse import connect
-
-
-@pytest.fixture(autouse=True)
-def _restore_process_state():
-    """The CLI quiets Prefect's loggers and sets an env default; undo both after each test."""
-    names = ("prefect", "prefect.flow_runs", "prefect.task_runs")
-    levels = {name: logging.getLogger(name).level for name in names}
-    env = os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED")
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    if env is None:
-        os.environ.pop("PREFECT_SERVER_ANALYTICS_ENABLED", None)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +30,7 @@ def test_backfill_then_report(warehouse, tmp_path, prefect_backend):
         assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 2 * 2 * 2
         params = con.execute("SELECT parameters->>'$.trials', parameters->>'$.runner.runner' "
                              "FROM runs").fetchone()
-    assert params == ("2", "threads")
+    assert params == ("2", "processes")
 
     out = tmp_path / "report"
     result = invoke("report", "--out", str(out), "--warehouse", str(warehouse))

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
-
 import duckdb
 import pytest
 from typer.testing import CliRunner
@@ -12,19 +9,6 @@ from typer.testing import CliRunner
 from flows.cli import app
 
 B0 = "UCam_Building_b0"
-
-
-@pytest.fixture(autouse=True)
-def _restore_process_state():
-    """The CLI quiets Prefect's loggers and sets an env default; undo both after each test."""
-    names = ("prefect", "prefect.flow_runs", "prefect.task_runs")
-    levels = {name: logging.getLogger(name).level for name in names}
-    env = os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED")
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    if env is None:
-        os.environ.pop("PREFECT_SERVER_ANALYTICS_ENABLED", None)
 
 
 @pytest.fixture
