@@ -19,7 +19,7 @@ from prefect.artifacts import create_progress_artifact, create_table_artifact, u
 from prefect.futures import PrefectFuture, as_completed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from flows.runners import make_task_runner
+from flows.runners import make_task_runner, shared_local_api
 from tasks.building_frame import DATA_ERRORS, load_buildings_info, load_many_building_hours
 from tasks.forecasting import BuildingWeekResult, ForecastConfig
 from tasks.pipeline_tasks import BuildingJob, failed_results, forecast_batch
@@ -241,9 +241,10 @@ def _run_weeks(weeks: list[date], runner: str, dask_address: str | None,
     """``forecast_weeks_flow`` as a subflow on the chosen task runner."""
     task_runner = make_task_runner(runner, max_workers=max_workers, dask_address=dask_address)
     runner_info = {"runner": runner, "max_workers": max_workers, "dask_address": dask_address}
-    return forecast_weeks_flow.with_options(task_runner=task_runner)(
-        weeks=weeks, runner_info=runner_info, **kwargs
-    )
+    with shared_local_api():
+        return forecast_weeks_flow.with_options(task_runner=task_runner)(
+            weeks=weeks, runner_info=runner_info, **kwargs
+        )
 
 
 RESCORE_WEEKS = 8

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 
@@ -36,3 +39,23 @@ def make_task_runner(
     from prefect_dask import DaskTaskRunner  # imported lazily: only this runner needs it
 
     return DaskTaskRunner(address=dask_address)
+
+
+@contextmanager
+def shared_local_api() -> Iterator[None]:
+    """Make worker processes use this process's temporary Prefect server.
+
+    Without a configured server (no ``PREFECT_API_URL``), Prefect starts a temporary local one
+    on first use, in every process that needs one: each worker of the processes runner would
+    start its own and keep it busy. This points the settings that the runner hands to its
+    workers at the server already running here. With a configured server it does nothing.
+    """
+    if PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer  # the temporary-server handle
+
+    server = SubprocessASGIServer()
+    server.start()  # already running once a flow has started; starts it otherwise
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield

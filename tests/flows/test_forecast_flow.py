@@ -8,7 +8,11 @@ from datetime import date
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+)
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
 
 from flows.forecast import backfill_flow, weekly_forecast_flow
@@ -76,15 +80,17 @@ def test_every_model_is_scored_for_every_ok_week(backfill, warehouse):
     assert all(scored <= forecast and forecast in (167, 168) for scored, forecast in hours)
 
 
-def _artifacts(key: str):
+def _artifacts(key: str, run_id: str):
+    """The artifacts with ``key`` that the flow run ``run_id`` created (other tests make more)."""
     with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+        return client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[key]), flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
 
 
 def test_progress_and_leaderboard_artifacts(backfill, warehouse):
-    progress = _artifacts("backfill-progress")
+    progress = _artifacts("backfill-progress", backfill.run_id)
     assert progress and progress[0].type == "progress" and float(progress[0].data) == 100.0
-    boards = _artifacts("backfill-leaderboard")
+    boards = _artifacts("backfill-leaderboard", backfill.run_id)
     assert boards and boards[0].type == "table"
     with connect(warehouse, read_only=True) as con:
         expected = dict(con.execute("SELECT model, count(*) FROM scores WHERE run_id = ? "
