@@ -73,6 +73,28 @@ class IpmState:
     converged: bool = False
     message: str = ""
     history: list[tuple[float, float, float, float]] = field(default_factory=list)
+    best_merit: float = np.inf
+
+    def observe(
+        self, it: int, point: tuple[np.ndarray, np.ndarray, np.ndarray],
+        pres: float, dres: float, rel_gap: float, opts: IpmOptions,
+    ) -> bool:
+        """Record iterate ``it`` if it is the best seen (not merely the last one); True when
+        the iterations should stop: converged, or residuals grown far past the best iterate."""
+        merit = max(pres, dres, rel_gap)
+        if merit < self.best_merit:
+            self.best_merit = merit
+            self.x[:], self.s[:], self.z[:] = point
+            self.iterations = it
+            self.primal_residual, self.dual_residual, self.gap = pres, dres, rel_gap
+        if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
+            self.converged, self.message = True, "converged"
+            return True
+        if it > 5 and merit > 1e3 * self.best_merit:
+            self.message = (f"stopped at iteration {it}: residuals grew far past the best "
+                            f"iterate (merit {self.best_merit:.1e} at {self.iterations})")
+            return True
+        return False
 
 
 def starting_point(
@@ -103,7 +125,6 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
     x, s, z = starting_point(lifted, opts)
     tau, kappa = 1.0, 1.0
     state = IpmState(x.copy(), s.copy(), z.copy())
-    best_merit = np.inf
     degree = cones.degree + 1
     with np.errstate(all="raise"):
         for it in range(opts.max_iter + 1):
@@ -116,17 +137,7 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             gap = float(s @ z) / tau**2
             rel_gap = gap / max(1.0, abs(pcost), abs(dcost))
             merit = max(pres, dres, rel_gap)
-            if merit < best_merit:
-                best_merit = merit
-                state.x[:], state.s[:], state.z[:] = x / tau, s / tau, z / tau
-                state.iterations = it
-                state.primal_residual, state.dual_residual, state.gap = pres, dres, rel_gap
-            if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
-                state.converged, state.message = True, "converged"
-                return state
-            if it > 5 and merit > 1e3 * best_merit:
-                state.message = (f"stopped at iteration {it}: residuals grew far past the best "
-                                 f"iterate (merit {best_merit:.1e} at {state.iterations})")
+            if state.observe(it, (x / tau, s / tau, z / tau), pres, dres, rel_gap, opts):
                 return state
             if it == opts.max_iter:
                 break
@@ -184,7 +195,7 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             z = z + alpha * comb[2]
             tau += alpha * comb[3]
             kappa += alpha * comb[4]
-    state.message = f"no convergence in {it} iterations (best merit {best_merit:.1e})"
+    state.message = f"no convergence in {it} iterations (best merit {state.best_merit:.1e})"
     return state
 
 
@@ -197,7 +208,6 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
 
     x, s, z = starting_point(lifted, opts)
     state = IpmState(x.copy(), s.copy(), z.copy())
-    best_merit = np.inf
     separate = opts.separate_steps
 
     with np.errstate(all="raise"):
@@ -210,18 +220,7 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             dres = np.linalg.norm(r_d) / c_norm
             rel_gap = gap / max(1.0, abs(pcost), abs(dcost))
             merit = max(pres, dres, rel_gap)
-            if merit < best_merit:  # keep the best iterate seen, not merely the last one
-                best_merit = merit
-                state.x[:], state.s[:], state.z[:] = x, s, z
-                state.iterations = it
-                state.primal_residual, state.dual_residual, state.gap = pres, dres, rel_gap
-            if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
-                state.converged = True
-                state.message = "converged"
-                return state
-            if it > 5 and merit > 1e3 * best_merit:
-                state.message = (f"stopped at iteration {it}: residuals grew far past the best "
-                                 f"iterate (merit {best_merit:.1e} at {state.iterations})")
+            if state.observe(it, (x, s, z), pres, dres, rel_gap, opts):
                 return state
             if it == opts.max_iter:
                 break
@@ -270,7 +269,7 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             if cones.min_eig(s) <= 0 or cones.min_eig(z) <= 0:
                 state.message = f"iterate left the cone at iteration {it}"
                 return state
-    state.message = f"no convergence in {it} iterations (best merit {best_merit:.1e})"
+    state.message = f"no convergence in {it} iterations (best merit {state.best_merit:.1e})"
     return state
 
 
