@@ -84,6 +84,21 @@ def _finish(summary: RunSummary, warehouse: Path, began: float) -> None:
 def register(app: typer.Typer, run_guarded) -> None:  # noqa: ANN001 - the CLI's error wrapper
     """Add the forecasting commands to ``app``; ``run_guarded(call)`` maps input errors to exit 1."""
 
+    def run_forecast_flow(
+        flow, warehouse: Path, buildings: str | None, models: str | None, trials: int,  # noqa: ANN001
+        tuning: TuningChoice, reuse_max_age_weeks: int, feature_set: str, runner: RunnerKind,
+        dask_address: str | None, workers: int | None, **weeks,  # noqa: ANN003
+    ) -> None:
+        """Run ``flow`` with the options ``forecast`` and ``backfill`` share; print the result."""
+        began = time.perf_counter()
+        summary = run_guarded(lambda: flow(
+            warehouse=str(warehouse), buildings=split_ids(buildings), models=split_ids(models),
+            trials=trials, tuning=tuning.value, reuse_max_age_weeks=reuse_max_age_weeks,
+            feature_set=feature_set, runner=runner.value, dask_address=dask_address,
+            max_workers=workers, **weeks,
+        ))
+        _finish(summary, warehouse, began)
+
     @app.command("forecast")
     def forecast(
         week: Annotated[
@@ -98,14 +113,11 @@ def register(app: typer.Typer, run_guarded) -> None:  # noqa: ANN001 - the CLI's
         warehouse: Warehouse = Path("warehouse.duckdb"),
     ) -> None:
         """Forecast one target week for the fleet and score it where actuals exist."""
-        began = time.perf_counter()
-        summary = run_guarded(lambda: weekly_forecast_flow(
-            warehouse=str(warehouse), week=week.date() if week else None,
-            buildings=split_ids(buildings), models=split_ids(models), trials=trials,
-            tuning=tuning.value, reuse_max_age_weeks=reuse_max_age_weeks, feature_set=feature_set,
-            runner=runner.value, dask_address=dask_address, max_workers=workers,
-        ))
-        _finish(summary, warehouse, began)
+        run_forecast_flow(
+            weekly_forecast_flow, warehouse, buildings, models, trials, tuning,
+            reuse_max_age_weeks, feature_set, runner, dask_address, workers,
+            week=week.date() if week else None,
+        )
 
     @app.command("backfill")
     def backfill(
@@ -120,14 +132,11 @@ def register(app: typer.Typer, run_guarded) -> None:  # noqa: ANN001 - the CLI's
         warehouse: Warehouse = Path("warehouse.duckdb"),
     ) -> None:
         """Forecast and score every target week from --start to --end."""
-        began = time.perf_counter()
-        summary = run_guarded(lambda: backfill_flow(
-            start=start.date(), end=end.date(), warehouse=str(warehouse),
-            buildings=split_ids(buildings), models=split_ids(models), trials=trials,
-            tuning=tuning.value, reuse_max_age_weeks=reuse_max_age_weeks, feature_set=feature_set,
-            runner=runner.value, dask_address=dask_address, max_workers=workers,
-        ))
-        _finish(summary, warehouse, began)
+        run_forecast_flow(
+            backfill_flow, warehouse, buildings, models, trials, tuning,
+            reuse_max_age_weeks, feature_set, runner, dask_address, workers,
+            start=start.date(), end=end.date(),
+        )
 
     @app.command("report")
     def report(
