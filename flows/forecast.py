@@ -176,7 +176,7 @@ def forecast_weeks_flow(
     total = len(ids) * len(weeks)
     progress_id = create_progress_artifact(0.0, key=f"{flow_label}-progress",
                                            description="building-weeks done (%)")
-    pending: dict[PrefectFuture, str] = {}
+    pending: set[PrefectFuture] = set()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     bar = Progress(*columns, disable=not show_progress)
     bar_task = bar.add_task("building-weeks", total=total)
@@ -197,8 +197,7 @@ def forecast_weeks_flow(
             if unreadable:
                 record(unreadable)
             if jobs:
-                label = f"{batch[0]}+{len(batch) - 1}"
-                pending[forecast_batch.submit(jobs, config, label)] = label
+                pending.add(forecast_batch.submit(jobs, config, f"{batch[0]}+{len(batch) - 1}"))
                 return
 
     status, message = "completed", None
@@ -208,7 +207,7 @@ def forecast_weeks_flow(
                 submit_next()
             while pending:
                 future = next(as_completed(list(pending)))
-                pending.pop(future)
+                pending.remove(future)
                 record(future.result())
                 submit_next()
     except BaseException as exc:

@@ -133,7 +133,6 @@ class BuildingWeekResult:
     coverage: dict[str, int]
     test_ts: pd.Series
     outcomes: list[ModelOutcome] = field(default_factory=list)
-    elapsed_s: float = 0.0
 
     @property
     def n_failed_models(self) -> int:
@@ -231,7 +230,6 @@ def forecast_building_week(
     latest tuning results per model for ``--tuning reuse``; entries older than
     ``config.reuse_max_age_weeks`` are ignored (the model is tuned again).
     """
-    started = time.perf_counter()
     features = build_features(
         hours, timezone=timezone, holiday_country=holiday_country,
         holiday_subdiv=holiday_subdiv, feature_set=config.feature_set,
@@ -257,6 +255,5 @@ def forecast_building_week(
             if stored is not None and window.week - stored.tuned_week > max_age:
                 stored = None
             result.outcomes.append(_run_model(name, window, config, building_id, stored))
-    result.elapsed_s = time.perf_counter() - started
     return result
 
