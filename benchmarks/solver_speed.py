@@ -9,11 +9,15 @@ the script prints times, the speed ratio, iterations and the objective gap::
     python benchmarks/solver_speed.py --neurons 70 --tight # also a tight-tolerance reference
     python benchmarks/solver_speed.py --trials 16          # a tuning-like mix of programs
     python benchmarks/solver_speed.py --repeat 5           # medians of 5 timings per path
+    python benchmarks/solver_speed.py --direct             # also the direct cvxpy formulation
 
 Clarabel at its default tolerances may stop slightly above the optimum (3e-6 relative was
 measured on synthetic programs; about 1e-9 on this window), so the gap against it is not an
 accuracy measure; ``--tight`` adds a reference solved to 1e-10 and reports the gap against
-that one. Both paths run with BLAS pinned to one thread. On a loaded machine use ``--repeat``: each
+that one. ``--direct`` also times the reference written without its auxiliary variables
+(``formulation="direct"`` in :mod:`wadiro_models._cvxpy_solver`, the program as usually
+first written, several times slower in Clarabel) and prints the ratio against it too.
+Both paths run with BLAS pinned to one thread. On a loaded machine use ``--repeat``: each
 path is then timed that many times, alternating, and the medians are printed.
 """
 
@@ -136,6 +140,8 @@ def main() -> None:
     parser.add_argument("--building", default="UCam_Building_b1")
     parser.add_argument("--week", type=date.fromisoformat, default=date(2019, 3, 4))
     parser.add_argument("--tight", action="store_true", help="also solve a 1e-10 reference")
+    parser.add_argument("--direct", action="store_true",
+                        help="also time the reference without auxiliary variables (slow)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="time each path this many times (alternating) and print medians")
     parser.add_argument("--trials", type=int, default=0,
@@ -153,6 +159,8 @@ def main() -> None:
               f"{'it':>3} {'ratio':>6} {'gap vs ref':>10} {'ipm viol':>8} {'ipm status':>14}")
     if args.tight:
         header += f" {'tight s':>8} {'gap vs tight':>12}"
+    if args.direct:
+        header += f" {'direct s':>8} {'it':>3} {'ratio':>6}"
     print(header)
     for neurons in args.neurons:
         for norm in args.norms:
@@ -181,6 +189,13 @@ def main() -> None:
                     t_tight = time.perf_counter() - started
                 tight_gap = (fast.objective - tight.objective) / abs(tight.objective)
                 line += f" {t_tight:>8.2f} {tight_gap:>12.1e}"
+            if args.direct:
+                with threadpool_limits(limits=1, user_api="blas"):
+                    started = time.perf_counter()
+                    direct = solve_clarabel(program, formulation="direct")
+                    t_direct = time.perf_counter() - started
+                line += (f" {t_direct:>8.2f} {direct.iterations or 0:>3} "
+                         f"{t_direct / t_fast:>5.0f}x")
             print(line, flush=True)
 
 

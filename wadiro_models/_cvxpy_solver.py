@@ -14,6 +14,11 @@ with the notation of :mod:`wadiro_models._program`::
 Signs inside the dual norm do not matter, so beta = (vec nu, vec(-omega), b, -1) is written
 with positive signs. Clarabel settings (e.g. ``tol_gap_abs=1e-10``) pass straight through.
 
+``formulation="direct"`` writes the same program without the auxiliary variables ``u`` and
+``y_hat`` (``y_hat = X_hat vec(nu) - X_hat vec(omega) + b`` inside the objective and the
+bounds). It has the same optimum and is several times slower in Clarabel; it is kept so that
+benchmarks can compare against the program as it is usually first written.
+
 The problem is rebuilt on every call. A DPP variant with the radius as a ``cp.Parameter``
 was measured (N = 2016, d = 8): it saves only the compile step, about 0.2-0.6 s of a 2-4 s
 solve at P = 10 and 1-2 s of an 8-15 s solve at P = 35, and only when the same data and
@@ -98,23 +103,37 @@ def _physical_constraints(program: ScnnProgram, y_hat: cp.Expression) -> list[cp
     return constraints
 
 
-def build_problem(program: ScnnProgram) -> tuple[cp.Problem, _Variables]:
+FORMULATIONS = ("auxiliary", "direct")
+
+
+def build_problem(
+    program: ScnnProgram, formulation: str = "auxiliary"
+) -> tuple[cp.Problem, _Variables]:
     """Assemble the cvxpy problem of ``program`` (one place, from the pieces above)."""
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"unknown formulation {formulation!r}; expected one of {FORMULATIONS}")
     P, p = program.n_gates, program.n_features
     v = _Variables(
         nu=cp.Variable((P, p), name="nu"),
         omega=cp.Variable((P, p), name="omega"),
         b=cp.Variable(name="b") if program.fit_intercept else None,
     )
-    # u = vec(nu - omega) and y_hat as variables of their own: each dense lifted row then
-    # touches P(d+1) variables once instead of 2P(d+1) twice (inside both sides of |.|),
-    # which cuts Clarabel's factorisation time about fivefold at P = 20 (N = 2016).
-    u = cp.Variable(P * p, name="u")
-    y_hat = cp.Variable(program.n_samples, name="y_hat")
-    fitted = lifted_features(program) @ u
-    if v.b is not None:
-        fitted = fitted + v.b
-    definitions = [u == cp.vec(v.nu - v.omega, order="C"), y_hat == fitted]
+    X_hat = lifted_features(program)
+    if formulation == "direct":
+        y_hat = X_hat @ cp.vec(v.nu, order="C") - X_hat @ cp.vec(v.omega, order="C")
+        if v.b is not None:
+            y_hat = y_hat + v.b
+        definitions = []
+    else:
+        # u = vec(nu - omega) and y_hat as variables of their own: each dense lifted row
+        # then touches P(d+1) variables once instead of 2P(d+1) twice (inside both sides of
+        # |.|), which cuts Clarabel's factorisation time about fivefold at P = 20 (N = 2016).
+        u = cp.Variable(P * p, name="u")
+        y_hat = cp.Variable(program.n_samples, name="y_hat")
+        fitted = X_hat @ u
+        if v.b is not None:
+            fitted = fitted + v.b
+        definitions = [u == cp.vec(v.nu - v.omega, order="C"), y_hat == fitted]
     objective = cp.sum(cp.abs(y_hat - program.y)) / program.n_samples
     if program.radius > 0:
         objective = objective + program.radius * _dual_norm(program, v)
@@ -142,18 +161,25 @@ def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.nda
 
 
 def solve_clarabel(
-    program: ScnnProgram, *, warm_start: ScnnSolution | None = None, **settings: object
+    program: ScnnProgram,
+    *,
+    warm_start: ScnnSolution | None = None,
+    formulation: str = "auxiliary",
+    **settings: object,
 ) -> ScnnSolution:
     """Solve ``program`` with cvxpy + Clarabel; ``settings`` go to Clarabel unchanged.
 
     Clarabel has no warm start, so ``warm_start`` is accepted and ignored. A solver crash is
     reported as status ``"failed"`` (never raised), so the caller decides what to do.
+    ``formulation`` picks how the program is written (see the module docstring).
     """
     del warm_start
     started = time.perf_counter()
-    problem, v = build_problem(program)
+    problem, v = build_problem(program, formulation)
     P, p = program.n_gates, program.n_features
-    info: dict = {"backend": "cvxpy+clarabel", "settings": dict(settings)}
+    info: dict = {
+        "backend": "cvxpy+clarabel", "formulation": formulation, "settings": dict(settings)
+    }
     try:
         with warnings.catch_warnings():
             # the status is reported in the solution; cvxpy's generic warning adds nothing

@@ -49,3 +49,30 @@ def test_check_supports_refuses_a_penalty_for_a_solver_without_it(monkeypatch):
     check_supports("bare", _program())
     with pytest.raises(SolverNotAvailableError, match="ridge"):
         check_supports("bare", _program(radius=0.0, regularizer="ridge", lambda_reg=1.0))
+
+
+TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"wasserstein": "l1"},
+        {"wasserstein": "l2", "lower": np.full(60, 0.2), "ramp": np.full(59, 1.0)},
+        {"radius": 0.0, "regularizer": "ridge", "lambda_reg": 0.1},
+    ],
+    ids=["l1", "l2-bounds-ramps", "ridge"],
+)
+def test_direct_and_auxiliary_formulations_reach_the_same_optimum(fields):
+    program = _program(**fields)
+    auxiliary = solve_clarabel(program, **TIGHT)
+    direct = solve_clarabel(program, formulation="direct", **TIGHT)
+    assert auxiliary.ok and direct.ok
+    assert direct.info["formulation"] == "direct"
+    assert direct.objective == pytest.approx(auxiliary.objective, rel=1e-7)
+    assert max_constraint_violation(program, direct.nu, direct.omega, direct.b) < 1e-8
+
+
+def test_unknown_formulation_is_refused():
+    with pytest.raises(ValueError, match="unknown formulation 'sparse'"):
+        solve_clarabel(_program(), formulation="sparse")
