@@ -34,10 +34,10 @@ from threadpoolctl import threadpool_limits
 from tasks.features import build_features, get_feature_set
 from tasks.ingest_cambridge import HOLIDAY_COUNTRY, HOLIDAY_SUBDIV, TIMEZONE, load_cambridge
 from tasks.windows import window_bounds
-from wadiro_models._cvxpy_solver import max_constraint_violation, solve_clarabel
+from wadiro_models._cvxpy_solver import solve_clarabel
 from wadiro_models._gates import augment, distinct_gates, n_gate_samples, sample_gates
 from wadiro_models._ipm import solve_ipm
-from wadiro_models._program import ScnnProgram
+from wadiro_models._program import ScnnProgram, max_constraint_violation
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}

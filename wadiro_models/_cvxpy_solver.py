@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from ._program import ScnnProgram, ScnnSolution, objective_value, predictions
+from ._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
 
 # cvxpy status -> ScnnSolution status
 _STATUS = {
@@ -143,21 +143,6 @@ def build_problem(
         definitions + _cone_constraints(program, v) + _physical_constraints(program, y_hat)
     )
     return cp.Problem(cp.Minimize(objective), constraints), v
-
-
-def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray,
-                             b: float) -> float:
-    """Largest violation of any constraint of the program at a point (0 when feasible)."""
-    sign = 2.0 * program.patterns - 1.0
-    worst = [0.0, -np.min(sign * (program.X @ nu.T)), -np.min(sign * (program.X @ omega.T))]
-    y_hat = predictions(program, nu, omega, b)
-    if program.lower is not None:
-        worst.append(np.max(program.lower - y_hat))
-    if program.upper is not None:
-        worst.append(np.max(y_hat - program.upper))
-    if program.ramp is not None and program.n_samples > 1:
-        worst.append(np.max(np.abs(np.diff(y_hat)) - program.ramp))
-    return float(max(worst))
 
 
 def solve_clarabel(

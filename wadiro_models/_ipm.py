@@ -43,9 +43,9 @@ from threadpoolctl import threadpool_limits
 from ._ipm_iterations import IpmOptions, IpmState, homogeneous, infeasible_start
 from ._ipm_lifted import LiftedProgram
 from ._ipm_newton import NewtonSystemError
-from ._program import ScnnProgram, ScnnSolution, objective_value, predictions
+from ._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
 
-__all__ = ["IpmOptions", "solve_ipm", "unsupported_reason", "max_violation"]
+__all__ = ["IpmOptions", "solve_ipm", "unsupported_reason"]
 
 
 def unsupported_reason(program: ScnnProgram) -> str | None:
@@ -97,20 +97,6 @@ def solve_ipm(
     return _fall_back(program, solution.info["check"], started, opts, attempt=solution)
 
 
-def max_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> float:
-    """Largest violation of any constraint of ``program`` at the weights (0 when feasible)."""
-    sign = np.where(program.patterns, 1.0, -1.0)
-    worst = [0.0, -np.min(sign * (program.X @ nu.T)), -np.min(sign * (program.X @ omega.T))]
-    y_hat = predictions(program, nu, omega, b)
-    if program.lower is not None:
-        worst.append(float(np.max(program.lower - y_hat)))
-    if program.upper is not None:
-        worst.append(float(np.max(y_hat - program.upper)))
-    if program.ramp is not None:
-        worst.append(float(np.max(np.abs(np.diff(y_hat)) - program.ramp)))
-    return float(max(worst))
-
-
 def _checked_solution(
     program: ScnnProgram,
     lifted: LiftedProgram,
@@ -123,7 +109,7 @@ def _checked_solution(
     objective = objective_value(program, nu, omega, b)
     dual_bound = float(-lifted.h @ state.z) / program.n_samples
     rel_gap = (objective - dual_bound) / max(abs(objective), 1e-12)
-    violation = max_violation(program, nu, omega, b)
+    violation = max_constraint_violation(program, nu, omega, b)
     info = {
         "message": state.message,
         "dual_bound": dual_bound,

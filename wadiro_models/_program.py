@@ -151,3 +151,18 @@ def objective_value(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: 
             penalty = np.sum(weights**2)
         value += program.lambda_reg * penalty
     return float(value)
+
+
+def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray,
+                             b: float) -> float:
+    """Largest violation of any constraint of the program at a point (0 when feasible)."""
+    sign = 2.0 * program.patterns - 1.0
+    worst = [0.0, -np.min(sign * (program.X @ nu.T)), -np.min(sign * (program.X @ omega.T))]
+    y_hat = predictions(program, nu, omega, b)
+    if program.lower is not None:
+        worst.append(np.max(program.lower - y_hat))
+    if program.upper is not None:
+        worst.append(np.max(y_hat - program.upper))
+    if program.ramp is not None and program.n_samples > 1:
+        worst.append(np.max(np.abs(np.diff(y_hat)) - program.ramp))
+    return float(max(worst))
