@@ -19,12 +19,19 @@ from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
 
-from tasks.building_frame import load_buildings_info, load_many_building_hours
-from tasks.forecasting import DEFAULT_MODEL_OPTIONS, MODEL_NAMES, ForecastConfig
-from tasks.ingest_cambridge import ingest_cambridge
-from tasks.pipeline_tasks import BuildingJob, run_jobs
-from tasks.warehouse import connect
-from tasks.windows import window_load_range
+from wadiro_fleet.tasks.ingest.cambridge_archive import ingest_cambridge
+from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
+from wadiro_fleet.tasks.protocol.forecasting import (
+    DEFAULT_MODEL_OPTIONS,
+    MODEL_NAMES,
+    ForecastConfig,
+)
+from wadiro_fleet.tasks.protocol.windows import window_load_range
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.hours import (
+    load_buildings_info,
+    load_many_building_hours,
+)
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 

@@ -29,11 +29,16 @@ from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
-from tasks.forecasting import ForecastConfig
-from tasks.pipeline_tasks import run_jobs
-from tasks.results import ensure_result_schema, write_results
-from tasks.synthetic_fleet import FleetSpec, building_ids, ingest_synthetic
-from tasks.warehouse import connect
+from wadiro_fleet.tasks.ingest.synthetic_fleet import (
+    FleetSpec,
+    building_ids,
+    ingest_synthetic,
+)
+from wadiro_fleet.tasks.protocol.batch import run_jobs
+from wadiro_fleet.tasks.protocol.forecasting import ForecastConfig
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.results import write_results
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2024, 4, 1)  # the 14th week of a fleet starting 2024-01-01: 12 weeks of history before it
 MODELS = ("seasonal_naive",)
@@ -57,7 +62,7 @@ def prefect_api(api_url: str | None) -> Iterator[str]:
 
 def time_compute(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, int]:
     """``run_jobs`` alone over every building, hours read beforehand (not timed)."""
-    from flows.forecast import _load_jobs
+    from wadiro_fleet.flows.forecast import _load_jobs
 
     config = ForecastConfig(models=MODELS)
     jobs = [job for start in range(0, len(ids), batch_size)
@@ -70,7 +75,7 @@ def time_compute(warehouse: Path, ids: list[str], batch_size: int) -> tuple[floa
 
 def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, int]:
     """The flow's read -> compute -> write per batch, sequentially, without Prefect."""
-    from flows.forecast import _load_jobs
+    from wadiro_fleet.flows.forecast import _load_jobs
 
     config = ForecastConfig(models=MODELS)
     ok = 0
@@ -85,7 +90,7 @@ def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, 
 
 
 def time_flow(warehouse: Path, runner: str, batch_size: int, max_in_flight: int) -> tuple[float, int]:
-    from flows.forecast import weekly_forecast_flow
+    from wadiro_fleet.flows.forecast import weekly_forecast_flow
 
     started = time.perf_counter()
     summary = weekly_forecast_flow(
@@ -112,7 +117,7 @@ def main() -> None:
         started = time.perf_counter()
         ingest_synthetic(warehouse, FleetSpec(buildings=n, start=date(2024, 1, 1), weeks=14, seed=11))
         with connect(warehouse) as con:
-            ensure_result_schema(con)
+            ensure_schema(con)
         print(f"fleet of {n} buildings x 14 weeks generated in {time.perf_counter() - started:.1f} s; "
               f"target week {WEEK}, model {', '.join(MODELS)}, {os.cpu_count()} cores", flush=True)
         ids = building_ids(n)

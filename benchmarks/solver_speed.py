@@ -30,10 +30,15 @@ from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from wadiro_fleet.tasks.ingest.cambridge_archive import (
+    HOLIDAY_COUNTRY,
+    HOLIDAY_SUBDIV,
+    TIMEZONE,
+    load_cambridge,
+)
+from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
+from wadiro_fleet.tasks.protocol.windows import window_bounds
 
-from tasks.features import build_features, get_feature_set
-from tasks.ingest_cambridge import HOLIDAY_COUNTRY, HOLIDAY_SUBDIV, TIMEZONE, load_cambridge
-from tasks.windows import window_bounds
 from wadiro_models._cvxpy_solver import solve_clarabel
 from wadiro_models._gates import augment, distinct_gates, n_gate_samples, sample_gates
 from wadiro_models._ipm import solve_ipm

@@ -17,30 +17,27 @@ import typer
 # which the processes runner hands to its workers, are read at import. Users can override.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from flows.cli_forecast import register as register_forecast_commands  # noqa: E402 - after the default above
-from flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow
-from tasks.building_frame import UnknownBuildingError
-from tasks.forecasting import UnknownModelNameError
-from tasks.ingest_cambridge import IngestError
-from tasks.synthetic_fleet import FleetSpecError
-from tasks.warehouse import WarehouseError
-from tasks.week_selection import EmptySelectionError
-from tasks.windows import NotALocalMondayError
-
-EXPECTED_ERRORS = (
-    IngestError, FleetSpecError, WarehouseError, UnknownBuildingError, UnknownModelNameError,
-    EmptySelectionError, NotALocalMondayError,
-)
-"""Input problems reported as one line and a non-zero exit code, without a traceback."""
+from wadiro_fleet.flows.cli_options import split_list, with_settings  # noqa: E402
+from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow  # noqa: E402
+from wadiro_fleet.flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow  # noqa: E402
+from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings  # noqa: E402
+from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
+from wadiro_fleet.tasks.report import run_leaderboard, write_report  # noqa: E402
+from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect  # noqa: E402
+from wadiro_fleet.tasks.warehouse.runs import RunSummary  # noqa: E402
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Fleet-scale week-ahead load forecasting.")
 ingest_app = typer.Typer(no_args_is_help=True, help="Fill the warehouse's input tables.")
 app.add_typer(ingest_app, name="ingest")
 
-WarehouseOption = Annotated[
+Warehouse = Annotated[
     Path, typer.Option("--warehouse", help="DuckDB warehouse file (created on first use).")
 ]
 DateFormats = ["%Y-%m-%d"]
+
+
+def _day_option(flag: str, help_text: str) -> typer.models.OptionInfo:
+    return typer.Option(flag, formats=DateFormats, help=help_text)
 
 
 @app.callback()
@@ -61,31 +58,34 @@ def main(
 T = TypeVar("T")
 
 
-class _Summary(Protocol):
+def run_guarded(call: Callable[[], T]) -> T:
+    """``call()``, with a pipeline error (bad input, busy warehouse) turned into one line and
+    exit code 1."""
+    try:
+        return call()
+    except PipelineError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+def _as_date(value: datetime | None) -> date | None:
+    return value.date() if value is not None else None
+
+
+# --- ingest ------------------------------------------------------------------------------
+
+class _IngestSummary(Protocol):
     seconds: float
 
     def line(self) -> str: ...
 
 
-def run_guarded(call: Callable[[], T]) -> T:
-    """``call()``, with an expected input error turned into one line and exit code 1."""
-    try:
-        return call()
-    except EXPECTED_ERRORS as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=1) from None
-
-
-def _run(label: str, call: Callable[[], _Summary]) -> None:
-    """Run a flow; print its one-line summary, or one line of error and exit 1."""
+def _ingest(label: str, call: Callable[[], _IngestSummary]) -> None:
+    """Run an ingest flow; print its one-line summary."""
     began = time.perf_counter()
     summary = run_guarded(call)
     total = time.perf_counter() - began
     typer.echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
-
-
-def _as_date(value: datetime | None) -> date | None:
-    return value.date() if value is not None else None
 
 
 @ingest_app.command("cambridge")
@@ -94,42 +94,123 @@ def ingest_cambridge(
     buildings: Annotated[
         Optional[str], typer.Option("--buildings", help="Comma-separated building ids (default: all).")
     ] = None,
-    start: Annotated[
-        Optional[datetime], typer.Option("--start", formats=DateFormats, help="First UTC day (inclusive).")
-    ] = None,
-    end: Annotated[
-        Optional[datetime], typer.Option("--end", formats=DateFormats, help="Last UTC day (inclusive).")
-    ] = None,
-    warehouse: WarehouseOption = Path("warehouse.duckdb"),
+    start: Annotated[Optional[datetime], _day_option("--start", "First UTC day (inclusive).")] = None,
+    end: Annotated[Optional[datetime], _day_option("--end", "Last UTC day (inclusive).")] = None,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Ingest the real Cambridge archive (electricity and Bedford weather)."""
-    ids = [b.strip() for b in buildings.split(",") if b.strip()] if buildings is not None else None
-    _run(
-        "cambridge",
-        lambda: ingest_cambridge_flow(
-            path=str(path), warehouse=str(warehouse), buildings=ids, start=_as_date(start), end=_as_date(end)
-        ),
-    )
+    ids = split_list(buildings, "--buildings")
+    _ingest("cambridge", lambda: ingest_cambridge_flow(
+        path=str(path), warehouse=str(warehouse), buildings=ids, start=_as_date(start),
+        end=_as_date(end),
+    ))
 
 
 @ingest_app.command("synthetic")
 def ingest_synthetic(
     buildings: Annotated[int, typer.Option("--buildings", min=1, help="Number of buildings.")],
     start: Annotated[
-        datetime, typer.Option("--start", formats=DateFormats, help="Start date; the first local Monday on or after it.")
+        datetime, _day_option("--start", "Start date; the first local Monday on or after it.")
     ],
     weeks: Annotated[int, typer.Option("--weeks", min=1, help="Number of weeks.")],
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed.")] = 0,
     sites: Annotated[int, typer.Option("--sites", min=1, help="Number of weather sites.")] = 3,
-    warehouse: WarehouseOption = Path("warehouse.duckdb"),
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Generate and ingest a synthetic fleet of non-residential buildings."""
-    _run(
-        "synthetic",
-        lambda: ingest_synthetic_flow(
-            buildings=buildings, start=start.date(), weeks=weeks, seed=seed, sites=sites, warehouse=str(warehouse)
-        ),
-    )
+    _ingest("synthetic", lambda: ingest_synthetic_flow(
+        buildings=buildings, start=start.date(), weeks=weeks, seed=seed, sites=sites,
+        warehouse=str(warehouse),
+    ))
 
 
-register_forecast_commands(app, run_guarded)
+# --- forecasting -------------------------------------------------------------------------
+
+def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
+    """Run a forecasting flow; print its summary, its failures and its leaderboard."""
+    began = time.perf_counter()
+    summary = run_guarded(call)
+    typer.echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
+    for failure in summary.failures:
+        typer.echo(f"  failed: {failure}", err=True)
+    with connect(warehouse, read_only=True) as con:
+        board = run_leaderboard(con, summary.run_id)
+    if board.empty:
+        typer.echo("no scored forecasts in this run (no actuals in the target week?)")
+        return
+    shown = board[["model", "n_building_weeks", "mean_mae", "median_mae", "mean_rmse",
+                   "mean_cv_rmse", "test_violations", "train_violations",
+                   "violations_deviation_pct"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+@app.command("forecast")
+@with_settings(WeeklySettings)
+def forecast(
+    settings: WeeklySettings,
+    week: Annotated[Optional[datetime], _day_option(
+        "--week", "Target week's local Monday (default: the latest week that can be forecast).")] = None,
+) -> None:
+    """Forecast one target week for the fleet (the weekly run) and score it where actuals exist."""
+    _report_run(lambda: weekly_forecast_flow(week=_as_date(week), settings=settings),
+                settings.warehouse)
+
+
+@app.command("backfill")
+@with_settings(BackfillSettings)
+def backfill(
+    settings: BackfillSettings,
+    start: Annotated[datetime, _day_option("--start", "First target week's local Monday.")],
+    end: Annotated[datetime, _day_option("--end", "Last target week's local Monday (inclusive).")],
+) -> None:
+    """Forecast and score every target week from --start to --end."""
+    _report_run(lambda: backfill_flow(start=start.date(), end=end.date(), settings=settings),
+                settings.warehouse)
+
+
+@app.command("report")
+def report(
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("reports"),
+    buildings: Annotated[Optional[str], typer.Option(
+        "--buildings", help="Buildings to plot (default: the first three with scores).")] = None,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """Write the fleet leaderboard, per-building errors and forecast plots."""
+    ids = split_list(buildings, "--buildings")
+
+    def make():  # noqa: ANN202
+        with connect(warehouse, read_only=True) as con:
+            return write_report(con, out, ids)
+
+    result = run_guarded(make)
+    typer.echo(result.leaderboard.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    for path in result.files:
+        typer.echo(f"wrote {path}")
+
+
+@app.command("demo")
+def demo(
+    buildings: Annotated[int, typer.Option("--buildings", min=1, help="Demo fleet size.")] = 6,
+    trials: Annotated[int, typer.Option("--trials", min=1, help=WeeklySettings.model_fields[
+        "trials"].description)] = WeeklySettings.model_fields["trials"].default,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """The whole job on the embedded default: a generated demo fleet, its latest week
+    forecast with every model, and the leaderboard."""
+    if not _has_buildings(warehouse):
+        typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse} ...")
+        run_guarded(lambda: ingest_synthetic_flow(
+            buildings=buildings, start=date(2024, 1, 1), weeks=14, seed=0,
+            warehouse=str(warehouse)))
+    settings = WeeklySettings(warehouse=str(warehouse), trials=trials)
+    _report_run(lambda: weekly_forecast_flow(settings=settings), settings.warehouse)
+
+
+def _has_buildings(warehouse: Path) -> bool:
+    if not warehouse.exists():
+        return False
+    with connect(warehouse, read_only=True) as con:
+        try:
+            return con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0
+        except Exception:  # noqa: BLE001 - a warehouse without the table has no buildings
+            return False

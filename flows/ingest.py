@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import date
 
 from prefect import flow
-
-from tasks.ingest_cambridge import IngestSummary, load_cambridge_task, write_cambridge_task
-from tasks.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic_task
+from wadiro_fleet.tasks.ingest.cambridge import (
+    IngestSummary,
+    load_cambridge_task,
+    write_cambridge_task,
+)
+from wadiro_fleet.tasks.ingest.synthetic_fleet import (
+    FleetSpec,
+    SyntheticSummary,
+    ingest_synthetic_task,
+)
+from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE
 
 __all__ = ["ingest_cambridge_flow", "ingest_synthetic_flow"]
 
@@ -15,7 +23,7 @@ __all__ = ["ingest_cambridge_flow", "ingest_synthetic_flow"]
 @flow(name="ingest-cambridge")
 def ingest_cambridge_flow(
     path: str,
-    warehouse: str = "warehouse.duckdb",
+    warehouse: str = DEFAULT_WAREHOUSE,
     buildings: list[str] | None = None,
     start: date | None = None,
     end: date | None = None,
@@ -32,7 +40,7 @@ def ingest_synthetic_flow(
     weeks: int,
     seed: int = 0,
     sites: int = 3,
-    warehouse: str = "warehouse.duckdb",
+    warehouse: str = DEFAULT_WAREHOUSE,
 ) -> SyntheticSummary:
     """Generate a synthetic fleet and write it in one transaction."""
     spec = FleetSpec(buildings=buildings, start=start, weeks=weeks, seed=seed, sites=sites)

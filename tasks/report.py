@@ -13,8 +13,7 @@ matplotlib.use("Agg")  # files only; no display on batch machines
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-
-from tasks.results_schema import leaderboard_sql  # noqa: E402
+from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
 
 
 def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

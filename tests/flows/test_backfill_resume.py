@@ -17,14 +17,18 @@ import time
 
 import pytest
 from prefect.settings import PREFECT_API_URL
-from warehouse_rows import FAST_MODELS, RESULT_TABLES, WEEKS, make_warehouse, result_rows
-
-from flows.forecast import backfill_flow
-from tasks.warehouse import connect
+from wadiro_fleet.flows.forecast import backfill_flow
+from wadiro_fleet.tasks.warehouse.connection import connect
+from warehouse_rows import (
+    FAST_MODELS,
+    RESULT_TABLES,
+    WEEKS,
+    make_warehouse,
+    result_rows,
+)
 
 BUILDINGS = 3
-BACKFILL = {"start": WEEKS[0], "end": WEEKS[-1], "models": FAST_MODELS, "trials": 2,
-            "batch_size": 1, "max_in_flight": 1, "show_progress": False}
+BACKFILL = {"models": FAST_MODELS, "trials": 2, "batch_size": 1, "max_in_flight": 1}
 """One building per batch, one batch at a time: the first rows land long before the last."""
 
 MAX_READ_WAIT_S = 5.0
@@ -32,10 +36,11 @@ MAX_READ_WAIT_S = 5.0
 _CHILD = textwrap.dedent("""
     import sys
     from datetime import date
-    from flows.forecast import backfill_flow
-    backfill_flow(start=date.fromisoformat(sys.argv[2]), end=date.fromisoformat(sys.argv[3]),
-                  warehouse=sys.argv[1], models=sys.argv[4].split(","), trials=int(sys.argv[5]),
-                  batch_size=1, max_in_flight=1, show_progress=False)
+    from wadiro_fleet.flows.forecast import backfill_flow
+    from wadiro_fleet.flows.settings import BackfillSettings
+    backfill_flow(date.fromisoformat(sys.argv[2]), date.fromisoformat(sys.argv[3]),
+                  BackfillSettings(warehouse=sys.argv[1], models=sys.argv[4].split(","),
+                                   trials=int(sys.argv[5]), batch_size=1, max_in_flight=1))
 """)
 
 
@@ -70,7 +75,7 @@ def test_killed_backfill_resumes_to_the_uninterrupted_rows(tmp_path, prefect_bac
     shutil.copy(pristine, resumed)
     total = BUILDINGS * len(WEEKS)
 
-    backfill_flow(warehouse=str(reference), **BACKFILL)
+    backfill_flow(WEEKS[0], WEEKS[-1], BackfillSettings(warehouse=str(reference), **BACKFILL))
     expected = result_rows(reference)
     assert len(expected["window_status"]) == total
 
@@ -96,7 +101,7 @@ def test_killed_backfill_resumes_to_the_uninterrupted_rows(tmp_path, prefect_bac
         stale = con.execute("SELECT run_id, status, finished_at FROM runs").fetchall()
     assert len(stale) == 1 and stale[0][1:] == ("running", None)
 
-    summary = backfill_flow(warehouse=str(resumed), **BACKFILL)
+    summary = backfill_flow(WEEKS[0], WEEKS[-1], BackfillSettings(warehouse=str(resumed), **BACKFILL))
     assert summary.ok == total and summary.failed == 0
     assert result_rows(resumed) == expected
     with connect(resumed, read_only=True) as con:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 from typer.testing import CliRunner
-
-from flows.cli import app
+from wadiro_fleet.flows.cli import app
 
 B0 = "UCam_Building_b0"
 

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from wadiro_fleet.flows.forecast import backfill_flow
+from wadiro_fleet.flows.settings import BackfillSettings
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
-
-from flows.forecast import backfill_flow
 
 BIN = Path(sys.executable).parent
 
@@ -70,14 +70,15 @@ def test_backfill_on_dask_matches_threads(tmp_path, dask_cluster, prefect_backen
     on_dask = make_warehouse(tmp_path / "dask.duckdb", buildings=3)
     on_threads = tmp_path / "threads.duckdb"
     shutil.copy(on_dask, on_threads)
-    run = {"start": WEEKS[0], "end": WEEKS[-1], "models": FAST_MODELS, "trials": 2,
-           "batch_size": 1, "show_progress": False}
+    run = {"models": FAST_MODELS, "trials": 2, "batch_size": 1}
 
-    summary = backfill_flow(warehouse=str(on_dask), runner="dask", dask_address=address, **run)
+    summary = backfill_flow(WEEKS[0], WEEKS[-1], BackfillSettings(
+        warehouse=str(on_dask), runner="dask", dask_address=address, **run))
     assert summary.ok == 3 * len(WEEKS) and summary.failed == 0
     # One thread: liblinear (the SVR baseline) seeds the C library's process-wide rand(), so two
     # SVR fits running side by side on threads of one process do not reproduce each other.
-    backfill_flow(warehouse=str(on_threads), runner="threads", max_workers=1, **run)
+    backfill_flow(WEEKS[0], WEEKS[-1], BackfillSettings(
+        warehouse=str(on_threads), runner="threads", workers=1, **run))
     assert result_rows(on_dask) == result_rows(on_threads)
     # both workers computed batches (each logs the task runs it executed)
     for log in logs:
@@ -85,7 +86,7 @@ def test_backfill_on_dask_matches_threads(tmp_path, dask_cluster, prefect_backen
 
 
 def test_dask_runner_needs_an_address():
-    from flows.runners import make_task_runner
+    from wadiro_fleet.flows.runners import make_task_runner
 
-    with pytest.raises(ValueError, match="dask-address"):
+    with pytest.raises(ValueError, match="needs a scheduler address"):
         make_task_runner("dask")

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from wadiro_fleet.tasks.warehouse.connection import connect
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
-
-from tasks.warehouse import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -105,10 +104,16 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
     [schedule] = weekly["schedules"]
     assert schedule["active"] and schedule["schedule"]["cron"] == "0 6 * * 1"
     assert schedule["schedule"]["timezone"] == "Europe/London"
-    assert weekly["parameters"]["tuning"] == "reuse" and weekly["work_pool_name"] == POOL
+    assert weekly["work_pool_name"] == POOL
     assert deployments["backfill"]["schedules"] == []
+    # Defaults are said once, in the flows' settings: prefect.yaml restates none of them.
+    for name, tuning in (("weekly-forecast", "reuse"), ("backfill", "per-window")):
+        assert deployments[name]["parameters"] == {}
+        schema = deployments[name]["parameter_openapi_schema"]["properties"]["settings"]
+        assert schema["default"]["tuning"] == tuning and schema["default"]["trials"] == 15
 
-    common = {"models": '["svr", "wadiro_linreg", "seasonal_naive"]', "trials": "2"}
+    # Overrides as an operator gives them: a partial settings object, the rest from defaults.
+    common = {"settings": '{"models": ["svr", "wadiro_linreg", "seasonal_naive"], "trials": 2}'}
     backfill = _run_deployment(env, "backfill/backfill",
                                {"start": WEEKS[0].isoformat(), "end": WEEKS[0].isoformat(), **common},
                                cwd=elsewhere)

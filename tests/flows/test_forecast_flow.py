@@ -13,10 +13,13 @@ from prefect.client.schemas.filters import (
     ArtifactFilterFlowRunId,
     ArtifactFilterKey,
 )
-from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
+from prefect.exceptions import ParameterTypeError
+from pydantic import ValidationError
 
-from flows.forecast import backfill_flow, weekly_forecast_flow
-from tasks.warehouse import connect
+from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow
+from wadiro_fleet.flows.settings import BackfillSettings
+from wadiro_fleet.tasks.warehouse.connection import connect
+from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
 
 GOOD = ["synthetic_b00000", "synthetic_b00001"]
 EMPTY = "empty_b"  # a building without a single reading
@@ -40,8 +43,9 @@ def warehouse(tmp_path_factory):
 def backfill(warehouse, prefect_backend):
     """One backfill over two weeks of the whole fleet, batches of two buildings."""
     return backfill_flow(
-        start=WEEKS[0], end=WEEKS[-1], warehouse=str(warehouse), models=FAST_MODELS, trials=2,
-        batch_size=2, show_progress=False,
+        start=WEEKS[0], end=WEEKS[-1],
+        settings=BackfillSettings(warehouse=str(warehouse), models=FAST_MODELS, trials=2,
+                                  batch_size=2),
     )
 
 
@@ -101,9 +105,11 @@ def test_progress_and_leaderboard_artifacts(backfill, warehouse):
 
 
 def test_weekly_forecast_reuses_the_backfills_tuning(backfill, warehouse):
+    # settings given as a deployment gives them: a partial JSON object, the rest from the
+    # weekly run's defaults (tuning = reuse)
     summary = weekly_forecast_flow(
-        warehouse=str(warehouse), buildings=GOOD, models=FAST_MODELS, trials=2,
-        show_progress=False,
+        settings={"warehouse": str(warehouse), "buildings": GOOD, "models": FAST_MODELS,
+                  "trials": 2},
     )
     # the data end on Sunday 2024-04-07: the latest week with its weather stored is 2024-04-01
     assert summary.weeks == [date(2024, 4, 1)] and summary.ok == len(GOOD)
@@ -118,10 +124,16 @@ def test_weekly_forecast_reuses_the_backfills_tuning(backfill, warehouse):
     assert flows[summary.run_id] == "forecast" and flows[backfill.run_id] == "backfill"
 
 
-def test_bad_batch_size_is_refused(warehouse, prefect_backend):
-    with pytest.raises(ValueError, match="batch_size"):
-        backfill_flow(start=WEEKS[0], end=WEEKS[0], warehouse=str(warehouse), batch_size=0,
-                      show_progress=False)
+def test_bad_settings_are_refused_before_the_run_starts(warehouse, prefect_backend):
+    with pytest.raises(ValidationError, match="batch_size"):
+        BackfillSettings(warehouse=str(warehouse), batch_size=0)
+    with pytest.raises(ValidationError, match="dask runner needs dask_address"):
+        BackfillSettings(runner="dask")
+    with pytest.raises(ParameterTypeError, match="feature_set"):
+        backfill_flow(start=WEEKS[0], end=WEEKS[0],
+                      settings={"warehouse": str(warehouse), "feature_set": "bogus"})
+    with connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs WHERE status = 'crashed'").fetchone() == (0,)
 
 
 @pytest.mark.slow
@@ -130,11 +142,12 @@ def test_parallel_runners_match_one_thread(runner, tmp_path, prefect_backend):
     parallel = make_warehouse(tmp_path / f"{runner}.duckdb", buildings=2)
     on_thread = tmp_path / "thread.duckdb"
     shutil.copy(parallel, on_thread)
-    run = {"start": WEEKS[0], "end": WEEKS[-1], "models": FAST_MODELS, "trials": 2,
-           "batch_size": 1, "show_progress": False}
-    summary = backfill_flow(warehouse=str(parallel), runner=runner, max_workers=2, **run)
+    run = {"models": FAST_MODELS, "trials": 2, "batch_size": 1}
+    summary = backfill_flow(WEEKS[0], WEEKS[-1], BackfillSettings(
+        warehouse=str(parallel), runner=runner, workers=2, **run))
     assert summary.ok == 2 * len(WEEKS)
-    backfill_flow(warehouse=str(on_thread), runner="threads", max_workers=1, **run)
+    backfill_flow(WEEKS[0], WEEKS[-1], BackfillSettings(
+        warehouse=str(on_thread), runner="threads", workers=1, **run))
     assert result_rows(parallel) == result_rows(on_thread)
 
 
@@ -144,8 +157,8 @@ def test_a_building_with_unreadable_data_fails_alone(tmp_path, prefect_backend):
     with connect(path) as con:
         con.execute("INSERT INTO meter_readings SELECT * FROM meter_readings "
                     "WHERE building_id = 'synthetic_b00001' LIMIT 1")
-    summary = backfill_flow(start=WEEKS[0], end=WEEKS[0], warehouse=str(path),
-                            models=["seasonal_naive"], trials=1, batch_size=2, show_progress=False)
+    summary = backfill_flow(WEEKS[0], WEEKS[0], BackfillSettings(
+        warehouse=str(path), models=["seasonal_naive"], trials=1, batch_size=2))
     assert (summary.ok, summary.failed) == (1, 1)
     with connect(path, read_only=True) as con:
         status = dict(con.execute("SELECT building_id, status || ' ' || reason FROM window_status")

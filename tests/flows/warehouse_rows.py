@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from tasks.results import PER_MODEL_TABLES, ensure_result_schema
-from tasks.synthetic_fleet import FleetSpec, ingest_synthetic
-from tasks.warehouse import connect
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.results import PER_MODEL_TABLES
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
 FAST_MODELS = ["svr", "wadiro_linreg", "seasonal_naive"]
 WEEKS = (date(2024, 3, 25), date(2024, 4, 1))
@@ -20,7 +21,7 @@ def make_warehouse(path: Path, buildings: int = 3, seed: int = 3) -> Path:
     """A synthetic fleet of 14 weeks from 2024-01-01 with the result tables created."""
     ingest_synthetic(path, FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=14, seed=seed))
     with connect(path) as con:
-        ensure_result_schema(con)
+        ensure_schema(con)
     return path
 
 

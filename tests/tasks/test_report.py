@@ -4,10 +4,14 @@ from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 import pytest
-
-from tasks.report import building_errors, fleet_leaderboard, run_leaderboard, write_report
-from tasks.results import ensure_result_schema
-from tasks.warehouse import connect
+from wadiro_fleet.tasks.report import (
+    building_errors,
+    fleet_leaderboard,
+    run_leaderboard,
+    write_report,
+)
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2019, 4, 1)
 SCORES = [
@@ -24,7 +28,7 @@ SCORES = [
 def warehouse(tmp_path):
     path = tmp_path / "w.duckdb"
     with connect(path) as con:
-        ensure_result_schema(con)
+        ensure_schema(con)
         for row in SCORES:
             con.execute("INSERT INTO scores (building_id, model, target_week, mae, rmse, "
                         "mean_actual, n_hours, n_violations, n_train_violations, run_id) "

@@ -1,0 +1,69 @@
+"""A forecasting run's settings: what it computes, over which buildings, where it runs.
+
+One definition serves every entry point. The flows take a settings object as one parameter
+(``settings``), the deployments in ``prefect.yaml`` take the flows' defaults, and the command
+line builds its options from these fields (:mod:`wadiro_fleet.flows.cli_options`). The only
+default that differs between the weekly run and a backfill is ``tuning``: the weekly run reuses
+recent tuning, a backfill tunes every window as the paper's protocol does.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+from wadiro_fleet.tasks.protocol.config import ForecastConfig, TuningMode
+from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE
+
+RunnerKind = Literal["threads", "processes", "dask"]
+
+
+class RunSettings(ForecastConfig):
+    """:class:`ForecastConfig` plus the warehouse, the buildings and the task runner."""
+
+    warehouse: str = Field(DEFAULT_WAREHOUSE, description="DuckDB warehouse file (created on first use).")
+    buildings: tuple[str, ...] | None = Field(
+        None, description="Building ids to forecast (default: every building in the warehouse)."
+    )
+    runner: RunnerKind = Field(
+        "processes",
+        description="Where tasks run: processes (default; tuning spends much of its time in "
+        "Python, which threads share under one lock), threads, or dask.",
+    )
+    dask_address: str | None = Field(
+        None, description="Dask scheduler address for runner dask (e.g. tcp://HOST:8786)."
+    )
+    workers: int | None = Field(None, ge=1, description="Parallel workers (default: cores).")
+    batch_size: int = Field(2, ge=1, description="Buildings per task run.")
+    max_in_flight: int = Field(8, ge=1, description="Task runs submitted at a time.")
+
+    @model_validator(mode="after")
+    def _dask_needs_an_address(self) -> RunSettings:
+        if self.runner == "dask" and not self.dask_address:
+            raise ValueError("the dask runner needs dask_address (e.g. tcp://127.0.0.1:8786)")
+        if self.buildings is not None and not self.buildings:
+            raise ValueError("an empty list of buildings was given; leave it out for all")
+        return self
+
+    def record(self, weeks: list, label: str) -> dict:
+        """The ``runs.parameters`` record: everything but the warehouse path."""
+        record = self.as_record()
+        record.pop("warehouse")
+        return {**record, "weeks": [w.isoformat() for w in weeks], "flow": label}
+
+
+class WeeklySettings(RunSettings):
+    """The weekly run's settings: refit with recent tuning, tune when it is missing or old."""
+
+    tuning: TuningMode = Field(
+        "reuse",
+        description="reuse: refit with the latest stored hyperparameters (tune when there are "
+        "none or they are too old); per-window: tune every window.",
+    )
+
+
+class BackfillSettings(RunSettings):
+    """A backfill's settings: every window tuned (the paper's protocol)."""
+
+
+__all__ = ["BackfillSettings", "RunSettings", "RunnerKind", "WeeklySettings"]

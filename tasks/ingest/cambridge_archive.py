@@ -1,0 +1,395 @@
+"""The one reader of the Cambridge University Estates archive, in the archive's own layout.
+
+Layout under the archive root::
+
+    building_data/processed_data/UCam_Building_b{N}/electricity/{YYYY}.csv
+        datetime,equipment load [kWh]              (UTC, hourly, one calendar year per file)
+    aux_data/MetOffice Weather Data/processed_data/bedford/{YYYY}.csv
+        datetime,air_temperature [degC],rltv_hum [%],glbl_irad_amt [W/m2]
+    aux_data/MetOffice Weather Data/raw_data/hourly_weather/*qcv-1_{YYYY}.csv
+        raw MIDAS hourly observations: a metadata header, a line ``data``, the CSV, ``end data``
+
+Rules (also in ``data/README.md``):
+
+* An exact ``0`` kWh is the publisher's marker for a missing or invalid reading: it is stored as
+  NULL, never as 0. Empty cells are NULL too.
+* Wind speed comes from the raw MIDAS files, converted from knots to m/s. Only observations
+  whose ``ob_time`` falls exactly on the hour are used; when several rows share an ``ob_time``
+  the one with the highest ``version_num`` wins, and among equal versions the last one in the
+  file (MIDAS appends corrections). An hour without a usable observation gets NULL wind.
+* Every yearly file must hold exactly the hours of its year, each once; anything else (a
+  truncated file, a duplicated timestamp, a non-numeric value) is an error naming the file, and
+  nothing is written.
+
+Everything is read and checked into Arrow tables (:class:`CambridgeBatch`), with no
+warehouse: the ingest (:mod:`~wadiro_fleet.tasks.ingest.cambridge`), the tests and the
+benchmarks all read the archive through :func:`load_cambridge`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+from wadiro_fleet.tasks.errors import UnknownBuildingError
+from wadiro_fleet.tasks.ingest.errors import (
+    DuplicateTimestampError,
+    EmptyRangeError,
+    MalformedSourceError,
+    SourceNotFoundError,
+)
+
+__all__ = [
+    "ARCHIVE_SOURCE",
+    "HOLIDAY_COUNTRY",
+    "HOLIDAY_SUBDIV",
+    "SITE_ID",
+    "TIMEZONE",
+    "ArchiveLayout",
+    "CambridgeBatch",
+    "list_buildings",
+    "load_cambridge",
+    "read_bedford_weather",
+    "read_electricity_file",
+    "read_midas_wind",
+    "utc_range",
+]
+
+SITE_ID = "bedford"
+TIMEZONE = "Europe/London"
+HOLIDAY_COUNTRY = "GB"
+HOLIDAY_SUBDIV = "ENG"
+ARCHIVE_SOURCE = "cambridge-estates"
+KNOT_IN_MS = 0.514444
+MIDAS_KNOTS_UNIT_ID = 4
+
+ELECTRICITY_COLUMNS = ("datetime", "equipment load [kWh]")
+WEATHER_COLUMNS = ("datetime", "air_temperature [degC]", "rltv_hum [%]", "glbl_irad_amt [W/m2]")
+_UTC_TS = pa.timestamp("us", tz="UTC")
+_YEAR_FILE = re.compile(r"^(\d{4})\.csv$")
+_MIDAS_YEAR = re.compile(r"qcv-1_(\d{4})\.csv$")
+
+
+@dataclass(frozen=True)
+class ArchiveLayout:
+    """Where the archive keeps each kind of file, checked to exist."""
+
+    root: Path
+
+    @property
+    def buildings_dir(self) -> Path:
+        return self.root / "building_data" / "processed_data"
+
+    @property
+    def weather_dir(self) -> Path:
+        return self.root / "aux_data" / "MetOffice Weather Data" / "processed_data" / SITE_ID
+
+    @property
+    def midas_dir(self) -> Path:
+        return self.root / "aux_data" / "MetOffice Weather Data" / "raw_data" / "hourly_weather"
+
+    @classmethod
+    def at(cls, root: str | Path) -> ArchiveLayout:
+        layout = cls(Path(root))
+        if not layout.root.is_dir():
+            raise SourceNotFoundError(f"archive path does not exist: {layout.root}")
+        for needed in (layout.buildings_dir, layout.weather_dir):
+            if not needed.is_dir():
+                raise SourceNotFoundError(f"archive layout incomplete, missing directory: {needed}")
+        return layout
+
+
+@dataclass(frozen=True)
+class CambridgeBatch:
+    """Everything one ingest writes, already validated."""
+
+    buildings: pa.Table
+    readings: pa.Table
+    weather: pa.Table
+    building_ids: tuple[str, ...]
+    start: datetime | None
+    end: datetime | None
+    read_seconds: float = 0.0
+
+
+def _building_number(building_id: str) -> tuple[int, str]:
+    match = re.search(r"(\d+)$", building_id)
+    return (int(match.group(1)) if match else -1, building_id)
+
+
+def list_buildings(layout: ArchiveLayout) -> list[str]:
+    """Building ids (folder names) that hold an ``electricity`` folder, in numeric order."""
+    ids = [p.name for p in layout.buildings_dir.iterdir() if (p / "electricity").is_dir()]
+    return sorted(ids, key=_building_number)
+
+
+def select_buildings(available: Sequence[str], requested: Sequence[str] | None) -> list[str]:
+    """The requested ids (all if ``None``), refusing any id the archive does not have."""
+    if requested is None:
+        return list(available)
+    known = set(available)
+    unknown = [b for b in requested if b not in known]
+    if unknown:
+        raise UnknownBuildingError(f"unknown building id(s) in the archive: {', '.join(unknown)}")
+    if not requested:
+        raise UnknownBuildingError("an empty list of building ids was given")
+    return list(dict.fromkeys(requested))
+
+
+def utc_range(start: date | None, end: date | None) -> tuple[datetime | None, datetime | None]:
+    """Inclusive UTC dates -> [start 00:00, day after end 00:00) as aware datetimes."""
+    lo = datetime(start.year, start.month, start.day, tzinfo=timezone.utc) if start else None
+    hi = (
+        datetime(end.year, end.month, end.day, tzinfo=timezone.utc) + timedelta(days=1)
+        if end
+        else None
+    )
+    if lo is not None and hi is not None and lo >= hi:
+        raise EmptyRangeError(f"empty date range: start {start} is after end {end}")
+    return lo, hi
+
+
+def _year_files(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
+    files: dict[int, Path] = {}
+    for path in directory.iterdir():
+        match = pattern.search(path.name)
+        if match and path.is_file():
+            files[int(match.group(1))] = path
+    return files
+
+
+def _overlaps(year: int, lo: datetime | None, hi: datetime | None) -> bool:
+    year_start = datetime(year, 1, 1, tzinfo=timezone.utc)
+    year_end = datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    return (lo is None or lo < year_end) and (hi is None or hi > year_start)
+
+
+def _read_csv(path: Path, columns: Sequence[str]) -> pa.Table:
+    """Read a CSV with a fixed header: timestamp first, doubles after."""
+    types = {columns[0]: pa.timestamp("s")} | {c: pa.float64() for c in columns[1:]}
+    try:
+        table = pcsv.read_csv(
+            str(path),
+            convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True),
+        )
+    except pa.ArrowInvalid as error:
+        raise MalformedSourceError(f"{path}: {error}") from error
+    if tuple(table.column_names) != tuple(columns):
+        raise MalformedSourceError(
+            f"{path}: expected columns {list(columns)}, found {table.column_names}"
+        )
+    return table
+
+
+def _check_full_year(path: Path, year: int, ts: pa.ChunkedArray) -> None:
+    """A yearly file holds each hour of its UTC year exactly once."""
+    if ts.null_count:
+        raise MalformedSourceError(f"{path}: {ts.null_count} row(s) without a timestamp")
+    seconds = ts.cast(pa.int64()).to_numpy()
+    if np.any(seconds % 3600):
+        raise MalformedSourceError(f"{path}: timestamps not on the hour")
+    lo = int(datetime(year, 1, 1, tzinfo=timezone.utc).timestamp())
+    hi = int(datetime(year + 1, 1, 1, tzinfo=timezone.utc).timestamp())
+    unique, counts = np.unique(seconds, return_counts=True)
+    if unique.size < seconds.size:
+        first = datetime.fromtimestamp(int(unique[counts > 1][0]), tz=timezone.utc)
+        raise DuplicateTimestampError(
+            f"{path}: duplicate timestamps ({seconds.size - unique.size} repeated), first at "
+            f"{first:%Y-%m-%d %H:%M}"
+        )
+    if seconds.size and (seconds.min() < lo or seconds.max() >= hi):
+        raise MalformedSourceError(f"{path}: timestamps outside the year {year}")
+    expected = (hi - lo) // 3600
+    if seconds.size != expected:
+        raise MalformedSourceError(
+            f"{path}: truncated, {seconds.size} of the {expected} hours of {year}"
+        )
+
+
+def _utc(ts: pa.ChunkedArray) -> pa.ChunkedArray:
+    return ts.cast(pa.timestamp("s", tz="UTC")).cast(_UTC_TS)
+
+
+def _in_range(table: pa.Table, lo: datetime | None, hi: datetime | None) -> pa.Table:
+    mask = None
+    if lo is not None:
+        mask = pc.greater_equal(table["ts"], pa.scalar(lo, _UTC_TS))
+    if hi is not None:
+        upper = pc.less(table["ts"], pa.scalar(hi, _UTC_TS))
+        mask = upper if mask is None else pc.and_(mask, upper)
+    return table if mask is None else table.filter(mask)
+
+
+def read_electricity_file(path: Path, building_id: str, year: int) -> pa.Table:
+    """One building-year as (building_id, ts, kwh), exact zeros and blanks as NULL."""
+    raw = _read_csv(path, ELECTRICITY_COLUMNS)
+    _check_full_year(path, year, raw["datetime"])
+    kwh = raw["equipment load [kWh]"]
+    kwh = pc.if_else(pc.equal(kwh, 0.0), pa.scalar(None, pa.float64()), kwh)
+    return pa.table(
+        {
+            "building_id": pa.repeat(pa.scalar(building_id), raw.num_rows),
+            "ts": _utc(raw["datetime"]),
+            "kwh": kwh,
+        }
+    )
+
+
+def read_bedford_weather(path: Path, year: int) -> pa.Table:
+    """One processed Bedford year as (ts, temperature_c, humidity_pct, irradiance_wm2)."""
+    raw = _read_csv(path, WEATHER_COLUMNS)
+    _check_full_year(path, year, raw["datetime"])
+    return pa.table(
+        {
+            "ts": _utc(raw["datetime"]),
+            "temperature_c": raw["air_temperature [degC]"],
+            "humidity_pct": raw["rltv_hum [%]"],
+            "irradiance_wm2": raw["glbl_irad_amt [W/m2]"],
+        }
+    )
+
+
+def _midas_body(path: Path) -> bytes:
+    text = path.read_bytes()
+    lines = text.splitlines(keepends=True)
+    stripped = [line.strip() for line in lines]
+    try:
+        begin = stripped.index(b"data")
+    except ValueError:
+        raise MalformedSourceError(f"{path}: no 'data' line, not a MIDAS file") from None
+    try:
+        end = stripped.index(b"end data", begin + 1)
+    except ValueError:
+        raise MalformedSourceError(f"{path}: truncated, no 'end data' line") from None
+    return b"".join(lines[begin + 1 : end])
+
+
+def read_midas_wind(path: Path) -> pa.Table:
+    """Hourly wind speed (ts, wind_speed_ms) from one raw MIDAS file.
+
+    Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
+    on the hour are ignored. Wind is converted from knots to m/s.
+    """
+    wanted = ["ob_time", "version_num", "wind_speed_unit_id", "wind_speed"]
+    body = _midas_body(path)
+    try:
+        raw = pcsv.read_csv(
+            pa.BufferReader(body),
+            convert_options=pcsv.ConvertOptions(
+                include_columns=wanted,
+                column_types={
+                    "ob_time": pa.timestamp("s"),
+                    "version_num": pa.int64(),
+                    "wind_speed_unit_id": pa.int64(),
+                    "wind_speed": pa.float64(),
+                },
+                null_values=["NA", ""],
+            ),
+        )
+    except (pa.ArrowInvalid, KeyError) as error:
+        raise MalformedSourceError(f"{path}: {error}") from error
+    units = raw["wind_speed_unit_id"].drop_null()
+    if len(units) and not pc.all(pc.equal(units, MIDAS_KNOTS_UNIT_ID)).as_py():
+        raise MalformedSourceError(f"{path}: wind_speed_unit_id other than knots (4) found")
+    frame = raw.to_pandas()
+    frame = frame[frame["ob_time"].notna()]
+    frame = frame[frame["ob_time"].dt.floor("h") == frame["ob_time"]]
+    frame = frame.assign(order=np.arange(len(frame)), version_num=frame["version_num"].fillna(-1))
+    frame = frame.sort_values(["ob_time", "version_num", "order"], kind="stable")
+    frame = frame.drop_duplicates("ob_time", keep="last")
+    return pa.table(
+        {
+            "ts": _utc(pa.chunked_array([pa.array(frame["ob_time"], pa.timestamp("s"))])),
+            "wind_speed_ms": pa.array(frame["wind_speed"] * KNOT_IN_MS, pa.float64()),
+        }
+    )
+
+
+_HOURLY_WEATHER = pa.schema(
+    [
+        ("ts", _UTC_TS),
+        ("temperature_c", pa.float64()),
+        ("humidity_pct", pa.float64()),
+        ("irradiance_wm2", pa.float64()),
+        ("wind_speed_ms", pa.float64()),
+    ]
+)
+
+
+def _weather_year(path: Path, year: int, midas: Path | None) -> pa.Table:
+    """One year of processed Bedford weather with the MIDAS wind joined on the hour."""
+    hourly = read_bedford_weather(path, year)
+    if midas is None:
+        wind = pa.nulls(hourly.num_rows, pa.float64())
+        return hourly.append_column("wind_speed_ms", wind).select(_HOURLY_WEATHER.names)
+    joined = hourly.join(read_midas_wind(midas), "ts", join_type="left outer")
+    return joined.select(_HOURLY_WEATHER.names).cast(_HOURLY_WEATHER)
+
+
+def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None) -> pa.Table:
+    """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
+    years = _year_files(layout.weather_dir, _YEAR_FILE)
+    midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
+    parts = [
+        _in_range(_weather_year(path, year, midas.get(year)), lo, hi)
+        for year, path in sorted(years.items())
+        if _overlaps(year, lo, hi)
+    ]
+    table = pa.concat_tables(parts).sort_by("ts") if parts else _HOURLY_WEATHER.empty_table()
+    n = table.num_rows
+    return table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
+        "kind", pa.repeat(pa.scalar("observed"), n)
+    )
+
+
+def load_cambridge(
+    path: str | Path,
+    buildings: Sequence[str] | None = None,
+    start: date | None = None,
+    end: date | None = None,
+) -> CambridgeBatch:
+    """Read and validate the archive's buildings, readings and weather for the selection."""
+    began = time.perf_counter()
+    layout = ArchiveLayout.at(path)
+    lo, hi = utc_range(start, end)
+    ids = select_buildings(list_buildings(layout), buildings)
+    readings = []
+    for building_id in ids:
+        files = _year_files(layout.buildings_dir / building_id / "electricity", _YEAR_FILE)
+        for year, file in sorted(files.items()):
+            if _overlaps(year, lo, hi):
+                readings.append(_in_range(read_electricity_file(file, building_id, year), lo, hi))
+    if not readings:
+        raise EmptyRangeError(
+            f"no electricity readings between {start or 'the beginning'} and {end or 'the end'} "
+            f"for the {len(ids)} selected building(s)"
+        )
+    meta = pa.table(
+        {
+            "building_id": pa.array(ids, pa.string()),
+            "site_id": pa.repeat(pa.scalar(SITE_ID), len(ids)),
+            "timezone": pa.repeat(pa.scalar(TIMEZONE), len(ids)),
+            "holiday_country": pa.repeat(pa.scalar(HOLIDAY_COUNTRY), len(ids)),
+            "holiday_subdiv": pa.repeat(pa.scalar(HOLIDAY_SUBDIV), len(ids)),
+            "source": pa.repeat(pa.scalar(ARCHIVE_SOURCE), len(ids)),
+        }
+    )
+    return CambridgeBatch(
+        buildings=meta,
+        readings=pa.concat_tables(readings),
+        weather=_weather(layout, lo, hi),
+        building_ids=tuple(ids),
+        start=lo,
+        end=hi,
+        read_seconds=time.perf_counter() - began,
+    )
+
+

@@ -1,0 +1,530 @@
+"""A synthetic fleet of non-residential buildings and their sites' weather, deterministic per seed.
+
+The model (also described in ``data/README.md``):
+
+* Time: hourly UTC instants from the first local Monday 00:00 at or after the start date, for
+  ``weeks`` local weeks. Schedules, holidays and the sun use local/solar time.
+* Weather per site (a few sites at different latitudes): temperature = annual cycle + daily cycle
+  damped by cloud + AR(1) anomaly; global irradiance = a clear-sky model of the sun's elevation
+  (declination, hour angle, latitude) reduced by a daily AR(1) cloudiness; wind = log-normal
+  AR(1) with an afternoon bump; humidity falls as the air warms above its seasonal level.
+* Buildings: a type (office, school, retail, lab, hospital, warehouse) sets the opening hours,
+  Saturday/Sunday/holiday activity, base load share and the heating and cooling slopes; each
+  building jitters them, has a log-normal peak load, and serves one site. Load =
+  peak * (base + (1 - base) * occupancy + heating * max(0, T_heat - T) + cooling * max(0, T - T_cool)
+  * (0.3 + 0.7 occupancy)) * (1 + AR(1) noise + white noise). Public holidays follow the fleet's
+  calendar (GB/ENG by default); schools also close in the summer, Christmas and Easter breaks.
+* Data faults: meter outages (runs of missing hours), scattered single missing hours, and rare
+  outliers (spikes of 2.5-5x, dips to 5-20%).
+
+Readings are generated per chunk of buildings as Arrow record batches and streamed into the
+warehouse, so memory stays bounded whatever the fleet size.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import duckdb
+import holidays
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from scipy.signal import lfilter
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
+
+__all__ = [
+    "BUILDING_TYPES",
+    "CHUNK_BUILDINGS",
+    "FleetSpec",
+    "FleetSpecError",
+    "SyntheticSummary",
+    "building_ids",
+    "fleet_buildings",
+    "fleet_hours",
+    "fleet_readings",
+    "fleet_weather",
+    "first_monday",
+    "ingest_synthetic",
+    "write_fleet",
+]
+
+CHUNK_BUILDINGS = 250
+"""Buildings per generated chunk; part of the generator's definition (noise streams per chunk)."""
+
+_UTC_TS = pa.timestamp("us", tz="UTC")
+_READINGS_SCHEMA = pa.schema([("building_id", pa.string()), ("ts", _UTC_TS), ("kwh", pa.float64())])
+
+
+@dataclass(frozen=True)
+class BuildingType:
+    """Occupancy schedule and weather sensitivity of one kind of building."""
+
+    share: float
+    open_hour: float
+    close_hour: float
+    saturday: float
+    sunday: float
+    holiday: float
+    base: float
+    heating: float  # fraction of peak per K below the heating balance point
+    cooling: float  # fraction of peak per K above the cooling balance point
+    term_breaks: bool = False
+
+
+BUILDING_TYPES: dict[str, BuildingType] = {
+    "office": BuildingType(0.32, 7.5, 18.5, 0.15, 0.06, 0.05, 0.35, 0.012, 0.025),
+    "school": BuildingType(0.15, 7.5, 16.5, 0.05, 0.02, 0.02, 0.25, 0.016, 0.006, term_breaks=True),
+    "retail": BuildingType(0.20, 8.5, 20.5, 1.00, 0.70, 0.40, 0.30, 0.008, 0.030),
+    "lab": BuildingType(0.15, 8.0, 19.0, 0.35, 0.30, 0.30, 0.60, 0.006, 0.020),
+    "hospital": BuildingType(0.06, 7.0, 21.0, 0.80, 0.75, 0.80, 0.65, 0.008, 0.015),
+    "warehouse": BuildingType(0.12, 6.0, 22.0, 0.50, 0.10, 0.10, 0.20, 0.010, 0.005),
+}
+
+
+class FleetSpecError(PipelineError, ValueError):
+    """The synthetic fleet's parameters are unusable (the message says which)."""
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """What to generate. Equal specs give identical data."""
+
+    buildings: int
+    start: date
+    weeks: int
+    seed: int = 0
+    sites: int = 3
+    timezone: str = "Europe/London"
+    holiday_country: str = "GB"
+    holiday_subdiv: str | None = "ENG"
+
+    def validate(self) -> None:
+        if self.buildings < 1:
+            raise FleetSpecError(f"buildings must be at least 1, got {self.buildings}")
+        if self.weeks < 1:
+            raise FleetSpecError(f"weeks must be at least 1 (empty range), got {self.weeks}")
+        if self.sites < 1:
+            raise FleetSpecError(f"sites must be at least 1, got {self.sites}")
+        if self.seed < 0:
+            raise FleetSpecError(f"seed must be non-negative, got {self.seed}")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as error:
+            raise FleetSpecError(f"unknown time zone {self.timezone!r}") from error
+        try:
+            holidays.country_holidays(self.holiday_country, subdiv=self.holiday_subdiv)
+        except NotImplementedError as error:
+            raise FleetSpecError(
+                f"unknown holiday calendar {self.holiday_country}/{self.holiday_subdiv}: {error}"
+            ) from error
+
+
+@dataclass(frozen=True)
+class SyntheticSummary:
+    """What a synthetic ingest wrote."""
+
+    buildings: int
+    readings: int
+    missing_readings: int
+    weather_hours: int
+    start: datetime
+    end: datetime
+    seconds: float
+    """Time spent generating and writing (excluding orchestration)."""
+
+    def line(self) -> str:
+        return (
+            f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
+            f"{self.buildings:,} synthetic buildings and {self.weather_hours:,} weather hours "
+            f"({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC)"
+        )
+
+
+def first_monday(start: date) -> date:
+    """The first Monday on or after ``start``."""
+    return start + timedelta(days=(7 - start.weekday()) % 7)
+
+
+def building_ids(n: int) -> list[str]:
+    """``synthetic_b00000`` ... in order."""
+    return [f"synthetic_b{i:05d}" for i in range(n)]
+
+
+def site_ids(n: int) -> list[str]:
+    """``synthetic_site_0`` ... in order."""
+    return [f"synthetic_site_{i}" for i in range(n)]
+
+
+@dataclass(frozen=True)
+class _Calendar:
+    ts: np.ndarray  # UTC instants, datetime64[us]
+    start: datetime
+    end: datetime
+    local_hour: np.ndarray  # local clock hour + 0.5 (mid-hour)
+    weekday: np.ndarray  # 0 = Monday
+    holiday: np.ndarray  # bool
+    day_of_year: np.ndarray  # UTC day of year, fractional
+    utc_hour: np.ndarray  # UTC hour + 0.5
+    day_index: np.ndarray  # local day number since the start
+    school_break: np.ndarray  # bool
+
+
+def _school_break(local_dates: pd.DatetimeIndex) -> np.ndarray:
+    md = local_dates.month * 100 + local_dates.day
+    summer = (md >= 722) & (md <= 903)
+    christmas = (md >= 1220) | (md <= 103)
+    easter = (md >= 401) & (md <= 414)
+    return np.asarray(summer | christmas | easter)
+
+
+def fleet_hours(spec: FleetSpec) -> _Calendar:
+    """The UTC hours of the spec's local weeks with their local-time calendar."""
+    spec.validate()
+    zone = ZoneInfo(spec.timezone)
+    monday = first_monday(spec.start)
+    begin = datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(timezone.utc)
+    last = monday + timedelta(weeks=spec.weeks)
+    end = datetime(last.year, last.month, last.day, tzinfo=zone).astimezone(timezone.utc)
+    utc = pd.date_range(begin, end, freq="h", inclusive="left")
+    local = utc.tz_convert(zone)
+    local_days = local.normalize().tz_localize(None)
+    calendar = holidays.country_holidays(
+        spec.holiday_country, subdiv=spec.holiday_subdiv, years=range(local.year.min(), local.year.max() + 1)
+    )
+    holiday_days = pd.DatetimeIndex(list(calendar.keys()))
+    return _Calendar(
+        ts=utc.tz_localize(None).to_numpy().astype("datetime64[us]"),
+        start=begin,
+        end=end,
+        local_hour=np.asarray(local.hour + 0.5),
+        weekday=np.asarray(local.day_of_week),
+        holiday=np.asarray(local_days.isin(holiday_days)),
+        day_of_year=np.asarray(utc.day_of_year + utc.hour / 24.0),
+        utc_hour=np.asarray(utc.hour + 0.5),
+        day_index=np.asarray((local_days - local_days[0]).days),
+        school_break=_school_break(local_days),
+    )
+
+
+def _ar1(rng: np.random.Generator, shape: tuple[int, int], phi: float, sd: float) -> np.ndarray:
+    """AR(1) rows with stationary standard deviation ``sd`` along the last axis."""
+    shocks = rng.standard_normal(shape) * sd * np.sqrt(1.0 - phi**2)
+    shocks[:, 0] = rng.standard_normal(shape[0]) * sd
+    return lfilter([1.0], [1.0, -phi], shocks, axis=1)
+
+
+@dataclass(frozen=True)
+class _Sites:
+    latitude: np.ndarray
+    longitude: np.ndarray
+    mean_temp: np.ndarray
+    annual_amp: np.ndarray
+    daily_amp: np.ndarray
+    mean_wind: np.ndarray
+
+
+def _site_climates(spec: FleetSpec) -> _Sites:
+    rng = np.random.default_rng([spec.seed, 1])
+    n = spec.sites
+    latitude = rng.uniform(50.3, 55.8, n)
+    return _Sites(
+        latitude=latitude,
+        longitude=rng.uniform(-3.5, 1.5, n),
+        mean_temp=11.5 - 0.45 * (latitude - 50.3) + rng.normal(0, 0.3, n),
+        annual_amp=rng.uniform(6.0, 7.5, n),
+        daily_amp=rng.uniform(3.0, 5.0, n),
+        mean_wind=rng.uniform(3.0, 6.0, n),
+    )
+
+
+def _weather_arrays(spec: FleetSpec, cal: _Calendar) -> dict[str, np.ndarray]:
+    """Site x hour arrays of temperature, irradiance, wind and humidity."""
+    sites = _site_climates(spec)
+    rng = np.random.default_rng([spec.seed, 2])
+    n, hours = spec.sites, cal.ts.size
+    days = int(cal.day_index.max()) + 1
+    cloud_daily = 1.0 / (1.0 + np.exp(-(_ar1(rng, (n, days), 0.6, 1.4) + 0.4)))
+    cloud = np.clip(cloud_daily[:, cal.day_index] + rng.normal(0, 0.08, (n, hours)), 0.0, 1.0)
+
+    declination = np.radians(23.44) * np.sin(2 * np.pi * (284 + cal.day_of_year) / 365.0)
+    solar_hour = cal.utc_hour[None, :] + sites.longitude[:, None] / 15.0
+    hour_angle = np.radians(15.0 * (solar_hour - 12.0))
+    lat = np.radians(sites.latitude)[:, None]
+    sin_elev = np.sin(lat) * np.sin(declination) + np.cos(lat) * np.cos(declination) * np.cos(hour_angle)
+    sin_elev = np.clip(sin_elev, 0.0, None)
+    with np.errstate(divide="ignore"):
+        clear_sky = np.where(sin_elev > 0.01, 1098.0 * sin_elev * np.exp(-0.057 / sin_elev), 0.0)
+    irradiance = clear_sky * (1.0 - 0.75 * cloud**3.4)
+
+    seasonal = sites.mean_temp[:, None] - sites.annual_amp[:, None] * np.cos(
+        2 * np.pi * (cal.day_of_year - 20.0) / 365.25
+    )
+    daily = sites.daily_amp[:, None] * (1.0 - 0.6 * cloud) * np.cos(2 * np.pi * (solar_hour - 15.0) / 24.0)
+    temperature = seasonal + daily + _ar1(rng, (n, hours), 0.985, 2.6)
+
+    wind = sites.mean_wind[:, None] * np.exp(
+        _ar1(rng, (n, hours), 0.95, 0.45) - 0.1 + 0.15 * np.cos(2 * np.pi * (solar_hour - 14.0) / 24.0)
+    )
+    humidity = np.clip(
+        80.0 + 12.0 * cloud - 2.2 * (temperature - seasonal) + rng.normal(0, 3.0, (n, hours)), 20.0, 100.0
+    )
+    return {
+        "temperature_c": np.round(temperature, 2),
+        "irradiance_wm2": np.round(irradiance, 1),
+        "wind_speed_ms": np.round(wind, 2),
+        "humidity_pct": np.round(humidity, 1),
+    }
+
+
+def fleet_weather(spec: FleetSpec, cal: _Calendar | None = None) -> pa.Table:
+    """Observed hourly weather of every site, as a ``weather`` table slice."""
+    cal = cal or fleet_hours(spec)
+    arrays = _weather_arrays(spec, cal)
+    hours = cal.ts.size
+    ids = pa.array(site_ids(spec.sites))
+    return pa.table(
+        {
+            "site_id": ids.take(pa.array(np.repeat(np.arange(spec.sites), hours))),
+            "ts": pa.array(np.tile(cal.ts, spec.sites), _UTC_TS),
+            **{name: pa.array(values.ravel()) for name, values in arrays.items()},
+            "kind": pa.repeat(pa.scalar("observed"), spec.sites * hours),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class _Fleet:
+    """Per-building parameters, drawn once for the whole fleet."""
+
+    type_names: np.ndarray
+    site: np.ndarray
+    peak_kw: np.ndarray
+    open_hour: np.ndarray
+    close_hour: np.ndarray
+    saturday: np.ndarray
+    sunday: np.ndarray
+    holiday: np.ndarray
+    base: np.ndarray
+    heating: np.ndarray
+    cooling: np.ndarray
+    heat_balance: np.ndarray
+    cool_balance: np.ndarray
+    term_breaks: np.ndarray
+    noise_sd: np.ndarray
+
+
+def _fleet_parameters(spec: FleetSpec) -> _Fleet:
+    rng = np.random.default_rng([spec.seed, 3])
+    n = spec.buildings
+    names = np.array(list(BUILDING_TYPES))
+    shares = np.array([t.share for t in BUILDING_TYPES.values()])
+    kind = rng.choice(len(names), size=n, p=shares / shares.sum())
+
+    def column(attr: str) -> np.ndarray:
+        return np.array([getattr(t, attr) for t in BUILDING_TYPES.values()], dtype=float)[kind]
+
+    def jitter(values: np.ndarray, rel: float, lo: float = 0.0, hi: float = np.inf) -> np.ndarray:
+        return np.clip(values * rng.lognormal(0.0, rel, n), lo, hi)
+
+    return _Fleet(
+        type_names=names[kind],
+        site=rng.integers(0, spec.sites, n),
+        peak_kw=rng.lognormal(np.log(60.0), 0.9, n),
+        open_hour=column("open_hour") + rng.uniform(-1.0, 1.0, n),
+        close_hour=column("close_hour") + rng.uniform(-1.0, 1.0, n),
+        saturday=jitter(column("saturday"), 0.3, 0.0, 1.2),
+        sunday=jitter(column("sunday"), 0.3, 0.0, 1.2),
+        holiday=jitter(column("holiday"), 0.3, 0.0, 1.0),
+        base=jitter(column("base"), 0.25, 0.05, 0.9),
+        heating=jitter(column("heating"), 0.4),
+        cooling=jitter(column("cooling"), 0.4),
+        heat_balance=rng.uniform(13.0, 17.0, n),
+        cool_balance=rng.uniform(19.0, 23.0, n),
+        term_breaks=column("term_breaks").astype(bool),
+        noise_sd=rng.uniform(0.02, 0.06, n),
+    )
+
+
+def fleet_buildings(spec: FleetSpec) -> pa.Table:
+    """The ``buildings`` table rows of the fleet."""
+    params = _fleet_parameters(spec)
+    n = spec.buildings
+    sites = np.array(site_ids(spec.sites))
+    return pa.table(
+        {
+            "building_id": pa.array(building_ids(n)),
+            "site_id": pa.array(sites[params.site]),
+            "timezone": pa.repeat(pa.scalar(spec.timezone), n),
+            "holiday_country": pa.repeat(pa.scalar(spec.holiday_country), n),
+            "holiday_subdiv": pa.repeat(pa.scalar(spec.holiday_subdiv, pa.string()), n),
+            "building_type": pa.array(params.type_names.astype(str)),
+            "source": pa.repeat(pa.scalar("synthetic"), n),
+        }
+    )
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _chunk_load(
+    spec: FleetSpec,
+    cal: _Calendar,
+    temperature: np.ndarray,
+    params: _Fleet,
+    chunk: slice,
+) -> np.ndarray:
+    """Hourly kWh (buildings x hours) of one chunk, NaN where the meter is out."""
+    rng = np.random.default_rng([spec.seed, 4, chunk.start // CHUNK_BUILDINGS])
+    idx = np.arange(chunk.start, chunk.stop)
+    b, hours = idx.size, cal.ts.size
+    hour = cal.local_hour[None, :]
+    daytime = _sigmoid((hour - params.open_hour[idx, None]) / 0.45) * _sigmoid(
+        (params.close_hour[idx, None] - hour) / 0.45
+    )
+    day_factor = np.ones((b, hours))
+    day_factor[:, cal.weekday == 5] = params.saturday[idx, None]
+    day_factor[:, cal.weekday == 6] = params.sunday[idx, None]
+    day_factor[:, cal.holiday] = np.minimum(day_factor[:, cal.holiday], params.holiday[idx, None])
+    schools = params.term_breaks[idx]
+    if schools.any():
+        day_factor[np.ix_(schools, cal.school_break)] *= 0.15
+    occupancy = daytime * day_factor
+
+    temp = temperature[params.site[idx]]
+    heat = params.heating[idx, None] * np.maximum(0.0, params.heat_balance[idx, None] - temp)
+    cool = params.cooling[idx, None] * np.maximum(0.0, temp - params.cool_balance[idx, None])
+    base = params.base[idx, None]
+    load = base + (1.0 - base) * occupancy + heat + cool * (0.3 + 0.7 * occupancy)
+    noise = _ar1(rng, (b, hours), 0.8, 1.0) * params.noise_sd[idx, None]
+    noise += rng.standard_normal((b, hours)) * 0.5 * params.noise_sd[idx, None]
+    kwh = params.peak_kw[idx, None] * load * np.clip(1.0 + noise, 0.05, None)
+
+    outlier = rng.random((b, hours)) < 8e-4
+    spike = rng.random((b, hours)) < 0.5
+    factor = np.where(spike, rng.uniform(2.5, 5.0, (b, hours)), rng.uniform(0.05, 0.2, (b, hours)))
+    kwh = np.where(outlier, kwh * factor, kwh)
+
+    missing = rng.random((b, hours)) < 2e-3
+    events = rng.poisson(0.08 * spec.weeks, b)
+    owner = np.repeat(np.arange(b), events)
+    starts = rng.integers(0, hours, owner.size)
+    stops = np.minimum(starts + 1 + rng.geometric(1.0 / 12.0, owner.size), hours)
+    edges = np.zeros((b, hours + 1), dtype=np.int32)
+    np.add.at(edges, (owner, starts), 1)
+    np.add.at(edges, (owner, stops), -1)
+    missing |= np.cumsum(edges, axis=1)[:, :hours] > 0
+    kwh = np.round(kwh, 3)
+    kwh[missing] = np.nan
+    return kwh
+
+
+def fleet_readings(spec: FleetSpec, cal: _Calendar | None = None) -> Iterator[pa.RecordBatch]:
+    """``meter_readings`` rows, one record batch per chunk of ``CHUNK_BUILDINGS`` buildings."""
+    cal = cal or fleet_hours(spec)
+    temperature = _weather_arrays(spec, cal)["temperature_c"]
+    params = _fleet_parameters(spec)
+    ids = pa.array(building_ids(spec.buildings))
+    hours = cal.ts.size
+    for first in range(0, spec.buildings, CHUNK_BUILDINGS):
+        chunk = slice(first, min(first + CHUNK_BUILDINGS, spec.buildings))
+        kwh = _chunk_load(spec, cal, temperature, params, chunk)
+        b = chunk.stop - chunk.start
+        yield pa.record_batch(
+            [
+                ids.take(pa.array(np.repeat(np.arange(chunk.start, chunk.stop), hours))),
+                pa.array(np.tile(cal.ts, b), _UTC_TS),
+                pa.array(kwh.ravel(), pa.float64(), from_pandas=True),
+            ],
+            schema=_READINGS_SCHEMA,
+        )
+
+
+class _CountingStream:
+    """Wraps the batch generator: counts rows and keeps the generator's own exception."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches = batches
+        self.rows = 0
+        self.missing = 0
+        self.error: BaseException | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in self._batches:
+                self.rows += batch.num_rows
+                self.missing += batch.column("kwh").null_count
+                yield batch
+        except BaseException as error:
+            self.error = error
+            raise
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(_READINGS_SCHEMA, iter(self))
+
+
+def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSummary:
+    """Generate the fleet and replace its slice of the three input tables in one transaction."""
+    began = time.perf_counter()
+    cal = fleet_hours(spec)
+    ids = building_ids(spec.buildings)
+    sites = site_ids(spec.sites)
+    weather = fleet_weather(spec, cal)
+    stream = _CountingStream(fleet_readings(spec, cal))
+    ensure_schema(con)
+    try:
+        with transaction(con):
+            replace_slice(
+                con, "buildings", fleet_buildings(spec), Slice(where_in={"building_id": ids}), own_transaction=False
+            )
+            replace_slice(
+                con,
+                "weather",
+                weather,
+                Slice(where_in={"site_id": sites, "kind": ["observed"]}, start=cal.start, end=cal.end),
+                own_transaction=False,
+            )
+            replace_slice(
+                con,
+                "meter_readings",
+                stream.reader(),
+                Slice(where_in={"building_id": ids}, start=cal.start, end=cal.end),
+                own_transaction=False,
+            )
+    except duckdb.Error:
+        if stream.error is not None:
+            raise stream.error from None
+        raise
+    return SyntheticSummary(
+        buildings=spec.buildings,
+        readings=stream.rows,
+        missing_readings=stream.missing,
+        weather_hours=weather.num_rows,
+        start=cal.start,
+        end=cal.end,
+        seconds=time.perf_counter() - began,
+    )
+
+
+def ingest_synthetic(warehouse: str | Path, spec: FleetSpec) -> SyntheticSummary:
+    """Open the warehouse file and :func:`write_fleet` into it."""
+    spec.validate()
+    with connect(warehouse) as con:
+        return write_fleet(con, spec)
+
+
+@task(name="ingest-synthetic-fleet", cache_policy=NO_CACHE)
+def ingest_synthetic_task(warehouse: str, spec: FleetSpec) -> SyntheticSummary:
+    """Prefect wrapper of :func:`ingest_synthetic`."""
+    return ingest_synthetic(warehouse, spec)

@@ -1,0 +1,85 @@
+"""The protocol over a batch of buildings: each building's hours and target weeks in, one
+result per (building, week) out.
+
+A batch carries its data (read from the warehouse by the run) and returns plain results:
+nothing here opens the warehouse, so it runs the same on a thread, a process or a remote Dask
+worker without a shared disk.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from datetime import date
+
+import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.forecasting import (
+    BuildingWeekResult,
+    StoredParams,
+    forecast_building_week,
+)
+
+
+@dataclass(frozen=True)
+class BuildingInfo:
+    """What the protocol needs to know about a building (a row of the ``buildings`` table)."""
+
+    building_id: str
+    site_id: str
+    timezone: str
+    holiday_country: str
+    holiday_subdiv: str | None
+    building_type: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class BuildingJob:
+    """One building's share of a run: its hours, its target weeks, its stored tuning."""
+
+    info: BuildingInfo
+    hours: pd.DataFrame
+    weeks: tuple[date, ...]
+    stored_params: dict[str, StoredParams] = field(default_factory=dict)
+
+
+def failed_results(
+    building_id: str, weeks: tuple[date, ...] | list[date], error: BaseException
+) -> list[BuildingWeekResult]:
+    """One ``failed`` result per week, carrying the error as the reason."""
+    reason = f"{type(error).__name__}: {error}"
+    empty = pd.Series([], dtype="datetime64[ns, UTC]")
+    return [
+        BuildingWeekResult(building_id=building_id, week=week, status="failed", reason=reason,
+                           coverage={}, test_ts=empty)
+        for week in weeks
+    ]
+
+
+def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWeekResult]:
+    """The protocol for every (building, week) of a batch; a failure is recorded, not raised.
+
+    BLAS is pinned to one thread: parallelism comes from running batches side by side, and
+    two BLAS threads per solve were measured to be much slower on small machines. Both this and
+    the warning filter are set for the whole worker process, not in a context manager: with the
+    threads runner, concurrent contexts would restore each other's settings mid-run.
+    """
+    results = []
+    # Convergence is recorded per fit (``model_fits.solver_status``): no console noise.
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
+    threadpool_limits(limits=1)
+    for job in jobs:
+        for week in job.weeks:
+            try:
+                results.append(forecast_building_week(
+                    job.hours, building_id=job.info.building_id,
+                    timezone=job.info.timezone, holiday_country=job.info.holiday_country,
+                    holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
+                    stored_params=job.stored_params,
+                ))
+            except Exception as exc:  # noqa: BLE001 - recorded per building-week
+                results += failed_results(job.info.building_id, [week], exc)
+    return results

@@ -1,0 +1,82 @@
+"""What a forecasting run computes: every choice that changes its numbers, with its default.
+
+:class:`ForecastConfig` is the one place these defaults are said. The flows take it (extended
+with where and how to run, in ``wadiro_fleet.flows.settings``) as their parameters, the command
+line builds its options from its fields, and the ``runs`` table records it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from wadiro_fleet.tasks.protocol.features import (
+    DEFAULT_FEATURE_SET,
+    FEATURE_SETS,
+    get_feature_set,
+)
+from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, MODELS, check_model_names
+
+TuningMode = Literal["per-window", "reuse"]
+
+
+def _default_model_options() -> dict[str, dict[str, Any]]:
+    return {name: dict(spec.options) for name, spec in MODELS.items() if spec.options}
+
+
+class ForecastConfig(BaseModel):
+    """Every choice of a run that changes its results (recorded in the ``runs`` table)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    models: tuple[str, ...] = Field(
+        MODEL_NAMES, description=f"Models to run (default: all): {', '.join(MODEL_NAMES)}."
+    )
+    trials: int = Field(15, ge=1, description="TPE trials per model and window.")
+    tuning: TuningMode = Field(
+        "per-window",
+        description="per-window: tune every window; reuse: refit with the latest stored "
+        "hyperparameters (tune when there are none or they are too old).",
+    )
+    feature_set: str = Field(
+        DEFAULT_FEATURE_SET, description=f"Named feature set ({', '.join(FEATURE_SETS)})."
+    )
+    reuse_max_age_weeks: int = Field(
+        8, ge=0, description="Oldest stored tuning that --tuning reuse accepts, in weeks."
+    )
+    history_weeks: int = Field(
+        12, ge=2, description="Weeks of history before the target week (the last validates)."
+    )
+    model_options: dict[str, dict[str, Any]] = Field(
+        default_factory=_default_model_options,
+        description="Fixed constructor arguments per model, not tuned (e.g. the solver).",
+    )
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _known_models(cls, value: Sequence[str]) -> tuple[str, ...]:
+        return check_model_names(value)
+
+    @field_validator("feature_set")
+    @classmethod
+    def _known_feature_set(cls, value: str) -> str:
+        try:
+            return get_feature_set(value).name
+        except LookupError as exc:
+            raise ValueError(str(exc)) from None
+
+    def forecast_config(self) -> ForecastConfig:
+        """Only the fields of :class:`ForecastConfig` (subclasses add where and how to run)."""
+        return ForecastConfig(**{name: getattr(self, name) for name in ForecastConfig.model_fields})
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready parameters for the ``runs`` table, search spaces included."""
+        record = self.model_dump(mode="json")
+        record["search_spaces"] = {
+            m: {p: repr(d) for p, d in MODELS[m].search_space.items()} for m in self.models
+        }
+        return record
+
+
+__all__ = ["ForecastConfig", "TuningMode"]

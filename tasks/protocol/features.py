@@ -1,0 +1,307 @@
+"""Model features for a building's hours, computed in the building's local time.
+
+Every feature is a small function of a :class:`FeatureContext` (the hourly frame, its local
+wall-clock times and the building's holiday calendar) that returns one column. Features are
+grouped into named :class:`FeatureSet` s; a run picks a set by name, so adding a set never
+touches the models. ``paper`` is the paper's eight features (Table "features", Section 8.2) in
+the paper's order and the default.
+
+Lag features (``kwh_lag_168``, ``kwh_lag_336``) take the load at the same LOCAL wall-clock
+hour one and two weeks earlier (:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import holidays
+import numpy as np
+import pandas as pd
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.protocol.weeks import (
+    resolve_timezone,
+    same_local_hour_weeks_before,
+)
+
+TS = "ts"
+LABEL = "kwh"
+WEATHER_COLUMNS: tuple[str, ...] = ("temperature_c", "irradiance_wm2", "wind_speed_ms")
+"""Weather inputs that the paper's features take unchanged (observed or forecast values)."""
+
+
+class FeatureInputError(PipelineError, ValueError):
+    """The hourly frame given to :func:`build_features` cannot be used as it is."""
+
+
+class UnknownFeatureSetError(PipelineError, LookupError):
+    """A feature set name that is not in :data:`FEATURE_SETS`."""
+
+    def __str__(self) -> str:  # LookupError would repr() the message
+        return str(self.args[0])
+
+
+class UnknownHolidayCalendarError(PipelineError, ValueError):
+    """A holiday country or subdivision that the ``holidays`` library does not provide."""
+
+
+def holiday_dates(
+    country: str, subdiv: str | None, years: range | list[int]
+) -> frozenset[np.datetime64]:
+    """Public holidays (observed days included) of a calendar, as ``datetime64[D]`` values."""
+    return _holiday_dates(country, subdiv, tuple(years))
+
+
+@lru_cache(maxsize=256)
+def _holiday_dates(
+    country: str, subdiv: str | None, years: tuple[int, ...]
+) -> frozenset[np.datetime64]:
+    try:
+        calendar = holidays.country_holidays(country, subdiv=subdiv, years=list(years))
+    except NotImplementedError as exc:
+        raise UnknownHolidayCalendarError(
+            f"no holiday calendar for country {country!r}, subdivision {subdiv!r}: {exc}"
+        ) from exc
+    return frozenset(np.datetime64(day, "D") for day in calendar)
+
+
+@dataclass(frozen=True)
+class FeatureContext:
+    """What a feature function sees: the hours, their local times, the holiday dates."""
+
+    hours: pd.DataFrame
+    local: pd.DatetimeIndex
+    holidays: frozenset[np.datetime64]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One named column computed by ``compute``.
+
+    ``inputs`` are the columns of the hourly frame it reads (besides ``ts``); ``lookback_hours``
+    is how far before the first hour it reads them, so that a caller loads enough history.
+    """
+
+    name: str
+    compute: Callable[[FeatureContext], np.ndarray]
+    inputs: tuple[str, ...] = ()
+    lookback_hours: int = 0
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """A named, ordered tuple of features; the column order is the model's input order."""
+
+    name: str
+    features: tuple[Feature, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(feature.name for feature in self.features)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Columns the hourly frame must hold besides ``ts``."""
+        return tuple(dict.fromkeys(col for f in self.features for col in f.inputs))
+
+    @property
+    def lookback(self) -> pd.Timedelta:
+        """History needed before the first hour to compute every feature."""
+        return pd.Timedelta(hours=max((f.lookback_hours for f in self.features), default=0))
+
+
+# --- calendar features -------------------------------------------------------------------
+
+def _angle(values: np.ndarray, period: int) -> np.ndarray:
+    return 2.0 * np.pi * values.astype(np.float64) / period
+
+
+def _dow_cos(ctx: FeatureContext) -> np.ndarray:
+    return np.cos(_angle(ctx.local.day_of_week.to_numpy(), 7))
+
+
+def _dow_sin(ctx: FeatureContext) -> np.ndarray:
+    return np.sin(_angle(ctx.local.day_of_week.to_numpy(), 7))
+
+
+def _hour_cos(ctx: FeatureContext) -> np.ndarray:
+    return np.cos(_angle(ctx.local.hour.to_numpy(), 24))
+
+
+def _hour_sin(ctx: FeatureContext) -> np.ndarray:
+    return np.sin(_angle(ctx.local.hour.to_numpy(), 24))
+
+
+def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
+    local_days = ctx.local.tz_localize(None).to_numpy().astype("datetime64[D]")
+    is_holiday = np.isin(local_days, np.array(sorted(ctx.holidays), dtype="datetime64[D]"))
+    is_weekend = ctx.local.day_of_week.to_numpy() >= 5
+    return (is_holiday | is_weekend).astype(np.float64)
+
+
+# --- weather features --------------------------------------------------------------------
+
+def _column(name: str) -> Callable[[FeatureContext], np.ndarray]:
+    def compute(ctx: FeatureContext) -> np.ndarray:
+        return pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64)
+
+    compute.__name__ = f"_column_{name}"
+    return compute
+
+
+# --- load lags ---------------------------------------------------------------------------
+
+def _same_local_hour_weeks_before(weeks: int) -> Callable[[FeatureContext], np.ndarray]:
+    """Load at the same local wall-clock hour ``weeks`` weeks earlier (NaN when not in frame)."""
+
+    def compute(ctx: FeatureContext) -> np.ndarray:
+        source = same_local_hour_weeks_before(ctx.local, weeks)
+        load = pd.Series(
+            pd.to_numeric(ctx.hours[LABEL], errors="coerce").to_numpy(dtype=np.float64),
+            index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
+        )
+        return load.reindex(source.as_unit("us")).to_numpy(dtype=np.float64)
+
+    compute.__name__ = f"_kwh_{weeks}_weeks_before"
+    return compute
+
+
+FEATURES: dict[str, Feature] = {
+    feature.name: feature
+    for feature in (
+        Feature("dow_cos", _dow_cos),
+        Feature("dow_sin", _dow_sin),
+        Feature("hour_cos", _hour_cos),
+        Feature("hour_sin", _hour_sin),
+        Feature("is_holiday_or_weekend", _is_holiday_or_weekend),
+        *(Feature(name, _column(name), inputs=(name,)) for name in WEATHER_COLUMNS),
+        Feature(
+            "kwh_lag_168", _same_local_hour_weeks_before(1), inputs=(LABEL,), lookback_hours=169
+        ),
+        Feature(
+            "kwh_lag_336", _same_local_hour_weeks_before(2), inputs=(LABEL,), lookback_hours=337
+        ),
+    )
+}
+"""Every feature known to the pipeline, by column name."""
+
+PAPER_COLUMNS: tuple[str, ...] = (
+    "dow_cos",
+    "dow_sin",
+    "hour_cos",
+    "hour_sin",
+    "is_holiday_or_weekend",
+    "temperature_c",
+    "irradiance_wm2",
+    "wind_speed_ms",
+)
+
+
+def make_feature_set(name: str, columns: tuple[str, ...]) -> FeatureSet:
+    """A feature set from names in :data:`FEATURES` (unknown names raise ``KeyError``)."""
+    unknown = [col for col in columns if col not in FEATURES]
+    if unknown:
+        raise KeyError(f"feature set {name!r} names unknown features {unknown}")
+    return FeatureSet(name, tuple(FEATURES[col] for col in columns))
+
+
+FEATURE_SETS: dict[str, FeatureSet] = {
+    fs.name: fs
+    for fs in (
+        make_feature_set("paper", PAPER_COLUMNS),
+        make_feature_set("paper_lags", (*PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336")),
+    )
+}
+"""Named feature sets a run can choose; ``paper`` is the default."""
+
+DEFAULT_FEATURE_SET = "paper"
+
+
+def get_feature_set(feature_set: str | FeatureSet) -> FeatureSet:
+    """The registered set called ``feature_set`` (a :class:`FeatureSet` passes through)."""
+    if isinstance(feature_set, FeatureSet):
+        return feature_set
+    try:
+        return FEATURE_SETS[feature_set]
+    except KeyError:
+        raise UnknownFeatureSetError(
+            f"unknown feature set {feature_set!r}; known sets: {sorted(FEATURE_SETS)}"
+        ) from None
+
+
+def _utc_index(hours: pd.DataFrame) -> pd.DatetimeIndex:
+    if TS not in hours.columns:
+        raise FeatureInputError(
+            f"hourly frame has no {TS!r} column (columns: {list(hours.columns)})"
+        )
+    ts = hours[TS]
+    if not isinstance(ts.dtype, pd.DatetimeTZDtype):
+        raise FeatureInputError(
+            f"column {TS!r} must hold time-zone-aware UTC timestamps, got dtype {ts.dtype}"
+        )
+    if ts.isna().any():
+        raise FeatureInputError(f"column {TS!r} has {int(ts.isna().sum())} missing timestamps")
+    index = pd.DatetimeIndex(ts).tz_convert("UTC")
+    if index.has_duplicates:
+        first = index[index.duplicated()][0]
+        raise FeatureInputError(f"column {TS!r} repeats the hour {first.isoformat()}")
+    return index
+
+
+def build_features(
+    hours: pd.DataFrame,
+    *,
+    timezone: str,
+    holiday_country: str,
+    holiday_subdiv: str | None,
+    feature_set: str | FeatureSet = DEFAULT_FEATURE_SET,
+) -> pd.DataFrame:
+    """The features of ``feature_set`` for each row of ``hours``, in local time.
+
+    ``hours`` has a time-zone-aware ``ts`` column (start of each hour) and the set's inputs
+    (weather columns; ``kwh`` for lag sets). The result keeps the index and row order of
+    ``hours`` and has ``ts`` (UTC), the set's columns in order, then ``kwh`` when ``hours`` has
+    it. Missing inputs stay NaN: deciding what to do with them is the window step's job.
+    """
+    fs = get_feature_set(feature_set)
+    utc = _utc_index(hours)
+    missing = [col for col in fs.inputs if col not in hours.columns]
+    if missing:
+        raise FeatureInputError(
+            f"feature set {fs.name!r} needs columns {missing} that the hourly frame lacks"
+        )
+    local = utc.tz_convert(resolve_timezone(timezone))
+    years = range(local.year.min(), local.year.max() + 1) if len(local) else range(0)
+    ctx = FeatureContext(
+        hours=hours,
+        local=local,
+        holidays=holiday_dates(holiday_country, holiday_subdiv, years),
+    )
+    out = pd.DataFrame({TS: utc}, index=hours.index)
+    for feature in fs.features:
+        out[feature.name] = feature.compute(ctx)
+    if LABEL in hours.columns:
+        out[LABEL] = pd.to_numeric(hours[LABEL], errors="coerce").to_numpy(dtype=np.float64)
+    return out
+
+
+__all__ = [
+    "DEFAULT_FEATURE_SET",
+    "FEATURES",
+    "FEATURE_SETS",
+    "Feature",
+    "FeatureContext",
+    "FeatureInputError",
+    "FeatureSet",
+    "LABEL",
+    "PAPER_COLUMNS",
+    "TS",
+    "UnknownFeatureSetError",
+    "UnknownHolidayCalendarError",
+    "WEATHER_COLUMNS",
+    "build_features",
+    "get_feature_set",
+    "holiday_dates",
+    "make_feature_set",
+]

@@ -1,0 +1,57 @@
+"""Scores of one forecast: errors where actuals exist, and physical-constraint violations.
+
+A violation is an hour with ``y_hat < -VIOLATION_TOLERANCE_KWH``. The tolerance only absorbs the
+solver's feasibility tolerance (an interior-point solution of the constrained model may sit at
+-1e-10 kWh on an active bound); it is far below any meter's resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+VIOLATION_TOLERANCE_KWH = 1e-6
+"""y_hat below -tolerance is a violation of y_hat >= 0 (absorbs solver feasibility tolerance)."""
+
+
+@dataclass(frozen=True)
+class Scores:
+    mae: float | None
+    rmse: float | None
+    n_hours: int
+    n_violations: int
+    n_train_violations: int
+    mean_actual: float | None
+
+
+def count_violations(y_hat: np.ndarray, lower: float = 0.0) -> int:
+    """Hours whose prediction breaks ``y_hat >= lower`` beyond the tolerance (NaN never counts)."""
+    y_hat = np.asarray(y_hat, dtype=float)
+    return int(np.sum(y_hat < lower - VIOLATION_TOLERANCE_KWH))
+
+
+def score_forecast(
+    y_true: np.ndarray, y_hat: np.ndarray, *, train_prediction: np.ndarray | None = None
+) -> Scores:
+    """MAE and RMSE over the hours where both the actual and the forecast exist.
+
+    Missing actuals are excluded, never treated as zero. With no scorable hour the errors are
+    ``None`` and ``n_hours`` is 0, so a week without actuals (a live forecast) still records its
+    violations.
+    """
+    y_true = np.asarray(y_true, dtype=float)
+    y_hat = np.asarray(y_hat, dtype=float)
+    if y_true.shape != y_hat.shape:
+        raise ValueError(f"y_true has shape {y_true.shape} but y_hat has {y_hat.shape}")
+    mask = np.isfinite(y_true) & np.isfinite(y_hat)
+    n = int(mask.sum())
+    error = y_hat[mask] - y_true[mask]
+    return Scores(
+        mae=float(np.mean(np.abs(error))) if n else None,
+        rmse=float(np.sqrt(np.mean(error**2))) if n else None,
+        n_hours=n,
+        n_violations=count_violations(y_hat),
+        n_train_violations=0 if train_prediction is None else count_violations(train_prediction),
+        mean_actual=float(np.mean(y_true[mask])) if n else None,
+    )

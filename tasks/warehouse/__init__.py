@@ -1,0 +1,1 @@
+"""The DuckDB warehouse: schema, connections, idempotent writes, hourly frames in, results out."""

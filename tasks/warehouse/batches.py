@@ -1,0 +1,67 @@
+"""Reading a batch of buildings' inputs for the protocol: their hours, infos and stored tuning.
+
+One short read-only connection per batch. A batch whose data cannot be read is retried
+building by building, so one building's bad data (e.g. a duplicated reading) fails that
+building only and the others go on.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+from wadiro_fleet.tasks.errors import BuildingDataError
+from wadiro_fleet.tasks.protocol.batch import BuildingJob, failed_results
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
+from wadiro_fleet.tasks.protocol.windows import window_load_range
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.hours import (
+    load_buildings_info,
+    load_many_building_hours,
+)
+from wadiro_fleet.tasks.warehouse.results import load_stored_params
+
+
+def load_jobs(
+    warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig
+) -> list[BuildingJob]:
+    """One batch's jobs: hours from the history of the first week through the end of the last,
+    and (under ``tuning="reuse"``) the latest stored tuning per model."""
+    with connect(warehouse, read_only=True) as con:
+        infos = load_buildings_info(con, ids)
+        tz = next(iter(infos.values())).timezone
+        start, _ = window_load_range(weeks[0], tz, history_weeks=config.history_weeks,
+                                     feature_set=config.feature_set)
+        _, end = window_load_range(weeks[-1], tz, history_weeks=config.history_weeks,
+                                   feature_set=config.feature_set)
+        # A day of slack on both sides covers buildings in other time zones of the batch.
+        hours = load_many_building_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
+        stored = (load_stored_params(con, ids, config.models, weeks[0])
+                  if config.tuning == "reuse" else {})
+    return [
+        BuildingJob(info=infos[bid], hours=frame.drop(columns="building_id").reset_index(drop=True),
+                    weeks=tuple(weeks), stored_params=stored.get(bid, {}))
+        for bid, frame in hours.groupby("building_id", sort=False)
+    ]
+
+
+def load_batch(
+    warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig
+) -> tuple[list[BuildingJob], list[BuildingWeekResult]]:
+    """Jobs for the buildings whose data can be read, ``failed`` results for the others."""
+    try:
+        return load_jobs(warehouse, ids, weeks, config), []
+    except BuildingDataError as exc:
+        if len(ids) == 1:
+            return [], failed_results(ids[0], weeks, exc)
+    jobs: list[BuildingJob] = []
+    failed: list[BuildingWeekResult] = []
+    for building_id in ids:
+        more_jobs, more_failed = load_batch(warehouse, [building_id], weeks, config)
+        jobs += more_jobs
+        failed += more_failed
+    return jobs, failed
+
+
+__all__ = ["load_batch", "load_jobs"]

@@ -1,0 +1,94 @@
+"""The ``runs`` table: one row per forecasting run, opened when it starts and closed when it ends.
+
+:class:`RunSummary` is a run's bookkeeping: how many building-weeks it forecast, skipped or
+failed, and why. It is returned to the caller and written as the run's counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+
+import duckdb
+from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
+from wadiro_fleet.tasks.warehouse.connection import transaction
+from wadiro_fleet.tasks.warehouse.results import to_json
+
+
+@dataclass
+class RunSummary:
+    """What a forecasting run did, for the command line and the ``runs`` table."""
+
+    run_id: str
+    weeks: list[date]
+    building_weeks: int = 0
+    ok: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failures: list[str] = field(default_factory=list)
+    model_failures: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"building_weeks": self.building_weeks, "ok": self.ok,
+                "skipped": self.skipped, "failed": self.failed}
+
+    def add(self, results: Sequence[BuildingWeekResult]) -> None:
+        for res in results:
+            self.building_weeks += 1
+            self.model_failures += res.n_failed_models
+            if res.status == "ok":
+                self.ok += 1
+            elif res.status == "failed":
+                self.failed += 1
+                self.failures.append(f"{res.building_id} {res.week}: {res.reason}")
+            else:
+                self.skipped += 1
+
+    def line(self) -> str:
+        return (f"{self.building_weeks} building-weeks over {len(self.weeks)} week(s): "
+                f"{self.ok} ok, {self.skipped} skipped, {self.failed} failed, "
+                f"{self.model_failures} model fit(s) failed")
+
+    def final_status(self, error: BaseException | None = None) -> tuple[str, str | None]:
+        """The run's status and message: ``crashed`` on an error, ``completed_with_failures``
+        when a building-week failed, else ``completed``."""
+        if error is not None:
+            return "crashed", f"{type(error).__name__}: {error}"
+        if self.failed:
+            return "completed_with_failures", "; ".join(self.failures[:20])
+        return "completed", None
+
+
+def record_run_start(
+    con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str
+) -> None:
+    """The run's row with status ``running`` (replacing a row of the same id)."""
+    with transaction(con):
+        con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        con.execute(
+            "INSERT INTO runs (run_id, flow, started_at, status, parameters, code_version) "
+            "VALUES (?, ?, ?, 'running', ?, ?)",
+            [run_id, flow, datetime.now(timezone.utc), to_json(parameters), code_version],
+        )
+
+
+def record_run_end(
+    con: duckdb.DuckDBPyConnection, summary: RunSummary, error: BaseException | None = None
+) -> str:
+    """Close the run's row with its counts and final status (see :meth:`RunSummary.final_status`);
+    returns the status."""
+    status, message = summary.final_status(error)
+    counts = summary.counts()
+    con.execute(
+        "UPDATE runs SET finished_at = ?, status = ?, n_building_weeks = ?, n_ok = ?, "
+        "n_skipped = ?, n_failed = ?, message = ? WHERE run_id = ?",
+        [
+            datetime.now(timezone.utc), status, counts["building_weeks"], counts["ok"],
+            counts["skipped"], counts["failed"], message, summary.run_id,
+        ],
+    )
+    return status
+
+
+__all__ = ["RunSummary", "record_run_end", "record_run_start"]

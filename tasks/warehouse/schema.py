@@ -1,0 +1,221 @@
+"""The warehouse's schema, in one place: input tables, result tables and the analysts' views.
+
+Timestamps are ``TIMESTAMPTZ`` holding the UTC instant at the *start* of each hour; the
+connection sets the session time zone to UTC so that what an analyst sees is UTC.
+
+Input tables have no primary-key index on purpose: a 5,000-building fleet is tens of millions
+of readings and DuckDB's ART index makes such bulk loads slow and memory hungry. Idempotency
+comes instead from replacing a (building, time range) slice inside one transaction.
+
+Every result row carries the ``run_id`` that wrote it. Rows are keyed by
+(building_id, model, target_week) -- ``window_status`` by (building_id, target_week) -- and a
+rerun or a backfill *replaces* that slice in one transaction, so nothing is ever duplicated.
+As for the input tables there is no primary-key index on the large tables (forecasts grow by
+about a million rows per 1,000 buildings and week); ``runs`` is small and keyed.
+
+:data:`TABLES` is the explicit list of every table; :func:`ensure_schema` creates them all and
+the views, and only these tables are valid targets of a slice write.
+"""
+
+from __future__ import annotations
+
+import duckdb
+from wadiro_fleet.tasks.protocol.scoring import VIOLATION_TOLERANCE_KWH
+
+INPUT_TABLES: dict[str, str] = {
+    "buildings": """
+        CREATE TABLE IF NOT EXISTS buildings (
+            building_id      VARCHAR PRIMARY KEY,
+            site_id          VARCHAR NOT NULL,
+            timezone         VARCHAR NOT NULL,
+            holiday_country  VARCHAR NOT NULL,
+            holiday_subdiv   VARCHAR,
+            building_type    VARCHAR,
+            source           VARCHAR NOT NULL
+        )""",
+    "meter_readings": """
+        CREATE TABLE IF NOT EXISTS meter_readings (
+            building_id  VARCHAR NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            kwh          DOUBLE
+        )""",
+    "weather": """
+        CREATE TABLE IF NOT EXISTS weather (
+            site_id          VARCHAR NOT NULL,
+            ts               TIMESTAMPTZ NOT NULL,
+            temperature_c    DOUBLE,
+            irradiance_wm2   DOUBLE,
+            wind_speed_ms    DOUBLE,
+            humidity_pct     DOUBLE,
+            kind             VARCHAR NOT NULL DEFAULT 'observed'
+        )""",
+}
+"""``weather.kind`` is ``'observed'`` or ``'forecast'``; a (site_id, ts, kind) is unique."""
+
+RESULT_TABLES: dict[str, str] = {
+    "runs": """
+        CREATE TABLE IF NOT EXISTS runs (
+            run_id            VARCHAR PRIMARY KEY,
+            flow              VARCHAR NOT NULL,
+            started_at        TIMESTAMPTZ NOT NULL,
+            finished_at       TIMESTAMPTZ,
+            status            VARCHAR NOT NULL,
+            parameters        JSON NOT NULL,
+            code_version      VARCHAR NOT NULL,
+            n_building_weeks  INTEGER,
+            n_ok              INTEGER,
+            n_skipped         INTEGER,
+            n_failed          INTEGER,
+            message           VARCHAR
+        )""",
+    "window_status": """
+        CREATE TABLE IF NOT EXISTS window_status (
+            building_id        VARCHAR NOT NULL,
+            target_week        DATE NOT NULL,
+            status             VARCHAR NOT NULL,
+            reason             VARCHAR,
+            n_train_hours      INTEGER,
+            n_train_labelled   INTEGER,
+            n_test_hours       INTEGER,
+            n_test_labelled    INTEGER,
+            run_id             VARCHAR NOT NULL
+        )""",
+    "forecasts": """
+        CREATE TABLE IF NOT EXISTS forecasts (
+            building_id  VARCHAR NOT NULL,
+            model        VARCHAR NOT NULL,
+            target_week  DATE NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            y_hat        DOUBLE,
+            run_id       VARCHAR NOT NULL
+        )""",
+    "scores": """
+        CREATE TABLE IF NOT EXISTS scores (
+            building_id         VARCHAR NOT NULL,
+            model               VARCHAR NOT NULL,
+            target_week         DATE NOT NULL,
+            mae                 DOUBLE,
+            rmse                DOUBLE,
+            mean_actual         DOUBLE,
+            n_hours             INTEGER NOT NULL,
+            n_violations        INTEGER NOT NULL,
+            n_train_violations  INTEGER NOT NULL,
+            run_id              VARCHAR NOT NULL
+        )""",
+    "tuning_trials": """
+        CREATE TABLE IF NOT EXISTS tuning_trials (
+            building_id   VARCHAR NOT NULL,
+            model         VARCHAR NOT NULL,
+            target_week   DATE NOT NULL,
+            trial         INTEGER NOT NULL,
+            params        JSON NOT NULL,
+            value         DOUBLE,
+            state         VARCHAR NOT NULL,
+            duration_s    DOUBLE,
+            error         VARCHAR,
+            run_id        VARCHAR NOT NULL
+        )""",
+    "model_fits": """
+        CREATE TABLE IF NOT EXISTS model_fits (
+            building_id    VARCHAR NOT NULL,
+            model          VARCHAR NOT NULL,
+            target_week    DATE NOT NULL,
+            status         VARCHAR NOT NULL,
+            error          VARCHAR,
+            params         JSON,
+            tuned_week     DATE,
+            solver         VARCHAR,
+            solver_status  VARCHAR,
+            objective      DOUBLE,
+            fit_time_s     DOUBLE,
+            tuning_time_s  DOUBLE,
+            n_train        INTEGER,
+            run_id         VARCHAR NOT NULL
+        )""",
+}
+"""``model_fits.status``: 'ok' | 'failed' | 'skipped'; ``tuned_week`` is the target week whose
+tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``)."""
+
+
+def leaderboard_sql(extra_filter: str = "") -> str:
+    """The fleet leaderboard of the paper's Table 3, plus error statistics, one row per model.
+
+    ``extra_filter`` is a fixed SQL condition with ``?`` placeholders (e.g. ``"run_id = ?"``).
+    Violations deviation is relative to the learned model with the fewest test violations;
+    ``seasonal_naive`` is left out of that comparison (its forecasts are past readings, never
+    negative), and the deviation is NULL when the best model has no violation at all.
+    """
+    condition = "n_hours > 0" + (f" AND {extra_filter}" if extra_filter else "")
+    return f"""
+        WITH per_model AS (
+            SELECT model,
+                   count(*)                              AS n_building_weeks,
+                   avg(mae)                              AS mean_mae,
+                   median(mae)                           AS median_mae,
+                   avg(rmse)                             AS mean_rmse,
+                   median(rmse)                          AS median_rmse,
+                   avg(rmse / nullif(mean_actual, 0))    AS mean_cv_rmse,
+                   sum(n_violations)                     AS test_violations,
+                   sum(n_train_violations)               AS train_violations
+            FROM scores
+            WHERE {condition}
+            GROUP BY model
+        )
+        SELECT *,
+               CASE WHEN model <> 'seasonal_naive' THEN
+                   100.0 * (test_violations - min(test_violations) FILTER (
+                                WHERE model <> 'seasonal_naive') OVER ())
+                         / nullif(min(test_violations) FILTER (
+                                WHERE model <> 'seasonal_naive') OVER (), 0)
+               END                                                AS violations_deviation_pct,
+               rank() OVER (ORDER BY mean_mae)                    AS mae_rank
+        FROM per_model
+        ORDER BY mean_mae"""
+
+
+VIEWS: dict[str, str] = {
+    # One row per model over every stored score.
+    "leaderboard": f"CREATE OR REPLACE VIEW leaderboard AS {leaderboard_sql()}",
+    # Every hour of every forecast that breaks y_hat >= 0, with the actual beside it.
+    "violations": f"""
+        CREATE OR REPLACE VIEW violations AS
+        SELECT f.building_id, f.model, f.target_week, f.ts, f.y_hat, m.kwh AS actual_kwh, f.run_id
+        FROM forecasts f
+        LEFT JOIN meter_readings m USING (building_id, ts)
+        WHERE f.y_hat < -{VIOLATION_TOLERANCE_KWH}""",
+    # Forecasts beside actuals, for plots and ad-hoc error analysis.
+    "forecast_vs_actual": """
+        CREATE OR REPLACE VIEW forecast_vs_actual AS
+        SELECT f.building_id, f.model, f.target_week, f.ts, f.y_hat, m.kwh AS actual_kwh,
+               f.y_hat - m.kwh AS error
+        FROM forecasts f
+        LEFT JOIN meter_readings m USING (building_id, ts)""",
+    # Per building and model: errors normalised by the building's mean load (ASHRAE style).
+    "building_errors": """
+        CREATE OR REPLACE VIEW building_errors AS
+        SELECT building_id, model,
+               count(*)                                           AS n_weeks,
+               avg(mae)                                           AS mean_mae,
+               avg(rmse)                                          AS mean_rmse,
+               sum(mae * n_hours) / nullif(sum(mean_actual * n_hours), 0) AS nmae,
+               sqrt(sum(rmse * rmse * n_hours) / nullif(sum(n_hours), 0))
+                   / nullif(sum(mean_actual * n_hours) / nullif(sum(n_hours), 0), 0) AS cv_rmse,
+               sum(n_violations)                                  AS test_violations
+        FROM scores
+        WHERE n_hours > 0
+        GROUP BY building_id, model""",
+}
+
+TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}
+"""Every table of the warehouse, name -> ``CREATE TABLE IF NOT EXISTS`` statement."""
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every table and (re)create the views; repeatable."""
+    for statement in TABLES.values():
+        con.execute(statement)
+    for statement in VIEWS.values():
+        con.execute(statement)
+
+
+__all__ = ["INPUT_TABLES", "RESULT_TABLES", "TABLES", "VIEWS", "ensure_schema", "leaderboard_sql"]

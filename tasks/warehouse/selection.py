@@ -1,0 +1,56 @@
+"""Which buildings a run covers, and the latest week their stored data lets it forecast."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+import duckdb
+import pandas as pd
+from wadiro_fleet.tasks.errors import EmptySelectionError
+from wadiro_fleet.tasks.protocol.weeks import latest_complete_week
+from wadiro_fleet.tasks.warehouse.hours import load_buildings_info
+
+
+def fleet_building_ids(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> list[str]:
+    """The given ids (checked to exist) or, by default, every building in the warehouse."""
+    if buildings:
+        return list(load_buildings_info(con, buildings))
+    ids = [r[0] for r in con.execute("SELECT building_id FROM buildings ORDER BY 1").fetchall()]
+    if not ids:
+        raise EmptySelectionError("the warehouse has no buildings; run `wadiro ingest` first")
+    return ids
+
+
+def default_target_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> date:
+    """The latest week that can be forecast: its 12-week history has ended and its weather is
+    stored (observed, or a forecast a user has loaded).
+
+    Data ends are taken over the selected buildings and their sites; the week is a Monday in
+    the first building's time zone.
+    """
+    ids = fleet_building_ids(con, buildings)
+    row = con.execute(
+        """
+        SELECT any_value(b.timezone),
+               (SELECT max(ts) FROM meter_readings
+                 WHERE building_id IN (SELECT unnest(?::VARCHAR[])) AND kwh IS NOT NULL),
+               (SELECT max(w.ts) FROM weather w
+                 WHERE w.site_id IN (SELECT site_id FROM buildings
+                                     WHERE building_id IN (SELECT unnest(?::VARCHAR[])))
+                   AND w.temperature_c IS NOT NULL)
+        FROM buildings b WHERE b.building_id = ?
+        """,
+        [ids, ids, ids[0]],
+    ).fetchone()
+    timezone, meter_end, weather_end = row
+    if meter_end is None:
+        raise EmptySelectionError("no meter readings for the selected buildings")
+    if weather_end is None:
+        raise EmptySelectionError("no weather for the selected buildings' sites")
+    one_hour = pd.Timedelta(hours=1)
+    by_history = latest_complete_week(pd.Timestamp(meter_end) + one_hour, timezone,
+                                      include_test_week=False)
+    by_weather = latest_complete_week(pd.Timestamp(weather_end) + one_hour, timezone,
+                                      include_test_week=True)
+    return min(by_history, by_weather)

@@ -1,0 +1,169 @@
+"""Idempotent writes: a writer names the slice of a table it owns and replaces it.
+
+A *slice* is "these buildings, this UTC time range" or "these buildings x this week x these
+models". :func:`replace_slice` deletes the slice and inserts the new rows inside one
+transaction, so a rerun replaces rows and never duplicates them. Values are always bound with
+``?``; identifiers (table and column names) are checked against the warehouse schema and a
+strict pattern before they reach SQL. Rows come in as a pandas frame, an Arrow table or an
+Arrow ``RecordBatchReader`` (streamed, so a large load never sits in memory at once) and are
+inserted by one ``INSERT ... SELECT``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from wadiro_fleet.tasks.warehouse.connection import WarehouseError, transaction
+from wadiro_fleet.tasks.warehouse.schema import TABLES
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_STAGING_VIEW = "__wadiro_staged_rows"
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The rows a writer owns: every ``column IN values`` filter, and optionally a time range.
+
+    ``start`` is inclusive and ``end`` exclusive. An empty ``where_in`` with no time range means
+    the whole table; :func:`delete_slice_sql` refuses that unless ``whole_table`` is set.
+    """
+
+    where_in: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    time_column: str = "ts"
+    start: datetime | None = None
+    end: datetime | None = None
+    whole_table: bool = False
+
+    def columns(self) -> list[str]:
+        """Every column the slice's filter mentions."""
+        cols = list(self.where_in)
+        if self.start is not None or self.end is not None:
+            cols.append(self.time_column)
+        return cols
+
+
+def check_identifier(name: str) -> str:
+    """``name`` if it is a plain lower-case SQL identifier, else :class:`WarehouseError`."""
+    if not _IDENTIFIER.match(name):
+        raise WarehouseError(f"invalid SQL identifier {name!r}")
+    return name
+
+
+def _check_table(table: str, allowed_tables: Sequence[str] | None) -> str:
+    allowed = TABLES if allowed_tables is None else allowed_tables
+    if table not in allowed:
+        raise WarehouseError(f"unknown warehouse table {table!r}")
+    return check_identifier(table)
+
+
+def delete_slice_sql(
+    table: str, slice_: Slice, allowed_tables: Sequence[str] | None = None
+) -> tuple[str, list[Any]]:
+    """The ``DELETE`` statement and its bound parameters for one slice of ``table``."""
+    _check_table(table, allowed_tables)
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, values in slice_.where_in.items():
+        clauses.append(f"{check_identifier(column)} IN (SELECT unnest(?))")
+        params.append(list(values))
+    if slice_.start is not None:
+        clauses.append(f"{check_identifier(slice_.time_column)} >= ?")
+        params.append(slice_.start)
+    if slice_.end is not None:
+        clauses.append(f"{check_identifier(slice_.time_column)} < ?")
+        params.append(slice_.end)
+    if not clauses:
+        if not slice_.whole_table:
+            raise WarehouseError(f"refusing to delete all of {table!r} without whole_table=True")
+        return f"DELETE FROM {table}", []
+    return f"DELETE FROM {table} WHERE " + " AND ".join(clauses), params
+
+
+def insert_sql(
+    table: str, columns: Sequence[str], source: str, allowed_tables: Sequence[str] | None = None
+) -> str:
+    """``INSERT INTO table (cols) SELECT cols FROM source`` with checked identifiers."""
+    _check_table(table, allowed_tables)
+    if not columns:
+        raise WarehouseError(f"no columns to insert into {table!r}")
+    cols = ", ".join(check_identifier(c) for c in columns)
+    return f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {check_identifier(source)}"
+
+
+def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _as_arrow(rows: Any) -> pa.Table | pa.RecordBatchReader:
+    if isinstance(rows, (pa.Table, pa.RecordBatchReader)):
+        return rows
+    if hasattr(rows, "to_numpy") and hasattr(rows, "columns"):  # a pandas DataFrame
+        return pa.Table.from_pandas(rows, preserve_index=False)
+    raise TypeError(f"rows must be a pandas DataFrame or Arrow table/reader, not {type(rows)!r}")
+
+
+def empty_rows(con: duckdb.DuckDBPyConnection, table: str) -> pa.Table:
+    """A zero-row Arrow table with ``table``'s schema (to clear a slice and insert nothing)."""
+    return con.sql(f"SELECT * FROM {_check_table(table, None)} LIMIT 0").to_arrow_table()  # noqa: S608
+
+
+def replace_slice(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Any,
+    slice_: Slice,
+    *,
+    own_transaction: bool = True,
+) -> tuple[int, int]:
+    """Delete ``slice_`` from ``table`` and insert ``rows``; return (deleted, inserted) counts.
+
+    With ``own_transaction`` the two statements run in their own transaction; pass ``False``
+    when the caller already holds one (to make several tables change atomically). Every column
+    of ``rows`` must exist in the table; table columns missing from ``rows`` get their defaults.
+    """
+    data = _as_arrow(rows)
+    _check_table(table, None)
+    table_columns = _table_columns(con, table)
+    if not table_columns:
+        raise WarehouseError(f"table {table!r} does not exist; call ensure_schema first")
+    columns = list(data.schema.names)
+    unknown = [c for c in columns + slice_.columns() if c not in table_columns]
+    if unknown:
+        raise WarehouseError(f"columns {unknown} are not in table {table!r}")
+    delete, params = delete_slice_sql(table, slice_)
+    if own_transaction:
+        with transaction(con):
+            return _delete_insert(con, table, data, columns, delete, params)
+    return _delete_insert(con, table, data, columns, delete, params)
+
+
+def _delete_insert(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    data: pa.Table | pa.RecordBatchReader,
+    columns: list[str],
+    delete: str,
+    params: list[Any],
+) -> tuple[int, int]:
+    deleted = con.execute(delete, params).fetchone()[0]
+    con.register(_STAGING_VIEW, data)
+    # On failure the transaction is aborted and cannot unregister; its rollback drops the view
+    # (and a later register under the same name replaces it anyway).
+    inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
+    con.unregister(_STAGING_VIEW)
+    return int(deleted), int(inserted)
+
+
+__all__ = ["Slice", "check_identifier", "delete_slice_sql", "empty_rows", "insert_sql",
+           "replace_slice"]

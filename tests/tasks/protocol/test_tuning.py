@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+from sklearn.linear_model import Ridge
+from wadiro_fleet.tasks.protocol.tuning import TuningFailedError, tune
+
+from wadiro_models.search_spaces import Categorical, IntUniform, LogUniform
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(120, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=120)
+    return X[:90], y[:90], X[90:], y[90:]
+
+
+SPACE = {"alpha": LogUniform(1e-4, 1e3), "fit_intercept": Categorical((True, False))}
+
+
+def test_same_seed_same_trials_and_best_is_the_minimum():
+    X_fit, y_fit, X_val, y_val = _data()
+    a = tune(Ridge, SPACE, X_fit, y_fit, X_val, y_val, n_trials=8, seed=7)
+    b = tune(Ridge, SPACE, X_fit, y_fit, X_val, y_val, n_trials=8, seed=7)
+    assert [t.params for t in a.trials] == [t.params for t in b.trials]
+    assert a.best_value == min(t.value for t in a.trials)
+    # the best value is the validation MAE of a model refitted with the best parameters
+    refit = Ridge(**a.best_params).fit(X_fit, y_fit)
+    assert a.best_value == pytest.approx(np.mean(np.abs(refit.predict(X_val) - y_val)))
+
+
+def test_other_seed_other_trials():
+    X_fit, y_fit, X_val, y_val = _data()
+    a = tune(Ridge, SPACE, X_fit, y_fit, X_val, y_val, n_trials=4, seed=1)
+    b = tune(Ridge, SPACE, X_fit, y_fit, X_val, y_val, n_trials=4, seed=2)
+    assert [t.params for t in a.trials] != [t.params for t in b.trials]
+
+
+def test_missing_validation_labels_are_excluded():
+    X_fit, y_fit, X_val, y_val = _data()
+    y_val = y_val.copy()
+    y_val[:5] = np.nan
+    result = tune(Ridge, {"alpha": LogUniform(1e-3, 1.0)}, X_fit, y_fit, X_val, y_val,
+                  n_trials=2, seed=0)
+    assert np.isfinite(result.best_value)
+
+
+class _Fragile(Ridge):
+    """Fails for large alpha, to check that failed trials are recorded and skipped."""
+
+    def fit(self, X, y):
+        if self.alpha > 1.0:
+            raise RuntimeError("solver failed")
+        return super().fit(X, y)
+
+
+def test_failed_trials_are_recorded_and_skipped():
+    X_fit, y_fit, X_val, y_val = _data()
+    result = tune(_Fragile, {"alpha": LogUniform(1e-3, 1e3)}, X_fit, y_fit, X_val, y_val,
+                  n_trials=10, seed=3)
+    states = {t.state for t in result.trials}
+    assert states == {"complete", "fail"}
+    for t in result.trials:
+        assert (t.error is not None and "solver failed" in t.error) == (t.state == "fail")
+    assert result.best_params["alpha"] <= 1.0
+
+
+def test_all_trials_failing_raises():
+    X_fit, y_fit, X_val, y_val = _data()
+    with pytest.raises(TuningFailedError, match="solver failed") as failure:
+        tune(_Fragile, {"alpha": LogUniform(10.0, 1e3)}, X_fit, y_fit, X_val, y_val,
+             n_trials=3, seed=0)
+    assert [t.state for t in failure.value.trials] == ["fail"] * 3
+
+
+def test_integer_dimension():
+    from sklearn.neighbors import KNeighborsRegressor
+
+    X_fit, y_fit, X_val, y_val = _data()
+    result = tune(KNeighborsRegressor, {"n_neighbors": IntUniform(1, 10)}, X_fit, y_fit,
+                  X_val, y_val, n_trials=5, seed=0)
+    assert all(isinstance(t.params["n_neighbors"], int) for t in result.trials)

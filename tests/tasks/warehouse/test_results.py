@@ -1,0 +1,175 @@
+"""The per-(building, week) protocol and its idempotent warehouse writes, on a synthetic fleet."""
+
+from datetime import date, timedelta
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.forecasting import StoredParams, forecast_building_week
+from wadiro_fleet.tasks.warehouse.batches import load_jobs
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.results import load_stored_params, write_results
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+WEEK = date(2024, 3, 25)  # the week of the spring clock change in Europe/London
+FAST = ("svr", "wadiro_linreg", "seasonal_naive")
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    path = tmp_path_factory.mktemp("wh") / "w.duckdb"
+    ingest_synthetic(path, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
+    with connect(path) as con:
+        ensure_schema(con)
+    return path
+
+
+def _run(warehouse, building_id, config, stored=None, week=WEEK):
+    [job] = load_jobs(warehouse, [building_id], [week], config)
+    info = job.info
+    return forecast_building_week(
+        job.hours, building_id=building_id, timezone=info.timezone,
+        holiday_country=info.holiday_country, holiday_subdiv=info.holiday_subdiv,
+        week=week, config=config, stored_params=stored,
+    )
+
+
+def test_protocol_outputs(warehouse):
+    config = ForecastConfig(models=FAST, trials=3)
+    res = _run(warehouse, "synthetic_b00000", config)
+    assert res.status == "ok"
+    assert len(res.test_ts) == 167  # spring-forward week: one local hour fewer
+    assert [o.model for o in res.outcomes] == list(FAST)
+    for out in res.outcomes:
+        assert out.status == "ok", out.error
+        assert out.y_hat.shape == (167,)
+        assert out.scores.n_hours <= 167
+    svr = res.outcomes[0]
+    assert len(svr.trials) == 3 and svr.tuned_week == WEEK
+
+
+def test_rerun_reproduces_tuning(warehouse):
+    config = ForecastConfig(models=("svr",), trials=4)
+    a = _run(warehouse, "synthetic_b00001", config).outcomes[0]
+    b = _run(warehouse, "synthetic_b00001", config).outcomes[0]
+    assert a.params == b.params
+    np.testing.assert_array_equal(a.y_hat, b.y_hat)
+
+
+def test_reuse_skips_tuning_and_expires(warehouse):
+    config = ForecastConfig(models=("svr",), trials=3, tuning="reuse", reuse_max_age_weeks=2)
+    fresh = StoredParams({"C": 2.0, "fit_intercept": True, "loss": "l1"}, WEEK - timedelta(weeks=1))
+    out = _run(warehouse, "synthetic_b00000", config, {"svr": fresh}).outcomes[0]
+    assert out.trials == [] and out.params["C"] == 2.0 and out.tuned_week == fresh.tuned_week
+    stale = StoredParams(fresh.params, WEEK - timedelta(weeks=3))
+    out = _run(warehouse, "synthetic_b00000", config, {"svr": stale}).outcomes[0]
+    assert len(out.trials) == 3 and out.tuned_week == WEEK
+
+
+def test_seasonal_naive_is_the_same_local_hour_last_week(warehouse):
+    """In the week of the spring clock change: 168 h back before the change, 167 h after it
+    (the same London wall-clock hour), checked against the stored readings."""
+    res = _run(warehouse, "synthetic_b00000", ForecastConfig(models=("seasonal_naive",)))
+    y_hat = res.outcomes[0].y_hat
+    change = pd.Timestamp("2024-03-31 01:00Z")
+    checked = {168: 0, 167: 0}
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        con.execute("SET TimeZone='UTC'")
+        for i, ts in enumerate(res.test_ts):
+            lag = 168 if ts < change else 167
+            last_week = con.execute(
+                "SELECT kwh FROM meter_readings WHERE building_id = ? AND ts = ?",
+                ["synthetic_b00000", (ts - pd.Timedelta(hours=lag)).to_pydatetime()],
+            ).fetchone()[0]
+            if last_week is not None:
+                assert y_hat[i] == pytest.approx(last_week)
+                checked[lag] += 1
+    assert checked[168] > 100 and checked[167] > 15
+
+
+def test_window_without_history_is_skipped_with_reason(warehouse):
+    res = _run(warehouse, "synthetic_b00000", ForecastConfig(models=FAST), week=date(2024, 1, 8))
+    assert res.status == "insufficient_data" and res.reason and res.outcomes == []
+
+
+def test_unknown_model_name_and_feature_set():
+    with pytest.raises(ValidationError, match="unknown model.*nope"):
+        ForecastConfig(models=("svr", "nope"))
+    with pytest.raises(ValidationError, match="unknown feature set 'bogus'"):
+        ForecastConfig(feature_set="bogus")
+    with pytest.raises(ValidationError, match="no model selected"):
+        ForecastConfig(models=())
+
+
+def _table_rows(con, table):
+    cols = [c for c in con.execute(f"SELECT * FROM {table} LIMIT 0").df().columns if c != "run_id"]
+    return con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY ALL").fetchall()
+
+
+def test_writes_replace_and_never_duplicate(warehouse):
+    config = ForecastConfig(models=FAST, trials=2)
+    results = [_run(warehouse, b, config) for b in ("synthetic_b00000", "synthetic_b00001")]
+    with connect(warehouse) as con:
+        write_results(con, results, run_id="r1", models=config.models)
+        first = {t: _table_rows(con, t) for t in ("forecasts", "scores", "tuning_trials", "model_fits", "window_status")}
+        write_results(con, results, run_id="r2", models=config.models)
+        second = {t: _table_rows(con, t) for t in first}
+        assert first == second
+        assert len(first["forecasts"]) == 2 * 3 * 167
+        assert con.execute("SELECT count(DISTINCT run_id) FROM forecasts").fetchone()[0] == 1
+        # a rerun with a model that now fails to produce anything removes its stale rows
+        only_naive = [
+            type(r)(r.building_id, r.week, r.status, r.reason, r.coverage, r.test_ts,
+                    [o for o in r.outcomes if o.model == "seasonal_naive"])
+            for r in results
+        ]
+        write_results(con, only_naive, run_id="r3", models=config.models)
+        models = {r[0] for r in con.execute("SELECT DISTINCT model FROM forecasts").fetchall()}
+        assert models == {"seasonal_naive"}
+        # the leaderboard view answers
+        assert con.execute("SELECT count(*) FROM leaderboard").fetchone()[0] == 1
+
+
+def test_stored_params_pick_latest_own_tuning(warehouse):
+    config = ForecastConfig(models=("svr",), trials=2)
+    res = _run(warehouse, "synthetic_b00000", config)
+    with connect(warehouse) as con:
+        write_results(con, [res], run_id="r4", models=config.models)
+        stored = load_stored_params(con, ["synthetic_b00000"], ["svr"], WEEK + timedelta(weeks=1))
+        assert stored["synthetic_b00000"]["svr"].params == res.outcomes[0].params
+        assert load_stored_params(con, ["synthetic_b00000"], ["svr"], WEEK) == {}
+
+
+def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
+    """A live forecast (no actuals yet) is scored once its week's readings are stored."""
+    import shutil
+
+    from wadiro_fleet.tasks.warehouse.results import rescore_forecasts
+
+    path = tmp_path / "live.duckdb"
+    shutil.copy(warehouse, path)
+    config = ForecastConfig(models=("svr",), trials=2)
+    res = _run(path, "synthetic_b00000", config)
+    expected = res.outcomes[0].scores
+    start, end = res.test_ts.min().to_pydatetime(), res.test_ts.max().to_pydatetime()
+    where = "building_id = 'synthetic_b00000' AND ts BETWEEN ? AND ?"
+    with connect(path) as con:  # pretend the week had not happened yet when it was forecast
+        con.execute(f"CREATE TABLE held AS SELECT * FROM meter_readings WHERE {where}", [start, end])
+        con.execute(f"UPDATE meter_readings SET kwh = NULL WHERE {where}", [start, end])
+    live = _run(path, "synthetic_b00000", config)
+    assert live.outcomes[0].scores.n_hours == 0
+    with connect(path) as con:
+        write_results(con, [live], run_id="live", models=config.models)
+        con.execute(f"DELETE FROM meter_readings WHERE {where}", [start, end])
+        con.execute("INSERT INTO meter_readings SELECT * FROM held")
+        assert rescore_forecasts(con, WEEK) == 1
+        assert rescore_forecasts(con, WEEK) == 0  # nothing new the second time
+        mae, rmse, n = con.execute("SELECT mae, rmse, n_hours FROM scores WHERE model = 'svr' "
+                                   "AND building_id = 'synthetic_b00000'").fetchone()
+    np.testing.assert_array_equal(live.outcomes[0].y_hat, res.outcomes[0].y_hat)
+    assert n == expected.n_hours
+    assert mae == pytest.approx(expected.mae) and rmse == pytest.approx(expected.rmse)
