@@ -16,11 +16,7 @@ from wadiro_models._ipm import solve_ipm
 from wadiro_models._ipm_cones import ConeSet, NTScaling
 from wadiro_models._ipm_lifted import LiftedProgram
 from wadiro_models._ipm_newton import NormalEquations
-from wadiro_models._program import (
-    ScnnProgram,
-    max_constraint_violation,
-    objective_value,
-)
+from wadiro_models._program import ScnnProgram, max_constraint_violation, objective_value
 
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 

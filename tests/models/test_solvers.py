@@ -5,12 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wadiro_models import (
-    ScnnProgram,
-    SolverNotAvailableError,
-    get_solver,
-    objective_value,
-)
+from wadiro_models import ScnnProgram, SolverNotAvailableError, get_solver, objective_value
 from wadiro_models._cvxpy_solver import solve_clarabel
 from wadiro_models._gates import augment, distinct_gates, sample_gates
 from wadiro_models._program import max_constraint_violation
