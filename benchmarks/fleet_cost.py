@@ -19,33 +19,13 @@ from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
 
-from wadiro_fleet.tasks.ingest.cambridge_archive import ingest_cambridge
+from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
 from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
-from wadiro_fleet.tasks.protocol.forecasting import (
-    DEFAULT_MODEL_OPTIONS,
-    MODEL_NAMES,
-    ForecastConfig,
-)
-from wadiro_fleet.tasks.protocol.windows import window_load_range
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import (
-    load_buildings_info,
-    load_many_building_hours,
-)
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.models import MODEL_NAMES
+from wadiro_fleet.tasks.warehouse.batches import load_jobs
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
-
-
-def load_jobs(warehouse: Path, buildings: list[str], weeks: list[date]) -> list[BuildingJob]:
-    with connect(warehouse, read_only=True) as con:
-        infos = load_buildings_info(con, buildings)
-        start, _ = window_load_range(weeks[0], "Europe/London")
-        _, end = window_load_range(weeks[-1], "Europe/London")
-        hours = load_many_building_hours(con, buildings, start, end)
-    return [
-        BuildingJob(infos[b], frame.drop(columns="building_id").reset_index(drop=True), tuple(weeks))
-        for b, frame in hours.groupby("building_id", sort=False)
-    ]
 
 
 def measure(jobs: list[BuildingJob], config: ForecastConfig) -> dict:
@@ -90,16 +70,17 @@ def main() -> None:
     args = parser.parse_args()
     buildings = args.buildings.split(",")
     weeks = [date.fromisoformat(w) for w in args.weeks.split(",")]
+    models = tuple(args.models.split(","))
+    fast_config = ForecastConfig(models=models, trials=args.trials)
     with tempfile.TemporaryDirectory() as tmp:
         warehouse = Path(tmp) / "bench.duckdb"
         ingest_cambridge(warehouse, ARCHIVE, buildings=buildings,
                          start=weeks[0] - timedelta(weeks=13), end=weeks[-1] + timedelta(days=7))
-        jobs = load_jobs(warehouse, buildings, weeks)
-    models = tuple(args.models.split(","))
-    fast = measure(jobs, ForecastConfig(models=models, trials=args.trials))
+        jobs = load_jobs(warehouse, buildings, weeks, fast_config)
+    fast = measure(jobs, fast_config)
     report("fast path (solver=ipm)", fast)
     if args.reference:
-        options = {m: {**o, "solver": "clarabel"} for m, o in DEFAULT_MODEL_OPTIONS.items()}
+        options = {m: {**o, "solver": "clarabel"} for m, o in fast_config.model_options.items()}
         ref = measure(jobs, ForecastConfig(models=models, trials=args.trials, model_options=options))
         report("reference path (solver=clarabel)", ref)
         print(f"\nspeed-up of the full protocol (CPU per building-week): "

@@ -4,7 +4,7 @@ A synthetic fleet of N buildings (default 1,000) is generated in a temporary dir
 target week is forecast with the cheap ``seasonal_naive`` model only, so the compute is tiny and
 the orchestration overhead dominates. Timed with ``time.perf_counter``:
 
-* ``compute``: ``tasks.pipeline_tasks.run_jobs`` over every building in this process, the
+* ``compute``: ``wadiro_fleet.tasks.protocol.batch.run_jobs`` over every building in this process, the
   buildings' hours already in memory;
 * ``bare``: the flow's work without Prefect, one batch after another: read the batch's hours
   (read-only), ``run_jobs``, write its results in one transaction;
@@ -35,7 +35,8 @@ from wadiro_fleet.tasks.ingest.synthetic_fleet import (
     ingest_synthetic,
 )
 from wadiro_fleet.tasks.protocol.batch import run_jobs
-from wadiro_fleet.tasks.protocol.forecasting import ForecastConfig
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.results import write_results
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -62,11 +63,9 @@ def prefect_api(api_url: str | None) -> Iterator[str]:
 
 def time_compute(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, int]:
     """``run_jobs`` alone over every building, hours read beforehand (not timed)."""
-    from wadiro_fleet.flows.forecast import _load_jobs
-
     config = ForecastConfig(models=MODELS)
     jobs = [job for start in range(0, len(ids), batch_size)
-            for job in _load_jobs(str(warehouse), ids[start:start + batch_size], [WEEK], config)]
+            for job in load_jobs(warehouse, ids[start:start + batch_size], [WEEK], config)]
     started = time.perf_counter()
     results = run_jobs(jobs, config)
     elapsed = time.perf_counter() - started
@@ -75,13 +74,11 @@ def time_compute(warehouse: Path, ids: list[str], batch_size: int) -> tuple[floa
 
 def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, int]:
     """The flow's read -> compute -> write per batch, sequentially, without Prefect."""
-    from wadiro_fleet.flows.forecast import _load_jobs
-
     config = ForecastConfig(models=MODELS)
     ok = 0
     started = time.perf_counter()
     for start in range(0, len(ids), batch_size):
-        jobs = _load_jobs(str(warehouse), ids[start:start + batch_size], [WEEK], config)
+        jobs = load_jobs(warehouse, ids[start:start + batch_size], [WEEK], config)
         results = run_jobs(jobs, config)
         with connect(warehouse) as con:
             write_results(con, results, run_id="bare", models=MODELS)
@@ -91,12 +88,13 @@ def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, 
 
 def time_flow(warehouse: Path, runner: str, batch_size: int, max_in_flight: int) -> tuple[float, int]:
     from wadiro_fleet.flows.forecast import weekly_forecast_flow
+    from wadiro_fleet.flows.settings import WeeklySettings
 
     started = time.perf_counter()
-    summary = weekly_forecast_flow(
-        warehouse=str(warehouse), week=WEEK, models=list(MODELS), runner=runner,
-        batch_size=batch_size, max_in_flight=max_in_flight, show_progress=False,
-    )
+    summary = weekly_forecast_flow(week=WEEK, settings=WeeklySettings(
+        warehouse=str(warehouse), models=MODELS, runner=runner, batch_size=batch_size,
+        max_in_flight=max_in_flight,
+    ))
     return time.perf_counter() - started, summary.ok
 
 

@@ -22,9 +22,10 @@ from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow  # n
 from wadiro_fleet.flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow  # noqa: E402
 from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings  # noqa: E402
 from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
-from wadiro_fleet.tasks.report import run_leaderboard, write_report  # noqa: E402
-from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect  # noqa: E402
-from wadiro_fleet.tasks.warehouse.runs import RunSummary  # noqa: E402
+from wadiro_fleet.tasks.forecast_tasks import RunSummary  # noqa: E402
+from wadiro_fleet.tasks.report import read_run_leaderboard, write_report  # noqa: E402
+from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE  # noqa: E402
+from wadiro_fleet.tasks.warehouse.selection import has_buildings  # noqa: E402
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Fleet-scale week-ahead load forecasting.")
 ingest_app = typer.Typer(no_args_is_help=True, help="Fill the warehouse's input tables.")
@@ -133,8 +134,7 @@ def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     typer.echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         typer.echo(f"  failed: {failure}", err=True)
-    with connect(warehouse, read_only=True) as con:
-        board = run_leaderboard(con, summary.run_id)
+    board = read_run_leaderboard(warehouse, summary.run_id)
     if board.empty:
         typer.echo("no scored forecasts in this run (no actuals in the target week?)")
         return
@@ -177,12 +177,7 @@ def report(
 ) -> None:
     """Write the fleet leaderboard, per-building errors and forecast plots."""
     ids = split_list(buildings, "--buildings")
-
-    def make():  # noqa: ANN202
-        with connect(warehouse, read_only=True) as con:
-            return write_report(con, out, ids)
-
-    result = run_guarded(make)
+    result = run_guarded(lambda: write_report(warehouse, out, ids))
     typer.echo(result.leaderboard.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for path in result.files:
         typer.echo(f"wrote {path}")
@@ -197,20 +192,10 @@ def demo(
 ) -> None:
     """The whole job on the embedded default: a generated demo fleet, its latest week
     forecast with every model, and the leaderboard."""
-    if not _has_buildings(warehouse):
+    if not has_buildings(warehouse):
         typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse} ...")
         run_guarded(lambda: ingest_synthetic_flow(
             buildings=buildings, start=date(2024, 1, 1), weeks=14, seed=0,
             warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse), trials=trials)
     _report_run(lambda: weekly_forecast_flow(settings=settings), settings.warehouse)
-
-
-def _has_buildings(warehouse: Path) -> bool:
-    if not warehouse.exists():
-        return False
-    with connect(warehouse, read_only=True) as con:
-        try:
-            return con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0
-        except Exception:  # noqa: BLE001 - a warehouse without the table has no buildings
-            return False

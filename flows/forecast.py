@@ -20,6 +20,7 @@ from wadiro_fleet.flows.runners import make_task_runner, shared_local_api
 from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
 from wadiro_fleet.tasks.forecast_tasks import (
     OpenRun,
+    RunSummary,
     close_run,
     forecast_batch,
     latest_forecastable_week,
@@ -31,7 +32,6 @@ from wadiro_fleet.tasks.forecast_tasks import (
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
-from wadiro_fleet.tasks.warehouse.runs import RunSummary
 
 RESCORE_WEEKS = 8
 """How far back the weekly run looks for forecasts whose actuals arrived after scoring."""

@@ -171,6 +171,7 @@ def publish_leaderboard(run: OpenRun) -> None:
 __all__ = [
     "Batch",
     "OpenRun",
+    "RunSummary",
     "close_run",
     "forecast_batch",
     "latest_forecastable_week",

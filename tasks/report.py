@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # files only; no display on batch machines
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from wadiro_fleet.tasks.warehouse.connection import connect  # noqa: E402
 from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
 
 
@@ -73,9 +74,23 @@ class Report:
 
 
 def write_report(
-    con: duckdb.DuckDBPyConnection, out_dir: Path, buildings: Sequence[str] | None = None
+    warehouse: str | Path, out_dir: Path, buildings: Sequence[str] | None = None
 ) -> Report:
-    """Leaderboard and per-building errors as CSV, plus one PNG per building."""
+    """Leaderboard and per-building errors as CSV, plus one PNG per building, read from the
+    warehouse in one read-only connection."""
+    with connect(warehouse, read_only=True) as con:
+        return _write_report(con, out_dir, buildings)
+
+
+def read_run_leaderboard(warehouse: str | Path, run_id: str) -> pd.DataFrame:
+    """The leaderboard of one run, read in a short read-only connection."""
+    with connect(warehouse, read_only=True) as con:
+        return run_leaderboard(con, run_id)
+
+
+def _write_report(
+    con: duckdb.DuckDBPyConnection, out_dir: Path, buildings: Sequence[str] | None
+) -> Report:
     out_dir.mkdir(parents=True, exist_ok=True)
     report = Report(fleet_leaderboard(con), building_errors(con))
     for name, frame in (("leaderboard", report.leaderboard),

@@ -4,17 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 from wadiro_fleet.tasks.errors import EmptySelectionError
 from wadiro_fleet.tasks.protocol.weeks import latest_complete_week
+from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.hours import load_buildings_info
+
+
+def has_buildings(warehouse: str | Path) -> bool:
+    """Whether the warehouse file exists and holds at least one building."""
+    if not Path(warehouse).exists():
+        return False
+    with connect(warehouse, read_only=True) as con:
+        known = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'buildings'"
+        ).fetchone()[0]
+        return bool(known) and con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0
 
 
 def fleet_building_ids(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> list[str]:
     """The given ids (checked to exist) or, by default, every building in the warehouse."""
-    if buildings:
+    if buildings is not None:
+        if not buildings:
+            raise EmptySelectionError("an empty list of buildings was given; give none for all")
         return list(load_buildings_info(con, buildings))
     ids = [r[0] for r in con.execute("SELECT building_id FROM buildings ORDER BY 1").fetchall()]
     if not ids:

@@ -18,6 +18,7 @@ import time
 import pytest
 from prefect.settings import PREFECT_API_URL
 from wadiro_fleet.flows.forecast import backfill_flow
+from wadiro_fleet.flows.settings import BackfillSettings
 from wadiro_fleet.tasks.warehouse.connection import connect
 from warehouse_rows import (
     FAST_MODELS,

@@ -15,7 +15,6 @@ from prefect.client.schemas.filters import (
 )
 from prefect.exceptions import ParameterTypeError
 from pydantic import ValidationError
-
 from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow
 from wadiro_fleet.flows.settings import BackfillSettings
 from wadiro_fleet.tasks.warehouse.connection import connect

@@ -69,8 +69,7 @@ def test_building_errors_normalised_by_mean_load(warehouse):
 
 def test_report_files(warehouse, tmp_path):
     out = tmp_path / "report"
-    with connect(warehouse, read_only=True) as con:
-        report = write_report(con, out, ["b1"])
+    report = write_report(warehouse, out, ["b1"])
     names = sorted(p.relative_to(out).as_posix() for p in report.files)
     assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png"]
     assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

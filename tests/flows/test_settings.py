@@ -1,0 +1,79 @@
+"""One definition of a run's settings serves the flows, the command line and the deployments."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+from wadiro_fleet.flows import cli
+from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.models import MODEL_NAMES
+
+
+def test_only_tuning_differs_between_the_weekly_run_and_a_backfill():
+    weekly, backfill, base = (c().model_dump() for c in (WeeklySettings, BackfillSettings, RunSettings))
+    tunings = (weekly.pop("tuning"), backfill.pop("tuning"), base.pop("tuning"))
+    assert tunings == ("reuse", "per-window", "per-window")
+    assert weekly == backfill == base
+    assert base["models"] == MODEL_NAMES and base["trials"] == 15
+
+
+def test_forecast_config_drops_where_and_how_to_run():
+    settings = BackfillSettings(trials=3, runner="threads", warehouse="x.duckdb")
+    config = settings.forecast_config()
+    assert type(config) is ForecastConfig and config.trials == 3
+    assert set(config.model_dump()) == set(ForecastConfig.model_fields)
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Run the commands without running a flow: record the settings they would run with."""
+    calls = []
+
+    class Summary:
+        run_id, failures = "r", []
+
+        def line(self):
+            return "nothing run"
+
+    def fake_flow(**kwargs):
+        calls.append(kwargs)
+        return Summary()
+
+    monkeypatch.setattr(cli, "weekly_forecast_flow", fake_flow)
+    monkeypatch.setattr(cli, "backfill_flow", fake_flow)
+    monkeypatch.setattr(cli, "_report_run", lambda call, warehouse: call())
+    return calls
+
+
+@pytest.mark.parametrize(("command", "cls"), [
+    (["forecast"], WeeklySettings),
+    (["backfill", "--start", "2024-03-25", "--end", "2024-04-01"], BackfillSettings),
+])
+def test_command_line_defaults_are_the_settings_defaults(command, cls, captured):
+    result = CliRunner().invoke(cli.app, command)
+    assert result.exit_code == 0, result.output
+    assert captured[0]["settings"] == cls()
+
+
+def test_every_setting_is_an_option_and_reaches_the_flow(captured):
+    result = CliRunner().invoke(cli.app, [
+        "forecast", "--week", "2024-04-01", "--models", "svr, gp", "--trials", "3",
+        "--tuning", "per-window", "--feature-set", "paper_lags", "--reuse-max-age-weeks", "2",
+        "--history-weeks", "6", "--warehouse", "w.duckdb", "--buildings", "a,b",
+        "--runner", "dask", "--dask-address", "tcp://h:1", "--workers", "3",
+        "--batch-size", "5", "--max-in-flight", "4",
+    ])
+    assert result.exit_code == 0, result.output
+    settings = captured[0]["settings"]
+    assert settings == WeeklySettings(
+        models=("svr", "gp"), trials=3, tuning="per-window", feature_set="paper_lags",
+        reuse_max_age_weeks=2, history_weeks=6, warehouse="w.duckdb", buildings=("a", "b"),
+        runner="dask", dask_address="tcp://h:1", workers=3, batch_size=5, max_in_flight=4,
+    )
+    assert str(captured[0]["week"]) == "2024-04-01"
+    # every field but the per-model mapping is an option of both commands
+    options = {f"--{name.replace('_', '-')}" for name in RunSettings.model_fields} - {"--model-options"}
+    for command in ("forecast", "backfill"):
+        shown = CliRunner().invoke(cli.app, [command, "--help"], terminal_width=200).output
+        assert all(option in shown for option in options), command

@@ -1,0 +1,55 @@
+"""The storage tasks of a run retry while the warehouse is locked, and only then."""
+
+from __future__ import annotations
+
+import pytest
+from prefect import flow
+from wadiro_fleet.tasks import forecast_tasks
+from wadiro_fleet.tasks.forecast_tasks import OpenRun, read_batch
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
+from wadiro_fleet.tasks.warehouse.hours import DuplicateRowError
+
+RUN = OpenRun(run_id="r", warehouse="w.duckdb", label="test", weeks=(), building_ids=("a",),
+              config=ForecastConfig(models=("seasonal_naive",)))
+
+
+def _flaky(errors: list[Exception]):
+    calls = []
+
+    def load_batch(warehouse, ids, weeks, config):
+        calls.append(ids)
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
+        return [], []
+
+    return load_batch, calls
+
+
+def _read_in_a_flow():
+    @flow
+    def reading():
+        return read_batch.with_options(retry_delay_seconds=0)(RUN, ["a"])
+
+    return reading()
+
+
+def test_a_locked_warehouse_is_retried(monkeypatch, prefect_backend):
+    load, calls = _flaky([WarehouseLockedError("locked"), WarehouseLockedError("locked")])
+    monkeypatch.setattr(forecast_tasks, "load_batch", load)
+    batch = _read_in_a_flow()
+    assert len(calls) == 3 and batch.jobs == [] and batch.label == "a+0"
+
+
+def test_other_errors_are_not_retried(monkeypatch, prefect_backend):
+    load, calls = _flaky([DuplicateRowError("twice")])
+    monkeypatch.setattr(forecast_tasks, "load_batch", load)
+    with pytest.raises(DuplicateRowError):
+        _read_in_a_flow()
+    assert len(calls) == 1
+
+
+def test_batches_cover_every_building_once():
+    run = OpenRun(run_id="r", warehouse="w", label="x", weeks=(), building_ids=tuple("abcde"),
+                  config=RUN.config)
+    assert list(run.batches(2)) == [["a", "b"], ["c", "d"], ["e"]]
