@@ -18,7 +18,7 @@ from wadiro_models import make_model
 
 @pytest.fixture(scope="module")
 def window(cambridge_archive):
-    return load_window(cambridge_archive, building=7, year=2019, test_monday="2019-04-01")
+    return load_window(cambridge_archive, building=7, test_monday="2019-04-01")
 
 
 def test_window_has_the_protocol_shape(window):
