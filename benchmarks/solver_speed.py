@@ -15,7 +15,7 @@ Clarabel at its default tolerances may stop slightly above the optimum (3e-6 rel
 measured on synthetic programs; about 1e-9 on this window), so the gap against it is not an
 accuracy measure; ``--tight`` adds a reference solved to 1e-10 and reports the gap against
 that one. ``--direct`` also times the reference written without its auxiliary variables
-(``formulation="direct"`` in :mod:`wadiro_models._cvxpy_solver`, the program as usually
+(``formulation="direct"`` in :mod:`wadiro_models.solvers`, the program as usually
 first written, several times slower in Clarabel) and prints the ratio against it too.
 Both paths run with BLAS pinned to one thread. On a loaded machine use ``--repeat``: each
 path is then timed that many times, alternating, and the medians are printed.
@@ -34,10 +34,8 @@ from threadpoolctl import threadpool_limits
 from tasks.features import build_features, get_feature_set
 from tasks.ingest_cambridge import HOLIDAY_COUNTRY, HOLIDAY_SUBDIV, TIMEZONE, load_cambridge
 from tasks.windows import window_bounds
-from wadiro_models._cvxpy_solver import solve_clarabel
+from wadiro_models import ScnnProgram, max_constraint_violation, solve_clarabel, solve_ipm
 from wadiro_models._gates import augment, distinct_gates, n_gate_samples, sample_gates
-from wadiro_models._ipm import solve_ipm
-from wadiro_models._program import ScnnProgram, max_constraint_violation
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}

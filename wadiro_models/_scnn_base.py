@@ -20,8 +20,8 @@ from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples
 from ._program import ScnnProgram, ScnnSolution, predictions
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
-from ._solvers import check_supports, configured_solver
 from ._validation import fit_data, predict_data
+from .solvers import check_supports, configured_solver
 from .exceptions import (
     InaccurateSolutionWarning,
     InfeasibleConstraintsError,

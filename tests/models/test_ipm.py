@@ -10,13 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wadiro_models._cvxpy_solver import solve_clarabel
+from wadiro_models import (
+    ScnnProgram,
+    max_constraint_violation,
+    objective_value,
+    solve_clarabel,
+    solve_ipm,
+)
 from wadiro_models._gates import augment, distinct_gates, sample_gates
-from wadiro_models._ipm import solve_ipm
-from wadiro_models._ipm_cones import ConeSet, NTScaling
-from wadiro_models._ipm_lifted import LiftedProgram
-from wadiro_models._ipm_newton import NormalEquations
-from wadiro_models._program import ScnnProgram, max_constraint_violation, objective_value
+from wadiro_models.solvers.ipm._cones import ConeSet, NTScaling
+from wadiro_models.solvers.ipm._lifted import LiftedProgram
+from wadiro_models.solvers.ipm._newton import NormalEquations
 
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 

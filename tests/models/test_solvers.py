@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wadiro_models import ScnnProgram, SolverNotAvailableError, get_solver, objective_value
-from wadiro_models._cvxpy_solver import solve_clarabel
+from wadiro_models import (
+    ScnnProgram,
+    SolverNotAvailableError,
+    get_solver,
+    max_constraint_violation,
+    objective_value,
+    solve_clarabel,
+)
 from wadiro_models._gates import augment, distinct_gates, sample_gates
-from wadiro_models._program import max_constraint_violation
-from wadiro_models._solvers import check_supports, configured_solver
+from wadiro_models.solvers import SOLVERS, SolverEntry, check_supports, configured_solver
 
 
 def _program(**fields) -> ScnnProgram:
@@ -44,8 +49,6 @@ def test_solution_reports_its_own_objective_and_feasibility():
 
 
 def test_check_supports_refuses_a_penalty_for_a_solver_without_it(monkeypatch):
-    from wadiro_models._solvers import SOLVERS, SolverEntry
-
     monkeypatch.setitem(SOLVERS, "bare", SolverEntry("x:y"))
     check_supports("bare", _program())
     with pytest.raises(SolverNotAvailableError, match="ridge"):

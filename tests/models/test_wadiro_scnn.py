@@ -20,7 +20,7 @@ from wadiro_models import (
     WaDiRoSCNN,
 )
 from wadiro_models._gates import activation_patterns, augment
-from wadiro_models._solvers import SOLVERS, SolverEntry
+from wadiro_models.solvers import SOLVERS, SolverEntry, solve_clarabel
 
 
 def _data(seed: int = 0, n: int = 120, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -216,8 +216,6 @@ def test_solver_stopping_early_raises_solver_error():
 
 
 def _inaccurate_solver(program, *, warm_start=None):
-    from wadiro_models._cvxpy_solver import solve_clarabel
-
     solution = solve_clarabel(program)
     return ScnnSolution(**{**solution.__dict__, "status": "optimal_inaccurate"})
 
@@ -233,8 +231,6 @@ def test_inaccurate_status_raises_unless_accepted(monkeypatch):
 
 
 def _violating_solver(program, *, warm_start=None):
-    from wadiro_models._cvxpy_solver import solve_clarabel
-
     solution = solve_clarabel(program)
     return ScnnSolution(**{**solution.__dict__, "b": solution.b - 1.0})
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from ._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
+from .._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
 
 # cvxpy status -> ScnnSolution status
 _STATUS = {

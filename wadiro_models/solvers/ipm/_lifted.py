@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._ipm_cones import ConeSet
-from ._program import ScnnProgram
+from ..._program import ScnnProgram
+from ._cones import ConeSet
 
 
 @dataclass(frozen=True)
