@@ -32,7 +32,6 @@ class IpmState:
     primal_residual: float = np.inf
     dual_residual: float = np.inf
     gap: float = np.inf
-    converged: bool = False
     message: str = ""
     history: list[tuple[float, float, float, float]] = field(default_factory=list)
     best_merit: float = np.inf
@@ -50,7 +49,7 @@ class IpmState:
             self.iterations = it
             self.primal_residual, self.dual_residual, self.gap = pres, dres, rel_gap
         if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
-            self.converged, self.message = True, "converged"
+            self.message = "converged"
             return True
         if it > 5 and merit > 1e3 * self.best_merit:
             self.message = (f"stopped at iteration {it}: residuals grew far past the best "

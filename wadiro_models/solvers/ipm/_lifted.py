@@ -89,7 +89,7 @@ class LiftedProgram:
     only the Newton matrix's ``syrk`` reads.
     """
 
-    def __init__(self, program: ScnnProgram, *, l2_box_rows: bool = True) -> None:
+    def __init__(self, program: ScnnProgram) -> None:
         X = np.ascontiguousarray(program.X, dtype=float)
         D = np.asarray(program.patterns, dtype=bool)
         n, d1 = X.shape
@@ -103,10 +103,6 @@ class LiftedProgram:
         self.y = np.asarray(program.y, dtype=float)
         self.layout = Layout(p, d1, 1 if program.fit_intercept else 0, n)
         self.l1 = program.wasserstein == "l1"
-        # For l2 the rows tau >= |e_k| are implied by the cone (and strictly inactive at the
-        # optimum, since the 1 in beta keeps tau > |e_k|); kept, they centre the iterates much
-        # better than the single second-order cone does on its own.
-        self.box_rows = self.l1 or l2_box_rows
         self.lower_idx, self.lower = _finite(program.lower, n)
         self.upper_idx, self.upper = _finite(program.upper, n)
         self.ramp_idx, self.ramp = _finite(program.ramp, n - 1)
@@ -125,7 +121,7 @@ class LiftedProgram:
             iu, ju = self.gate_pairs
             self.pair_masks = np.ascontiguousarray((D[:, iu] & D[:, ju]).T, dtype=float)
         n_beta = self.layout.beta.stop
-        n_lp = self._blocks["norm_lo" if self.box_rows else "ramp_lo"].stop
+        n_lp = self._blocks["norm_lo"].stop
         self.cones = ConeSet(n_lp, 0 if self.l1 else n_beta + 2)
         self.c = np.zeros(self.layout.size)
         self.c[self.layout.t] = 1.0
@@ -148,8 +144,10 @@ class LiftedProgram:
         n_beta = lay.beta.stop
         if self.l1:
             sizes += [("norm_one", 1)]
-        if self.box_rows:
-            sizes += [("norm_hi", n_beta), ("norm_lo", n_beta)]
+        # For l2 the rows tau >= |e_k| are implied by the cone (and strictly inactive at the
+        # optimum, since the 1 in beta keeps tau > |e_k|); kept, they centre the iterates much
+        # better than the single second-order cone does on its own.
+        sizes += [("norm_hi", n_beta), ("norm_lo", n_beta)]
         if not self.l1:
             sizes += [("soc", n_beta + 2)]
         blocks, start = {}, 0
@@ -228,9 +226,8 @@ class LiftedProgram:
         out[blk["ramp_hi"]] = dy
         out[blk["ramp_lo"]] = -dy
         e = x[lay.beta]
-        if self.box_rows:
-            out[blk["norm_hi"]] = e - tau
-            out[blk["norm_lo"]] = -e - tau
+        out[blk["norm_hi"]] = e - tau
+        out[blk["norm_lo"]] = -e - tau
         if self.l1:
             out[blk["norm_one"]] = -tau
         else:
@@ -260,10 +257,9 @@ class LiftedProgram:
         if lay.n_bias:
             out[lay.b] = q.sum()
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
-        if self.box_rows:
-            zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
-            out[lay.beta] += zh - zl
-            out[lay.tau] -= zh.sum() + zl.sum()
+        zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
+        out[lay.beta] += zh - zl
+        out[lay.tau] -= zh.sum() + zl.sum()
         if self.l1:
             out[lay.tau] -= z[blk["norm_one"]][0]
         else:

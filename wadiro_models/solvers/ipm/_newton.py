@@ -79,11 +79,10 @@ class NormalEquations:
         h_tt = 0.0
         self.rho = 0.0
         a_beta, a_tau = np.zeros(n_beta), 0.0
-        if lifted.box_rows:
-            wh, wl = w[blk("norm_hi")], w[blk("norm_lo")]
-            diag_beta += wh + wl
-            cross_beta += wl - wh
-            h_tt += diag_beta.sum()
+        wh, wl = w[blk("norm_hi")], w[blk("norm_lo")]
+        diag_beta += wh + wl
+        cross_beta += wl - wh
+        h_tt += diag_beta.sum()
         if lifted.l1:
             h_tt += w[blk("norm_one")][0]
         else:
