@@ -12,13 +12,10 @@ from ._scnn_base import ConvexNetworkRegressor
 class SCNN(ConvexNetworkRegressor):
     """Shallow convex ReLU network of the paper's comparisons (Lemma 1 and its remark).
 
-    Training program (same gates, cones and physical constraints as :class:`WaDiRoSCNN`)::
-
-        minimise  (1/N) sum_j |y_hat_j - y_j|  +  lambda_reg * r(vec nu, vec omega)
-
-    with r = ||.||_1 for ``regularizer="lasso"``, ||.||_2^2 for ``"ridge"`` and no penalty
-    for ``None`` (b is never penalised). The paper writes the loss as a sum; with the mean
-    used here, ``lambda_reg`` equals the paper's lambda divided by N.
+    ``fit`` solves the training program of :mod:`wadiro_models._program` with ``radius = 0``
+    and the optional penalty ``lambda_reg * r(vec nu, vec omega)`` (same gates, cones and
+    physical constraints as :class:`WaDiRoSCNN`). The paper writes the loss as a sum; with
+    the mean used here, ``lambda_reg`` equals the paper's lambda divided by N.
 
     Parameters are those of :class:`WaDiRoSCNN` without ``radius``/``wasserstein``, plus
     ``regularizer`` and ``lambda_reg``. The penalised program needs a solver that implements

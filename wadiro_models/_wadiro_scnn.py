@@ -12,15 +12,9 @@ from ._scnn_base import ConvexNetworkRegressor
 class WaDiRoSCNN(ConvexNetworkRegressor):
     """Shallow convex ReLU network trained by Wasserstein DRO (paper, Proposition 1).
 
-    The training program, with X standardised and augmented by a bias column, D the
-    activation patterns of the kept gates and beta = (vec nu, vec(-omega), b, -1)::
-
-        minimise  radius * ||beta||_*  +  (1/N) sum_j |y_hat_j - y_j|
-        y_hat_j = sum_i D_ji x_j^T (nu_i - omega_i) + b
-        s.t.      (2 D_i - 1) * (X nu_i) >= 0,  (2 D_i - 1) * (X omega_i) >= 0
-                  lower_bound <= y_hat <= upper_bound,  |y_hat_j - y_hat_{j-1}| <= ramp
-
-    ``||.||_*`` is l_inf for ``wasserstein="l1"`` (an LP) and l2 for ``"l2"`` (an SOCP).
+    ``fit`` solves the training program of :mod:`wadiro_models._program` (Wasserstein term
+    ``radius * ||beta||_*`` plus the mean absolute error, gate cones, optional bounds and
+    ramps) on the standardised data, with the gates drawn from ``random_state``.
 
     Parameters
     ----------

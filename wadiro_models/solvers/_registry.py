@@ -24,7 +24,9 @@ class SolverEntry:
 
 
 SOLVERS: dict[str, SolverEntry] = {
-    "clarabel": SolverEntry("wadiro_models.solvers._clarabel:solve_clarabel", supports_penalty=True),
+    "clarabel": SolverEntry(
+        "wadiro_models.solvers._clarabel:solve_clarabel", supports_penalty=True
+    ),
     # the fast path hands penalised programs to the reference path itself
     "ipm": SolverEntry("wadiro_models.solvers.ipm:solve_ipm", supports_penalty=True),
 }

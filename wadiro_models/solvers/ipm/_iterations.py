@@ -1,13 +1,12 @@
-"""The interior-point iterations on the lifted cone program (see :mod:`wadiro_models._ipm`).
+"""The interior-point iterations on the cone program of :mod:`._lifted`.
 
-Two variants share the Newton machinery: the homogeneous self-dual embedding (variables
-``x, s, z, tau, kappa``; Clarabel's and CVXOPT ``conelp``'s approach) and an infeasible-start
-path-following method with separate primal and dual step lengths (CVXOPT ``coneqp``'s
-approach). Both use Nesterov-Todd scaling, Mehrotra's predictor-corrector and Gondzio's
-centrality correctors on the orthant rows. Measured on real building windows, the embedding
-needs 20-30 iterations on the l1 program (an LP) and is the default there; on the l2
-program the single large second-order cone slows it down and the infeasible-start variant
-(60-90 iterations) is used.
+Two variants share the Newton machinery of :mod:`._newton`: the homogeneous self-dual
+embedding (variables ``x, s, z, tau, kappa``; Clarabel's and CVXOPT ``conelp``'s approach) and
+an infeasible-start path-following method with separate primal and dual step lengths (CVXOPT
+``coneqp``'s approach). Both use Nesterov-Todd scaling, Mehrotra's predictor-corrector and
+Gondzio's centrality correctors on the orthant rows. The embedding is the default on the l1
+program (an LP); on the l2 program the single large second-order cone slows it down, so the
+infeasible-start variant is the default there.
 """
 
 from __future__ import annotations

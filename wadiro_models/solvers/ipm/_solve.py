@@ -53,7 +53,7 @@ def solve_ipm(
         with threadpool_limits(limits=1, user_api="blas"):
             lifted = LiftedProgram(program)
             method = opts.method
-            if method == "auto":  # measured: see _ipm_iterations
+            if method == "auto":  # why these two: see _iterations
                 method = "hsd" if lifted.l1 else "infeasible"
             state = _METHODS[method](lifted, opts)
     except (NewtonSystemError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -122,7 +122,7 @@ def _fall_back(
     if not opts.fallback:
         if attempt is not None:
             return attempt
-        nan = np.full((program.n_gates, program.X.shape[1]), np.nan)
+        nan = np.full((program.n_gates, program.n_cols), np.nan)
         return ScnnSolution(
             nu=nan, omega=nan.copy(), b=float("nan"), objective=float("nan"),
             status="failed", solver="ipm", solve_time=time.perf_counter() - started,
