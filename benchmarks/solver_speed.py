@@ -34,8 +34,13 @@ from threadpoolctl import threadpool_limits
 from tasks.features import build_features, get_feature_set
 from tasks.ingest_cambridge import HOLIDAY_COUNTRY, HOLIDAY_SUBDIV, TIMEZONE, load_cambridge
 from tasks.windows import window_bounds
-from wadiro_models import ScnnProgram, max_constraint_violation, solve_clarabel, solve_ipm
-from wadiro_models._gates import augment, distinct_gates, n_gate_samples, sample_gates
+from wadiro_models import (
+    ScnnProgram,
+    WaDiRoSCNN,
+    max_constraint_violation,
+    solve_clarabel,
+    solve_ipm,
+)
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
@@ -85,22 +90,16 @@ def window_program(
     nonnegative: bool = True,
     seed: int = 0,
 ) -> ScnnProgram:
-    """The standardised training program of one window; y_hat >= 0 kWh becomes a lower bound."""
-    x_std = X_raw.std(axis=0)
-    X = (X_raw - X_raw.mean(axis=0)) / np.where(x_std > 0, x_std, 1.0)
-    y_mean, y_std = y_raw.mean(), y_raw.std()
-    X_aug = augment(X)
-    gates = sample_gates(X_aug.shape[1], n_gate_samples(max_neurons), np.random.default_rng(seed))
-    _, patterns = distinct_gates(X_aug, gates)
-    lower = np.full(len(y_raw), -y_mean / y_std) if nonnegative else None
-    return ScnnProgram(
-        X=X_aug,
-        y=(y_raw - y_mean) / y_std,
-        patterns=patterns,
+    """The training program that WaDiRoSCNN's fit solves on one window (standardised, gates
+    from ``seed``); y_hat >= 0 kWh becomes a lower bound in program units."""
+    model = WaDiRoSCNN(
         radius=radius,
-        wasserstein=wasserstein,  # type: ignore[arg-type]
-        lower=lower,
+        max_neurons=max_neurons,
+        wasserstein=wasserstein,
+        lower_bound=0.0 if nonnegative else None,
+        random_state=seed,
     )
+    return model.build_program(X_raw, y_raw)
 
 
 def tuning_mix(X_raw: np.ndarray, y_raw: np.ndarray, trials: int, seed: int = 0) -> None:

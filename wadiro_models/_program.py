@@ -59,6 +59,9 @@ Regularizer = Literal["lasso", "ridge"]
 class ScnnProgram:
     """One instance of the training program (module docstring), in program units.
 
+    An estimator's ``build_program(X, y)`` returns the one its ``fit`` solves; construct one
+    directly for a program of your own.
+
     Attributes
     ----------
     X : ndarray of shape (N, d + 1)
