@@ -124,10 +124,10 @@ class ScnnProgram:
 class ScnnSolution:
     """What a solver returns: the weights, the optimal value and how trustworthy it is.
 
-    ``status`` is one of ``"optimal"``, ``"optimal_inaccurate"``, ``"infeasible"``,
-    ``"unbounded"``, ``"failed"``; ``solver`` names the path that produced the weights
-    (e.g. ``"clarabel"``, ``"ipm"``, or ``"ipm->clarabel"`` after a fallback).
-    Residuals are relative (scaled) and ``None`` where the solver does not report them.
+    ``status`` is one of the statuses of :mod:`wadiro_models._status`; ``solver`` names the
+    path that produced the weights (e.g. ``"clarabel"``, ``"ipm"``, or ``"ipm->clarabel"``
+    after a fallback). Residuals are relative (scaled) and ``None`` where the solver does not
+    report them.
     """
 
     nu: np.ndarray
@@ -146,6 +146,12 @@ class ScnnSolution:
     @property
     def ok(self) -> bool:
         return self.status == "optimal"
+
+    @property
+    def finite(self) -> bool:
+        """Whether nu, omega and b are all finite."""
+        weights = np.isfinite(self.nu).all() and np.isfinite(self.omega).all()
+        return bool(weights and np.isfinite(self.b))
 
 
 class ScnnSolver(Protocol):

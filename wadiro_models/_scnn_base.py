@@ -8,7 +8,6 @@ and status checks live here once.
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -22,14 +21,10 @@ from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples
 from ._program import ScnnProgram, ScnnSolution, predictions
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
+from ._status import check_solution
 from ._validation import fit_data, predict_data, training_data
+from .exceptions import InsufficientDataError, SolverError
 from .solvers import check_supports, configured_solver
-from .exceptions import (
-    InaccurateSolutionWarning,
-    InfeasibleConstraintsError,
-    InsufficientDataError,
-    SolverError,
-)
 
 # A fitted point may break a stated constraint by at most this much (program units) before
 # the fit is rejected; the default margin keeps real violations at zero.
@@ -94,7 +89,13 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         X, y = fit_data(self, X, y)
         training = self._training(X, y)
         program, scaling = training.program, training.scaling
-        solution = self._solve(program)
+        check_supports(self.solver, program)
+        solution = configured_solver(self.solver, self.solver_options)(program)
+        check_solution(
+            solution,
+            accept_inaccurate=self.accept_inaccurate,
+            constrained=program.has_physical_constraints,
+        )
         self._check_training_constraints(program, solution, scaling, training.limits)
 
         self.standardization_ = scaling
@@ -164,43 +165,6 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             **self._objective_terms(),
         )
         return _Training(program, gates, scaling, limits)
-
-    def _solve(self, program: ScnnProgram) -> ScnnSolution:
-        check_supports(self.solver, program)
-        solution = configured_solver(self.solver, self.solver_options)(program)
-        status = solution.status
-        if status == "infeasible" and program.has_physical_constraints:
-            raise InfeasibleConstraintsError(
-                f"solver {solution.solver!r}: no network satisfies the physical constraints "
-                "(lower_bound/upper_bound/ramp) on every training sample"
-            )
-        if status == "optimal_inaccurate" and self.accept_inaccurate:
-            warnings.warn(
-                f"solver {solution.solver!r} stopped at reduced accuracy "
-                "(optimal_inaccurate); accepted because accept_inaccurate=True",
-                InaccurateSolutionWarning,
-                stacklevel=3,
-            )
-        elif status != "optimal":
-            detail = solution.info.get("error", "")
-            raise SolverError(
-                f"solver {solution.solver!r} returned status {status!r}"
-                + (f": {detail}" if detail else "")
-                + (
-                    "; pass accept_inaccurate=True to keep such fits"
-                    if status == "optimal_inaccurate"
-                    else ""
-                ),
-                status=status,
-            )
-        finite = np.isfinite(solution.nu).all() and np.isfinite(solution.omega).all()
-        if not (finite and np.isfinite(solution.b)):
-            raise SolverError(
-                f"solver {solution.solver!r} reported {status!r} but returned non-finite "
-                "weights",
-                status="failed",
-            )
-        return solution
 
     @staticmethod
     def _check_training_constraints(

@@ -6,13 +6,14 @@ beta = (w, b, -1) and the samples z_j = (x_j, 1, y_j)::
     minimise  radius * ||beta||_*  +  (1/N) sum_j |x_j^T w + b - y_j|
 
 ``||.||_*`` is l_inf for ``wasserstein="l1"`` and l2 for ``"l2"``; b is left out of beta
-when ``fit_intercept`` is False. Solved by cvxpy + Clarabel.
+when ``fit_intercept`` is False. Solved by cvxpy + Clarabel, and checked by the same status
+check as the convex networks (:mod:`wadiro_models._status`).
 """
 
 from __future__ import annotations
 
 import time
-import warnings
+from dataclasses import dataclass, field
 from numbers import Real
 
 import cvxpy as cp
@@ -22,8 +23,55 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._scaling import Standardization
+from ._status import check_solution
 from ._validation import fit_data, predict_data
-from .exceptions import InaccurateSolutionWarning, SolverError
+from .solvers._clarabel import run_clarabel
+
+
+@dataclass
+class LinearSolution:
+    """The solver's answer in program units: ``y_hat = X w + b`` on the standardised data."""
+
+    coef: np.ndarray
+    intercept: float
+    objective: float
+    status: str
+    solver: str
+    iterations: int | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def finite(self) -> bool:
+        return bool(np.isfinite(self.coef).all() and np.isfinite(self.intercept))
+
+
+def solve_linear(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    radius: float,
+    wasserstein: str,
+    fit_intercept: bool,
+    settings: dict,
+) -> LinearSolution:
+    """Solve the module's program on (X, y) with Clarabel; a failure is a status, not raised."""
+    n, d = X.shape
+    w = cp.Variable(d)
+    b = cp.Variable() if fit_intercept else None
+    fitted = X @ w + b if b is not None else X @ w
+    parts = [w] + ([cp.reshape(b, (1,), order="C")] if b is not None else []) + [np.ones(1)]
+    dual_norm = cp.norm(cp.hstack(parts), "inf" if wasserstein == "l1" else 2)
+    objective = cp.sum(cp.abs(fitted - y)) / n + radius * dual_norm
+    problem = cp.Problem(cp.Minimize(objective))
+    run = run_clarabel(problem, settings)
+    if run.status in ("optimal", "optimal_inaccurate") and w.value is not None:
+        coef = np.asarray(w.value, dtype=float)
+        intercept = float(b.value) if b is not None else 0.0
+        value = float(problem.value)
+    else:
+        coef, intercept, value = np.full(d, np.nan), float("nan"), float("nan")
+    return LinearSolution(coef, intercept, value, run.status, "clarabel", run.iterations,
+                          run.info)
 
 
 class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
@@ -76,35 +124,22 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         scaling = Standardization.fit(X, y, self.standardize)
-        Xs, ys = scaling.transform_X(X), scaling.transform_y(y)
-        n, d = Xs.shape
-
-        w = cp.Variable(d)
-        b = cp.Variable() if self.fit_intercept else None
-        fitted = Xs @ w + b if b is not None else Xs @ w
-        parts = [w] + ([cp.reshape(b, (1,), order="C")] if b is not None else []) + [np.ones(1)]
-        dual_norm = cp.norm(cp.hstack(parts), "inf" if self.wasserstein == "l1" else 2)
-        objective = cp.sum(cp.abs(fitted - ys)) / n + self.radius * dual_norm
-        problem = cp.Problem(cp.Minimize(objective))
-        try:
-            problem.solve(solver=cp.CLARABEL, **(self.solver_options or {}))
-        except cp.error.SolverError as exc:
-            raise SolverError(f"Clarabel failed: {exc}", status="failed") from exc
-        status = problem.status
-        if status == cp.OPTIMAL_INACCURATE and self.accept_inaccurate:
-            warnings.warn(
-                "Clarabel stopped at reduced accuracy (optimal_inaccurate); accepted",
-                InaccurateSolutionWarning,
-                stacklevel=2,
-            )
-        elif status != cp.OPTIMAL or w.value is None:
-            raise SolverError(f"Clarabel returned status {status!r}", status=str(status))
-
-        w_std = np.asarray(w.value, dtype=float)
-        b_std = float(b.value) if b is not None else 0.0
-        self.coef_, self.intercept_ = scaling.linear_to_original(w_std, b_std)
-        self.objective_ = float(problem.value)
-        self.solver_status_ = "optimal" if status == cp.OPTIMAL else "optimal_inaccurate"
+        solution = solve_linear(
+            scaling.transform_X(X),
+            scaling.transform_y(y),
+            radius=self.radius,
+            wasserstein=self.wasserstein,
+            fit_intercept=self.fit_intercept,
+            settings=self.solver_options or {},
+        )
+        check_solution(solution, accept_inaccurate=self.accept_inaccurate, constrained=False)
+        self.coef_, self.intercept_ = scaling.linear_to_original(
+            solution.coef, solution.intercept
+        )
+        self.objective_ = float(solution.objective)
+        self.solver_status_ = solution.status
+        self.solver_name_ = solution.solver
+        self.n_iter_ = solution.iterations
         self.fit_time_ = time.perf_counter() - started
         return self
 

@@ -225,8 +225,9 @@ def test_inaccurate_status_raises_unless_accepted(monkeypatch):
     X, y = _data()
     with pytest.raises(SolverError, match="optimal_inaccurate.*accept_inaccurate=True"):
         WaDiRoSCNN(max_neurons=6, solver="sloppy").fit(X, y)
-    with pytest.warns(InaccurateSolutionWarning):
+    with pytest.warns(InaccurateSolutionWarning) as record:
         model = WaDiRoSCNN(max_neurons=6, solver="sloppy", accept_inaccurate=True).fit(X, y)
+    assert record[0].filename == __file__  # the warning points at the caller of fit
     assert model.solver_status_ == "optimal_inaccurate"
 
 

@@ -36,7 +36,7 @@ from .._program import (
     objective_value,
 )
 
-# cvxpy status -> ScnnSolution status
+# cvxpy status -> the library's status vocabulary (wadiro_models._status)
 _STATUS = {
     cp.OPTIMAL: "optimal",
     cp.OPTIMAL_INACCURATE: "optimal_inaccurate",
@@ -137,6 +137,36 @@ def build_problem(
     return cp.Problem(cp.Minimize(objective), constraints), v
 
 
+@dataclass(frozen=True)
+class ClarabelRun:
+    """The outcome of one Clarabel solve of a cvxpy problem, in the library's vocabulary."""
+
+    status: str
+    iterations: int | None
+    info: dict
+
+
+def run_clarabel(problem: cp.Problem, settings: dict) -> ClarabelRun:
+    """Solve a cvxpy ``problem`` with Clarabel ``settings``; a crash is status ``"failed"``
+    (never raised). The variables' values are left on the problem."""
+    info: dict = {}
+    try:
+        with warnings.catch_warnings():
+            # the status is reported in the solution; cvxpy's generic warning adds nothing
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=cp.CLARABEL, **settings)
+        status = _STATUS.get(problem.status, "failed")
+        info["cvxpy_status"] = problem.status
+    except cp.error.SolverError as exc:
+        status = "failed"
+        info["error"] = str(exc)
+    stats = problem.solver_stats if problem.status is not None else None
+    iterations = getattr(stats, "num_iters", None) if stats is not None else None
+    if stats is not None and getattr(stats, "solve_time", None) is not None:
+        info["clarabel_time"] = float(stats.solve_time)
+    return ClarabelRun(status, iterations, info)
+
+
 def solve_clarabel(
     program: ScnnProgram,
     *,
@@ -154,25 +184,15 @@ def solve_clarabel(
     started = time.perf_counter()
     problem, v = build_problem(program, formulation)
     P, d1 = program.n_gates, program.n_cols
-    info: dict = {
-        "backend": "cvxpy+clarabel", "formulation": formulation, "settings": dict(settings)
-    }
-    try:
-        with warnings.catch_warnings():
-            # the status is reported in the solution; cvxpy's generic warning adds nothing
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=cp.CLARABEL, **settings)
-        status = _STATUS.get(problem.status, "failed")
-        info["cvxpy_status"] = problem.status
-    except cp.error.SolverError as exc:
-        status = "failed"
-        info["error"] = str(exc)
+    run = run_clarabel(problem, settings)
     elapsed = time.perf_counter() - started
-
-    stats = problem.solver_stats if problem.status is not None else None
-    iterations = getattr(stats, "num_iters", None) if stats is not None else None
-    if stats is not None and getattr(stats, "solve_time", None) is not None:
-        info["clarabel_time"] = float(stats.solve_time)
+    status, iterations = run.status, run.iterations
+    info: dict = {
+        "backend": "cvxpy+clarabel",
+        "formulation": formulation,
+        "settings": dict(settings),
+        **run.info,
+    }
 
     if status in ("optimal", "optimal_inaccurate") and v.nu.value is not None:
         nu, omega = np.asarray(v.nu.value), np.asarray(v.omega.value)
