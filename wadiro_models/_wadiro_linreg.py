@@ -75,23 +75,65 @@ def solve_linear(
 
 
 class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
-    """Wasserstein DRO linear regression with the l1 loss.
+    """Wasserstein DRO linear regression with the l1 loss (program in the module docstring).
 
     Parameters
     ----------
-    radius : radius of the Wasserstein ball (>= 0).
-    wasserstein : ground norm of the Wasserstein metric, ``"l1"`` or ``"l2"``.
-    fit_intercept : learn the bias b.
-    standardize : standardise X and y inside ``fit`` (coefficients are reported in the
-        original units).
-    solver_options : Clarabel settings passed through cvxpy.
-    accept_inaccurate : keep an ``optimal_inaccurate`` solve (with a warning).
+    radius : float, default=1e-2
+        Radius of the Wasserstein ball (>= 0).
+
+    wasserstein : {"l1", "l2"}, default="l1"
+        Ground norm of the Wasserstein metric; the program is an LP for ``"l1"`` and an
+        SOCP for ``"l2"``.
+
+    fit_intercept : bool, default=True
+        Learn the bias b (else b = 0 and it is left out of beta).
+
+    standardize : bool, default=True
+        Standardise X and y inside ``fit``; the coefficients are reported in the original
+        units either way.
+
+    solver_options : dict, default=None
+        Clarabel settings, passed through cvxpy.
+
+    accept_inaccurate : bool, default=False
+        Keep a fit whose solver status is ``"optimal_inaccurate"`` (with an
+        :class:`~wadiro_models.InaccurateSolutionWarning`) instead of raising
+        :class:`~wadiro_models.SolverError`.
 
     Attributes
     ----------
-    coef_, intercept_ : the fitted model in the original units of X and y.
-    objective_ : optimal value of the program (program units).
-    solver_status_, fit_time_ : solver status and seconds spent in ``fit``.
+    coef_ : ndarray of shape (n_features_in_,)
+        Coefficients in the original units of X and y.
+
+    intercept_ : float
+        Intercept in the original units of y.
+
+    objective_ : float
+        Optimal value of the program, in program units.
+
+    solver_status_ : str
+        ``"optimal"``, or ``"optimal_inaccurate"`` when accepted.
+
+    solver_name_ : str
+        The solver that produced the fit (``"clarabel"``).
+
+    n_iter_ : int or None
+        Solver iterations, where the solver reports them.
+
+    fit_time_ : float
+        Seconds spent in ``fit``.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``; defined only when X has feature names that
+        are all strings.
+
+    See Also
+    --------
+    WaDiRoSCNN : The convex-network counterpart.
     """
 
     _parameter_constraints: dict = {
@@ -105,6 +147,7 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         radius: float = 1e-2,
         wasserstein: str = "l1",
         fit_intercept: bool = True,
