@@ -12,7 +12,7 @@ infeasible-start variant is the default there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,7 +32,6 @@ class IpmState:
     dual_residual: float = np.inf
     gap: float = np.inf
     message: str = ""
-    history: list[tuple[float, float, float, float]] = field(default_factory=list)
     best_merit: float = np.inf
 
     def observe(

@@ -17,11 +17,16 @@ class IpmOptions:
     stalls just short of ``feastol`` is accepted when it passes that check.
 
     ``method`` is ``"hsd"`` (homogeneous embedding), ``"infeasible"`` (infeasible start) or
-    ``"auto"`` (the first for l1, the second for l2). ``correctors`` Gondzio correctors look
+    ``"auto"`` (the first for l1, the second for l2); ``max_iter`` bounds its iterations.
+    Each step goes the fraction ``step`` of the way to the cone's boundary, with separate
+    primal and dual lengths in the infeasible start when ``separate_steps``. ``correctors``
+    Gondzio correctors look
     ``gondzio_a * alpha + gondzio_b`` ahead and push products into
     ``[1/gondzio_band, gondzio_band] * sigma mu``. Once the worst of the relative residuals
     and gap is below ``refine_below``, up to ``refine`` steps of iterative refinement run
-    while they halve the residual, down to ``refine_tol`` (relative).
+    while they halve the residual, down to ``refine_tol`` (relative). With ``fallback``
+    an unsupported program or an answer that fails the check is solved again on the
+    reference path; ``verbose`` prints one line per iteration.
     """
 
     feastol: float = 1e-8
