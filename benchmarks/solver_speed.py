@@ -15,7 +15,7 @@ Clarabel at its default tolerances may stop slightly above the optimum (3e-6 rel
 measured on synthetic programs; about 1e-9 on this window), so the gap against it is not an
 accuracy measure; ``--tight`` adds a reference solved to 1e-10 and reports the gap against
 that one. ``--direct`` also times the reference written without its auxiliary variables
-(``formulation="direct"`` in :mod:`wadiro_models._cvxpy_solver`, the program as usually
+(``formulation="direct"`` in :mod:`wadiro_models.solvers`, the program as usually
 first written, several times slower in Clarabel) and prints the ratio against it too.
 Both paths run with BLAS pinned to one thread. On a loaded machine use ``--repeat``: each
 path is then timed that many times, alternating, and the medians are printed.
@@ -39,10 +39,13 @@ from wadiro_fleet.tasks.ingest.cambridge_archive import (
 from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
 from wadiro_fleet.tasks.protocol.windows import window_bounds
 
-from wadiro_models._cvxpy_solver import solve_clarabel
-from wadiro_models._gates import augment, distinct_gates, n_gate_samples, sample_gates
-from wadiro_models._ipm import solve_ipm
-from wadiro_models._program import ScnnProgram, max_constraint_violation
+from wadiro_models import (
+    ScnnProgram,
+    WaDiRoSCNN,
+    max_constraint_violation,
+    solve_clarabel,
+    solve_ipm,
+)
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
@@ -92,22 +95,16 @@ def window_program(
     nonnegative: bool = True,
     seed: int = 0,
 ) -> ScnnProgram:
-    """The standardised training program of one window; y_hat >= 0 kWh becomes a lower bound."""
-    x_std = X_raw.std(axis=0)
-    X = (X_raw - X_raw.mean(axis=0)) / np.where(x_std > 0, x_std, 1.0)
-    y_mean, y_std = y_raw.mean(), y_raw.std()
-    X_aug = augment(X)
-    gates = sample_gates(X_aug.shape[1], n_gate_samples(max_neurons), np.random.default_rng(seed))
-    _, patterns = distinct_gates(X_aug, gates)
-    lower = np.full(len(y_raw), -y_mean / y_std) if nonnegative else None
-    return ScnnProgram(
-        X=X_aug,
-        y=(y_raw - y_mean) / y_std,
-        patterns=patterns,
+    """The training program that WaDiRoSCNN's fit solves on one window (standardised, gates
+    from ``seed``); y_hat >= 0 kWh becomes a lower bound in program units."""
+    model = WaDiRoSCNN(
         radius=radius,
-        wasserstein=wasserstein,  # type: ignore[arg-type]
-        lower=lower,
+        max_neurons=max_neurons,
+        wasserstein=wasserstein,
+        lower_bound=0.0 if nonnegative else None,
+        random_state=seed,
     )
+    return model.build_program(X_raw, y_raw)
 
 
 def tuning_mix(X_raw: np.ndarray, y_raw: np.ndarray, trials: int, seed: int = 0) -> None:

@@ -5,10 +5,16 @@ Pure library: numpy, scipy, cvxpy, clarabel and scikit-learn only (no files, no 
 
 from ._baselines import GaussianProcessBaseline, LinearSVRBaseline
 from ._constraints import PhysicalLimits, physical_limits
-from ._program import ScnnProgram, ScnnSolution, ScnnSolver, objective_value, predictions
+from ._program import (
+    ScnnProgram,
+    ScnnSolution,
+    ScnnSolver,
+    max_constraint_violation,
+    objective_value,
+    predictions,
+)
 from ._relu_network import ReluNetwork
 from ._scnn import SCNN
-from ._solvers import SOLVERS, get_solver
 from ._wadiro_linreg import WaDiRoLinearRegression
 from ._wadiro_scnn import WaDiRoSCNN
 from .exceptions import (
@@ -23,6 +29,7 @@ from .exceptions import (
 )
 from .registry import MODELS, make_model
 from .search_spaces import SEARCH_SPACES, Categorical, IntUniform, LogUniform
+from .solvers import SOLVERS, IpmOptions, get_solver, solve_clarabel, solve_ipm
 
 __all__ = [
     "MODELS",
@@ -35,6 +42,7 @@ __all__ = [
     "InfeasibleConstraintsError",
     "InsufficientDataError",
     "IntUniform",
+    "IpmOptions",
     "InvalidInputError",
     "LinearSVRBaseline",
     "LogUniform",
@@ -51,7 +59,10 @@ __all__ = [
     "WadiroModelError",
     "get_solver",
     "make_model",
+    "max_constraint_violation",
     "objective_value",
     "physical_limits",
     "predictions",
+    "solve_clarabel",
+    "solve_ipm",
 ]

@@ -41,14 +41,53 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    length_scale : length scale of the RBF kernel.
-    periodicity : period of the exp-sine-squared kernel.
-    length_scale_sine : length scale of the exp-sine-squared kernel.
-    noise_level : variance of the white-noise kernel.
-    optimize : let scikit-learn optimise the kernel hyperparameters (L-BFGS-B).
-    n_restarts_optimizer : optimiser restarts when ``optimize`` is True.
-    standardize : standardise X and y inside ``fit``.
-    random_state : seed of the optimiser restarts.
+    length_scale : float, default=10.0
+        Length scale of the RBF kernel.
+
+    periodicity : float, default=10.0
+        Period of the exp-sine-squared kernel.
+
+    length_scale_sine : float, default=10.0
+        Length scale of the exp-sine-squared kernel.
+
+    noise_level : float, default=1.0
+        Variance of the white-noise kernel.
+
+    optimize : bool, default=False
+        Let scikit-learn optimise the kernel hyperparameters (L-BFGS-B).
+
+    n_restarts_optimizer : int, default=0
+        Optimiser restarts when ``optimize`` is True.
+
+    standardize : bool, default=True
+        Standardise X and y inside ``fit`` (undone in ``predict``).
+
+    random_state : int, RandomState instance or None, default=0
+        Seed of the optimiser restarts.
+
+    Attributes
+    ----------
+    gp_ : GaussianProcessRegressor
+        The fitted scikit-learn model, on standardised data.
+
+    kernel_ : Kernel
+        The kernel after fitting (equal to :meth:`kernel` unless ``optimize``).
+
+    standardization_ : Standardization
+        Means and scales of X and y.
+
+    solver_status_ : str
+        ``"optimal"`` (a failed factorisation raises instead).
+
+    fit_time_ : float
+        Seconds spent in ``fit``.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``; defined only when X has feature names that
+        are all strings.
     """
 
     _parameter_constraints: dict = {
@@ -64,6 +103,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         length_scale: float = 10.0,
         periodicity: float = 10.0,
         length_scale_sine: float = 10.0,
@@ -134,16 +174,59 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    C : inverse regularisation strength.
-    loss : ``"l1"`` (epsilon-insensitive) or ``"l2"`` (squared epsilon-insensitive).
-    fit_intercept : learn the bias.
-    epsilon : half-width of the insensitive tube (in standardised units of y).
-    standardize : standardise X and y inside ``fit``.
-    max_iter, tol : liblinear stopping rule.
-    random_state : seed of liblinear's coordinate order.
+    C : float, default=1.0
+        Inverse regularisation strength.
 
-    ``solver_status_`` is ``"optimal"``, or ``"max_iter"`` when liblinear stopped on its
-    iteration limit (its :class:`ConvergenceWarning` is recorded there, not re-emitted).
+    loss : {"l1", "l2"}, default="l1"
+        ``"l1"`` is the epsilon-insensitive loss, ``"l2"`` the squared epsilon-insensitive
+        loss.
+
+    fit_intercept : bool, default=True
+        Learn the bias.
+
+    epsilon : float, default=0.0
+        Half-width of the insensitive tube, in standardised units of y.
+
+    standardize : bool, default=True
+        Standardise X and y inside ``fit``; the coefficients are reported in the original
+        units either way.
+
+    max_iter : int, default=10_000
+        Iteration limit of liblinear.
+
+    tol : float, default=1e-4
+        Stopping tolerance of liblinear.
+
+    random_state : int, RandomState instance or None, default=0
+        Seed of liblinear's coordinate order.
+
+    Attributes
+    ----------
+    svr_ : LinearSVR
+        The fitted scikit-learn model, on standardised data.
+
+    coef_ : ndarray of shape (n_features_in_,)
+        Coefficients in the original units of X and y.
+
+    intercept_ : float
+        Intercept in the original units of y.
+
+    solver_status_ : str
+        ``"optimal"``, or ``"max_iter"`` when liblinear stopped on its iteration limit (its
+        :class:`~sklearn.exceptions.ConvergenceWarning` is recorded here, not re-emitted).
+
+    n_iter_ : int
+        Iterations liblinear ran.
+
+    fit_time_ : float
+        Seconds spent in ``fit``.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``; defined only when X has feature names that
+        are all strings.
     """
 
     _parameter_constraints: dict = {
@@ -159,6 +242,7 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         C: float = 1.0,
         loss: str = "l1",
         fit_intercept: bool = True,

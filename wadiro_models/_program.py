@@ -1,28 +1,47 @@
-"""The WaDiRo-SCNN training program as plain data, and the result a solver returns.
+"""The training program, stated once for the whole library, and the result a solver returns.
 
-Kept apart from the estimators (scikit-learn side) and from the solvers (cvxpy + Clarabel
-reference path, structure-exploiting interior point) so that a solver can be swapped without
-touching the estimators. Everything is expressed in *program units*: if the estimator
-standardises X and y, the program holds the standardised data and the bounds converted exactly.
+Every other module (estimators, the cvxpy reference path, the interior-point method) uses this
+notation and refers here instead of restating the program.
 
-The program (paper, Proposition 1 with biases), with X the N x (d+1) data already augmented by a
-column of ones and D the N x P activation patterns::
+Notation::
 
-    minimise    radius * ||beta||_*  +  (1/N) * sum_j |y_hat_j - y_j|
-    y_hat_j   = sum_i D_ji * x_j^T (nu_i - omega_i) + b
-    beta      = (vec nu, vec(-omega), b, -1)      (b omitted when fit_intercept is False)
-    s.t.        (2 D_i - 1) * (X nu_i)    >= 0     for every gate i
+    N, d       samples, features
+    X          (N, d + 1) data in program units, the last column all ones (the hidden bias);
+               estimator code calls it X_aug because there X is the raw (N, d) input
+    P          kept gates, i.e. distinct, not all-zero activation patterns
+    D          (N, P) activation patterns, D_ji = 1[x_j^T s_i >= 0]; D_i is its column i
+    nu, omega  (P, d + 1) convex weights; row i holds the two neurons of gate i
+    b          output bias (fixed at 0, and left out of beta, when fit_intercept is False)
+    X_hat      (N, P (d + 1)) lifted features [D_1 * X, ..., D_P * X] (paper, Lemma 1):
+               X_hat[j, i (d + 1) + k] = D_ji X_jk
+    y_hat      = sum_i D_i * (X (nu_i - omega_i)) + b = X_hat vec(nu - omega) + b
+               (vec is row-major: gate by gate)
+    beta       = (vec nu, vec(-omega), b, -1)
+    radius     radius of the Wasserstein ball (the paper's epsilon), >= 0
+    ||.||_*    dual of the Wasserstein ground norm: l_inf for ``"l1"``, l2 for ``"l2"``
+
+In code, ``n_gates``/``P`` count gates and ``n_cols``/``d1`` count the columns of X (d + 1).
+
+The program (paper, Proposition 1 with the biases of its closing remark, plus the physical
+constraints of Section 5), in program units::
+
+    minimise    radius * ||beta||_*  +  (1/N) sum_j |y_hat_j - y_j|
+    s.t.        (2 D_i - 1) * (X nu_i)    >= 0      for every gate i (elementwise)
                 (2 D_i - 1) * (X omega_i) >= 0
-                lower_j <= y_hat_j <= upper_j       (physical bounds, optional)
-                |y_hat_j - y_hat_{j-1}| <= ramp_j   (ramp limits, optional)
+                lower_j <= y_hat_j <= upper_j        physical bounds, where given
+                |y_hat_j - y_hat_{j-1}| <= ramp_j    ramp limits, where given
 
-``||.||_*`` is the dual of the Wasserstein ground norm: l_inf for ``"l1"`` (an LP), l2 for
-``"l2"`` (an SOCP).
+With the l1 ground norm it is an LP, with l2 an SOCP. Both dual norms ignore the signs of
+the entries, so solvers may bound (vec nu, vec omega, b, 1) instead of beta.
 
 The plain and regularised convex networks of the paper's comparisons are the same program
 with ``radius = 0`` plus an optional penalty ``lambda_reg * r(vec nu, vec omega)`` added to the
 objective (``r`` = l1 norm for ``"lasso"``, squared l2 norm for ``"ridge"``; b is not
 penalised). Solvers that do not implement the penalty must refuse such a program.
+
+"Program units": if an estimator standardises X and y, the program holds the standardised data
+and the bounds converted exactly (see :mod:`wadiro_models._scaling`). A solver works on a
+:class:`ScnnProgram` only, so it can be swapped without touching the estimators.
 """
 
 from __future__ import annotations
@@ -38,20 +57,33 @@ Regularizer = Literal["lasso", "ridge"]
 
 @dataclass(frozen=True)
 class ScnnProgram:
-    """One instance of the training program, in program units.
+    """One instance of the training program (module docstring), in program units.
+
+    An estimator's ``build_program(X, y)`` returns the one its ``fit`` solves; construct one
+    directly for a program of your own.
 
     Attributes
     ----------
-    X : (N, d+1) features, the last column all ones (the hidden-layer bias).
-    y : (N,) labels.
-    patterns : (N, P) boolean activation patterns D, duplicate and all-zero columns removed.
-    radius : Wasserstein ball radius (>= 0).
-    wasserstein : ground norm of the Wasserstein metric, ``"l1"`` or ``"l2"``.
-    fit_intercept : whether the output bias b is a variable (else fixed at 0 and not in beta).
-    lower, upper : (N,) bounds on y_hat, ``-inf`` / ``+inf`` where absent; ``None`` if none at all.
-    ramp : (N-1,) limits on |y_hat_j - y_hat_{j-1}|, ``inf`` where absent; ``None`` if none.
-    regularizer : optional penalty on (vec nu, vec omega): ``"lasso"`` or ``"ridge"``.
-    lambda_reg : weight of that penalty (ignored when ``regularizer`` is ``None``).
+    X : ndarray of shape (N, d + 1)
+        Data, the last column all ones.
+    y : ndarray of shape (N,)
+        Labels.
+    patterns : ndarray of shape (N, P), dtype bool
+        Activation patterns D, duplicate and all-zero columns removed.
+    radius : float
+        Radius of the Wasserstein ball (>= 0).
+    wasserstein : {"l1", "l2"}, default="l1"
+        Ground norm of the Wasserstein metric.
+    fit_intercept : bool, default=True
+        Whether the output bias b is a variable (else fixed at 0 and not in beta).
+    lower, upper : ndarray of shape (N,) or None, default=None
+        Bounds on y_hat, ``-inf`` / ``+inf`` where absent; ``None`` if there are none at all.
+    ramp : ndarray of shape (N - 1,) or None, default=None
+        Limits on ``|y_hat_j - y_hat_{j-1}|``, ``inf`` where absent; ``None`` if none.
+    regularizer : {"lasso", "ridge"} or None, default=None
+        Optional penalty on (vec nu, vec omega).
+    lambda_reg : float, default=0.0
+        Weight of that penalty (ignored when ``regularizer`` is None).
     """
 
     X: np.ndarray
@@ -75,8 +107,8 @@ class ScnnProgram:
         return int(self.patterns.shape[1])
 
     @property
-    def n_features(self) -> int:
-        """Columns of X, the bias column included (d + 1)."""
+    def n_cols(self) -> int:
+        """Columns of X, the bias column included: d + 1."""
         return int(self.X.shape[1])
 
     @property
@@ -92,10 +124,10 @@ class ScnnProgram:
 class ScnnSolution:
     """What a solver returns: the weights, the optimal value and how trustworthy it is.
 
-    ``status`` is one of ``"optimal"``, ``"optimal_inaccurate"``, ``"infeasible"``,
-    ``"unbounded"``, ``"failed"``; ``solver`` names the path that produced the weights
-    (e.g. ``"clarabel"``, ``"ipm"``, or ``"ipm->clarabel"`` after a fallback).
-    Residuals are relative (scaled) and ``None`` where the solver does not report them.
+    ``status`` is one of the statuses of :mod:`wadiro_models._status`; ``solver`` names the
+    path that produced the weights (e.g. ``"clarabel"``, ``"ipm"``, or ``"ipm->clarabel"``
+    after a fallback). Residuals are relative (scaled) and ``None`` where the solver does not
+    report them.
     """
 
     nu: np.ndarray
@@ -115,6 +147,12 @@ class ScnnSolution:
     def ok(self) -> bool:
         return self.status == "optimal"
 
+    @property
+    def finite(self) -> bool:
+        """Whether nu, omega and b are all finite."""
+        weights = np.isfinite(self.nu).all() and np.isfinite(self.omega).all()
+        return bool(weights and np.isfinite(self.b))
+
 
 class ScnnSolver(Protocol):
     """A callable that solves a :class:`ScnnProgram`.
@@ -128,8 +166,15 @@ class ScnnSolver(Protocol):
     ) -> ScnnSolution: ...
 
 
+def lifted_features(program: ScnnProgram) -> np.ndarray:
+    """X_hat, shape (N, P (d + 1)): ``X_hat[j, i (d + 1) + k] = D_ji X_jk``."""
+    D = program.patterns.astype(float)
+    N, P, d1 = program.n_samples, program.n_gates, program.n_cols
+    return (D[:, :, None] * program.X[:, None, :]).reshape(N, P * d1)
+
+
 def predictions(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> np.ndarray:
-    """y_hat = sum_i D_i X (nu_i - omega_i) + b, vectorised."""
+    """y_hat = sum_i D_i * (X (nu_i - omega_i)) + b, without forming X_hat."""
     return np.einsum("np,np->n", program.patterns, program.X @ (nu - omega).T) + b
 
 

@@ -1,13 +1,14 @@
 """What the convex-network estimators share: data -> program -> solver -> fitted network.
 
 Subclasses say only which objective terms they use (:meth:`_objective_terms`); gates,
-standardisation, physical constraints, solver dispatch and status checks live here once.
+standardisation, physical constraints, the program (:meth:`build_program`), solver dispatch
+and status checks live here once.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,14 +21,10 @@ from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples
 from ._program import ScnnProgram, ScnnSolution, predictions
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
-from ._solvers import check_supports, configured_solver
-from ._validation import fit_data, predict_data
-from .exceptions import (
-    InaccurateSolutionWarning,
-    InfeasibleConstraintsError,
-    InsufficientDataError,
-    SolverError,
-)
+from ._status import check_solution
+from ._validation import fit_data, predict_data, training_data
+from .exceptions import InsufficientDataError, SolverError
+from .solvers import check_supports, configured_solver
 
 # A fitted point may break a stated constraint by at most this much (program units) before
 # the fit is rejected; the default margin keeps real violations at zero.
@@ -38,6 +35,16 @@ def _generator(random_state: object) -> np.random.Generator | np.random.RandomSt
     if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
         return random_state
     return np.random.default_rng(random_state)
+
+
+@dataclass(frozen=True)
+class _Training:
+    """The program ``fit`` solves and what it needs to map the solution back."""
+
+    program: ScnnProgram
+    gates: np.ndarray  # (d + 1, P) kept gate vectors
+    scaling: Standardization
+    limits: PhysicalLimits  # in the units of y
 
 
 class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
@@ -63,18 +70,36 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: object, y: object) -> ConvexNetworkRegressor:
-        """Sample gates, build the training program and solve it; returns ``self``."""
+        """Draw the gates, build the training program and solve it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Target values.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
         self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
-        limits = physical_limits(self.lower_bound, self.upper_bound, self.ramp, X.shape[0])
-        scaling = Standardization.fit(X, y, self.standardize)
-        program, gates = self._build_program(X, y, scaling, limits)
-        solution = self._solve(program)
-        self._check_training_constraints(program, solution, scaling, limits)
+        training = self._training(X, y)
+        program, scaling = training.program, training.scaling
+        check_supports(self.solver, program)
+        solution = configured_solver(self.solver, self.solver_options)(program)
+        check_solution(
+            solution,
+            accept_inaccurate=self.accept_inaccurate,
+            constrained=program.has_physical_constraints,
+        )
+        self._check_training_constraints(program, solution, scaling, training.limits)
 
         self.standardization_ = scaling
-        self.gates_ = gates
+        self.gates_ = training.gates
         self.n_gates_ = program.n_gates
         self.nu_ = solution.nu
         self.omega_ = solution.omega
@@ -88,10 +113,36 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self.fit_time_ = time.perf_counter() - started
         return self
 
-    def _build_program(
-        self, X: np.ndarray, y: np.ndarray, scaling: Standardization, limits: PhysicalLimits
-    ) -> tuple[ScnnProgram, np.ndarray]:
-        """The training program in program units, and the kept gates (d+1, P)."""
+    def build_program(self, X: object, y: object) -> ScnnProgram:
+        """The training program that ``fit(X, y)`` solves, without solving it.
+
+        The data are standardised when ``standardize`` is True, the gates are drawn from
+        ``random_state`` and filtered exactly as in ``fit``, the bounds and ramps are in
+        program units (tightened by ``constraint_margin``), and the objective terms are this
+        estimator's. The estimator itself is left unchanged.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Target values.
+
+        Returns
+        -------
+        program : ScnnProgram
+            The program in program units. It is the one ``fit`` solves when
+            ``random_state`` is an int; with None or a ``RandomState`` instance each call
+            draws new gates.
+        """
+        self._validate_params()
+        X, y = training_data(self, X, y)
+        return self._training(X, y).program
+
+    def _training(self, X: np.ndarray, y: np.ndarray) -> _Training:
+        """The program of validated (X, y), the kept gates and the unit conversions."""
+        limits = physical_limits(self.lower_bound, self.upper_bound, self.ramp, X.shape[0])
+        scaling = Standardization.fit(X, y, self.standardize)
         X_aug = augment(scaling.transform_X(X))
         drawn = sample_gates(
             X_aug.shape[1], n_gate_samples(self.max_neurons), _generator(self.random_state)
@@ -113,44 +164,7 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             ramp=bounds.ramp,
             **self._objective_terms(),
         )
-        return program, gates
-
-    def _solve(self, program: ScnnProgram) -> ScnnSolution:
-        check_supports(self.solver, program)
-        solution = configured_solver(self.solver, self.solver_options)(program)
-        status = solution.status
-        if status == "infeasible" and program.has_physical_constraints:
-            raise InfeasibleConstraintsError(
-                f"solver {solution.solver!r}: no network satisfies the physical constraints "
-                "(lower_bound/upper_bound/ramp) on every training sample"
-            )
-        if status == "optimal_inaccurate" and self.accept_inaccurate:
-            warnings.warn(
-                f"solver {solution.solver!r} stopped at reduced accuracy "
-                "(optimal_inaccurate); accepted because accept_inaccurate=True",
-                InaccurateSolutionWarning,
-                stacklevel=3,
-            )
-        elif status != "optimal":
-            detail = solution.info.get("error", "")
-            raise SolverError(
-                f"solver {solution.solver!r} returned status {status!r}"
-                + (f": {detail}" if detail else "")
-                + (
-                    "; pass accept_inaccurate=True to keep such fits"
-                    if status == "optimal_inaccurate"
-                    else ""
-                ),
-                status=status,
-            )
-        finite = np.isfinite(solution.nu).all() and np.isfinite(solution.omega).all()
-        if not (finite and np.isfinite(solution.b)):
-            raise SolverError(
-                f"solver {solution.solver!r} reported {status!r} but returned non-finite "
-                "weights",
-                status="failed",
-            )
-        return solution
+        return _Training(program, gates, scaling, limits)
 
     @staticmethod
     def _check_training_constraints(

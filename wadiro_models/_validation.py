@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_X_y, validate_data
 
 from .exceptions import InsufficientDataError, InvalidInputError
 
@@ -16,8 +18,19 @@ def fit_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.nd
     NaN/inf, mismatched lengths, non-numeric data and fewer than ``MIN_SAMPLES`` rows raise
     :class:`InvalidInputError` / :class:`InsufficientDataError` with the cause in the message.
     """
+    return _checked(lambda: validate_data(estimator, X, y, dtype=np.float64, y_numeric=True))
+
+
+def training_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
+    """The (X, y) of :func:`fit_data`, without recording anything on the estimator."""
+    return _checked(lambda: check_X_y(X, y, dtype=np.float64, y_numeric=True, estimator=estimator))
+
+
+def _checked(
+    validate: Callable[[], tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
     try:
-        X, y = validate_data(estimator, X, y, dtype=np.float64, y_numeric=True)
+        X, y = validate()
     except InvalidInputError:
         raise
     except ValueError as exc:

@@ -10,13 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wadiro_models._cvxpy_solver import solve_clarabel
-from wadiro_models._gates import augment, distinct_gates, sample_gates
-from wadiro_models._ipm import solve_ipm
-from wadiro_models._ipm_cones import ConeSet, NTScaling
-from wadiro_models._ipm_lifted import LiftedProgram
-from wadiro_models._ipm_newton import NormalEquations
-from wadiro_models._program import ScnnProgram, max_constraint_violation, objective_value
+from wadiro_models import (
+    ScnnProgram,
+    WaDiRoSCNN,
+    max_constraint_violation,
+    objective_value,
+    solve_clarabel,
+    solve_ipm,
+)
+from wadiro_models.solvers.ipm._cones import ConeSet, NTScaling
+from wadiro_models.solvers.ipm._lifted import LiftedProgram
+from wadiro_models.solvers.ipm._newton import NormalEquations
 
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
@@ -33,23 +37,25 @@ def random_program(
     upper: bool = False,
     fit_intercept: bool = True,
 ) -> ScnnProgram:
+    """The program WaDiRoSCNN's fit would solve on a small random data set (``gates`` gate
+    draws); bounds and ramps, where asked for, are in the units of y and tight enough to
+    bite on most seeds."""
     rng = np.random.default_rng(seed)
-    X = augment(rng.standard_normal((n, d)))
+    X = rng.standard_normal((n, d))
     y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2 % d] + 0.3 * rng.standard_normal(n)
-    _, patterns = distinct_gates(X, sample_gates(d + 1, gates, rng))
-    # standardised labels of a nonnegative quantity: y_hat >= 0 becomes y_hat >= -mean/std
-    lower = np.full(n, -0.4) if nonnegative else None
-    return ScnnProgram(
-        X=X,
-        y=y,
-        patterns=patterns,
+    model = WaDiRoSCNN(
         radius=radius,
-        wasserstein=wasserstein,  # type: ignore[arg-type]
+        max_neurons=2 * gates,
+        wasserstein=wasserstein,
         fit_intercept=fit_intercept,
-        lower=lower,
-        upper=np.where(rng.random(n) < 0.5, 0.8, np.inf) if upper else None,
+        # a floor inside the range of y, as y_hat >= 0 is for a load that is sometimes small
+        lower_bound=np.quantile(y, 0.4) if nonnegative else None,
+        upper_bound=np.where(rng.random(n) < 0.5, np.quantile(y, 0.6), np.inf)
+        if upper else None,
         ramp=np.where(rng.random(n - 1) < 0.7, 0.6, np.inf) if ramp else None,
+        random_state=seed,
     )
+    return model.build_program(X, y)
 
 
 def interior_point(cones: ConeSet, rng: np.random.Generator) -> np.ndarray:

@@ -8,7 +8,7 @@ from lifted_regression import TIGHT, solve_lifted_cvxpy
 
 from wadiro_models import SCNN, SolverNotAvailableError
 from wadiro_models._gates import activation_patterns, augment
-from wadiro_models._solvers import SOLVERS, SolverEntry
+from wadiro_models.solvers import SOLVERS, SolverEntry
 
 
 def _data(seed: int = 0, n: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def test_stronger_penalty_gives_smaller_weights_and_worse_fit(regularizer):
 
 
 def test_penalty_needs_a_solver_that_implements_it(monkeypatch):
-    monkeypatch.setitem(SOLVERS, "plain", SolverEntry("wadiro_models._cvxpy_solver:solve_clarabel"))
+    monkeypatch.setitem(SOLVERS, "plain", SolverEntry("wadiro_models.solvers:solve_clarabel"))
     X, y = _data()
     with pytest.raises(SolverNotAvailableError, match="'lasso' penalty"):
         SCNN(regularizer="lasso", solver="plain").fit(X, y)

@@ -1,10 +1,17 @@
-"""scikit-learn's estimator contract for every estimator of the library."""
+"""scikit-learn's estimator contract for every estimator of the library, and its
+conventions for parameters (keyword-only, documented with their defaults)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
+
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from wadiro_models import (
+    MODELS,
     SCNN,
     GaussianProcessBaseline,
     LinearSVRBaseline,
@@ -26,3 +33,28 @@ ESTIMATORS = [
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+CLASSES = sorted({type(estimator) for estimator in ESTIMATORS}, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_parameters_are_keyword_only_and_documented_with_their_defaults(cls):
+    """Every __init__ parameter is keyword-only and appears in the numpydoc Parameters
+    section as 'name : type, default=<the signature's default>'."""
+    signature = inspect.signature(cls.__init__)
+    params = [p for name, p in signature.parameters.items() if name != "self"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
+    with pytest.raises(TypeError):
+        cls(1.0)
+    section = cls.__doc__.split("Parameters\n    ----------\n")[1].split("\n    Attributes")[0]
+    documented = dict(re.findall(r"^    (\w+) : .*default=(.+)$", section, flags=re.M))
+    assert list(documented) == [p.name for p in params]
+    for p in params:
+        assert ast.literal_eval(documented[p.name]) == p.default, p.name
+
+
+def test_the_physics_constrained_entry_still_builds_from_keywords():
+    model = MODELS["wadiro_pcscnn"](radius=0.5, max_neurons=12)
+    assert isinstance(model, WaDiRoSCNN) and model.lower_bound == 0.0
+    assert model.get_params()["radius"] == 0.5

@@ -5,19 +5,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wadiro_models import ScnnProgram, SolverNotAvailableError, get_solver, objective_value
-from wadiro_models._cvxpy_solver import solve_clarabel
-from wadiro_models._gates import augment, distinct_gates, sample_gates
-from wadiro_models._program import max_constraint_violation
-from wadiro_models._solvers import check_supports, configured_solver
+from wadiro_models import (
+    SCNN,
+    ScnnProgram,
+    SolverNotAvailableError,
+    WaDiRoSCNN,
+    get_solver,
+    max_constraint_violation,
+    objective_value,
+    solve_clarabel,
+)
+from wadiro_models.solvers import SOLVERS, SolverEntry, check_supports, configured_solver
 
 
-def _program(**fields) -> ScnnProgram:
+def _program(model: type = WaDiRoSCNN, **params) -> ScnnProgram:
+    """A small program exactly as ``model(max_neurons=10, **params)`` would fit it."""
     rng = np.random.default_rng(0)
-    X = augment(rng.normal(size=(60, 2)))
-    _, D = distinct_gates(X, sample_gates(3, 5, rng))
+    X = rng.normal(size=(60, 2))
     y = np.abs(X[:, 0]) + 0.1 * rng.normal(size=60)
-    return ScnnProgram(X=X, y=y, patterns=D, **{"radius": 0.01, **fields})
+    return model(max_neurons=10, **params).build_program(X, y)
 
 
 def test_registry_resolves_the_reference_solver_lazily():
@@ -35,7 +41,8 @@ def test_options_are_forwarded_to_clarabel():
 
 
 def test_solution_reports_its_own_objective_and_feasibility():
-    program = _program(lower=np.full(60, 0.2), ramp=np.full(59, 1.0))
+    program = _program(lower_bound=0.2, ramp=1.0)
+    assert program.lower is not None and program.ramp is not None
     solution = solve_clarabel(program)
     assert solution.ok and solution.solver == "clarabel"
     assert solution.objective == objective_value(program, solution.nu, solution.omega, solution.b)
@@ -44,28 +51,26 @@ def test_solution_reports_its_own_objective_and_feasibility():
 
 
 def test_check_supports_refuses_a_penalty_for_a_solver_without_it(monkeypatch):
-    from wadiro_models._solvers import SOLVERS, SolverEntry
-
     monkeypatch.setitem(SOLVERS, "bare", SolverEntry("x:y"))
     check_supports("bare", _program())
     with pytest.raises(SolverNotAvailableError, match="ridge"):
-        check_supports("bare", _program(radius=0.0, regularizer="ridge", lambda_reg=1.0))
+        check_supports("bare", _program(SCNN, regularizer="ridge", lambda_reg=1.0))
 
 
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("model", "params"),
     [
-        {"wasserstein": "l1"},
-        {"wasserstein": "l2", "lower": np.full(60, 0.2), "ramp": np.full(59, 1.0)},
-        {"radius": 0.0, "regularizer": "ridge", "lambda_reg": 0.1},
+        (WaDiRoSCNN, {"wasserstein": "l1"}),
+        (WaDiRoSCNN, {"wasserstein": "l2", "lower_bound": 0.2, "ramp": 1.0}),
+        (SCNN, {"regularizer": "ridge", "lambda_reg": 0.1}),
     ],
     ids=["l1", "l2-bounds-ramps", "ridge"],
 )
-def test_direct_and_auxiliary_formulations_reach_the_same_optimum(fields):
-    program = _program(**fields)
+def test_direct_and_auxiliary_formulations_reach_the_same_optimum(model, params):
+    program = _program(model, **params)
     auxiliary = solve_clarabel(program, **TIGHT)
     direct = solve_clarabel(program, formulation="direct", **TIGHT)
     assert auxiliary.ok and direct.ok

@@ -1,4 +1,5 @@
-"""WaDiRo linear regression against independent formulations."""
+"""WaDiRo linear regression against independent formulations; its solver outcomes go through
+the status check of the convex networks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from lifted_regression import TIGHT
 from scipy.optimize import linprog
 from sklearn.linear_model import QuantileRegressor
 
-from wadiro_models import InvalidInputError, WaDiRoLinearRegression
+import wadiro_models._wadiro_linreg as linreg_module
+from wadiro_models import (
+    InaccurateSolutionWarning,
+    InvalidInputError,
+    SolverError,
+    WaDiRoLinearRegression,
+)
+from wadiro_models._wadiro_linreg import solve_linear
 
 
 def _data(seed: int = 0, n: int = 80) -> tuple[np.ndarray, np.ndarray]:
@@ -83,3 +91,44 @@ def test_dual_norm_of_the_solution_decreases_with_the_radius():
 def test_bad_input_is_rejected():
     with pytest.raises(InvalidInputError, match="NaN"):
         WaDiRoLinearRegression().fit(np.array([[1.0], [np.nan], [2.0]]), np.ones(3))
+
+
+# ------------------------------------------------ the status check shared with the networks
+def test_solver_stopping_early_raises_the_shared_solver_error():
+    X, y = _data()
+    with pytest.raises(SolverError, match="solver 'clarabel' returned status 'failed'") as info:
+        WaDiRoLinearRegression(solver_options={"max_iter": 1}).fit(X, y)
+    assert info.value.status == "failed"
+
+
+def _inaccurate(*args, **kwargs):
+    solution = solve_linear(*args, **kwargs)
+    solution.status = "optimal_inaccurate"
+    return solution
+
+
+def test_inaccurate_status_raises_unless_accepted_like_the_networks(monkeypatch):
+    X, y = _data()
+    exact = WaDiRoLinearRegression().fit(X, y)
+    monkeypatch.setattr(linreg_module, "solve_linear", _inaccurate)
+    with pytest.raises(SolverError, match="optimal_inaccurate.*accept_inaccurate=True"):
+        WaDiRoLinearRegression().fit(X, y)
+    with pytest.warns(InaccurateSolutionWarning) as record:
+        model = WaDiRoLinearRegression(accept_inaccurate=True).fit(X, y)
+    assert record[0].filename == __file__  # the warning points at the caller of fit
+    assert model.solver_status_ == "optimal_inaccurate" and model.solver_name_ == "clarabel"
+    assert model.objective_ == exact.objective_  # the weights are kept as the solver gave them
+
+
+def _no_point(*args, **kwargs):
+    solution = solve_linear(*args, **kwargs)
+    solution.coef = np.full_like(solution.coef, np.nan)
+    return solution
+
+
+def test_optimal_status_without_finite_weights_is_rejected(monkeypatch):
+    monkeypatch.setattr(linreg_module, "solve_linear", _no_point)
+    X, y = _data()
+    with pytest.raises(SolverError, match="non-finite weights") as info:
+        WaDiRoLinearRegression().fit(X, y)
+    assert info.value.status == "failed"

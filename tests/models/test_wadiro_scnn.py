@@ -20,7 +20,7 @@ from wadiro_models import (
     WaDiRoSCNN,
 )
 from wadiro_models._gates import activation_patterns, augment
-from wadiro_models._solvers import SOLVERS, SolverEntry
+from wadiro_models.solvers import SOLVERS, SolverEntry, solve_clarabel
 
 
 def _data(seed: int = 0, n: int = 120, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -216,8 +216,6 @@ def test_solver_stopping_early_raises_solver_error():
 
 
 def _inaccurate_solver(program, *, warm_start=None):
-    from wadiro_models._cvxpy_solver import solve_clarabel
-
     solution = solve_clarabel(program)
     return ScnnSolution(**{**solution.__dict__, "status": "optimal_inaccurate"})
 
@@ -227,14 +225,13 @@ def test_inaccurate_status_raises_unless_accepted(monkeypatch):
     X, y = _data()
     with pytest.raises(SolverError, match="optimal_inaccurate.*accept_inaccurate=True"):
         WaDiRoSCNN(max_neurons=6, solver="sloppy").fit(X, y)
-    with pytest.warns(InaccurateSolutionWarning):
+    with pytest.warns(InaccurateSolutionWarning) as record:
         model = WaDiRoSCNN(max_neurons=6, solver="sloppy", accept_inaccurate=True).fit(X, y)
+    assert record[0].filename == __file__  # the warning points at the caller of fit
     assert model.solver_status_ == "optimal_inaccurate"
 
 
 def _violating_solver(program, *, warm_start=None):
-    from wadiro_models._cvxpy_solver import solve_clarabel
-
     solution = solve_clarabel(program)
     return ScnnSolution(**{**solution.__dict__, "b": solution.b - 1.0})
 

@@ -11,8 +11,8 @@ import functools
 import importlib
 from dataclasses import dataclass
 
-from ._program import ScnnProgram, ScnnSolver
-from .exceptions import SolverNotAvailableError
+from .._program import ScnnProgram, ScnnSolver
+from ..exceptions import SolverNotAvailableError
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,11 @@ class SolverEntry:
 
 
 SOLVERS: dict[str, SolverEntry] = {
-    "clarabel": SolverEntry("wadiro_models._cvxpy_solver:solve_clarabel", supports_penalty=True),
+    "clarabel": SolverEntry(
+        "wadiro_models.solvers._clarabel:solve_clarabel", supports_penalty=True
+    ),
     # the fast path hands penalised programs to the reference path itself
-    "ipm": SolverEntry("wadiro_models._ipm:solve_ipm", supports_penalty=True),
+    "ipm": SolverEntry("wadiro_models.solvers.ipm:solve_ipm", supports_penalty=True),
 }
 
 

@@ -1,64 +1,25 @@
-"""The interior-point iterations on the lifted cone program (see :mod:`wadiro_models._ipm`).
+"""The interior-point iterations on the cone program of :mod:`._lifted`.
 
-Two variants share the Newton machinery: the homogeneous self-dual embedding (variables
-``x, s, z, tau, kappa``; Clarabel's and CVXOPT ``conelp``'s approach) and an infeasible-start
-path-following method with separate primal and dual step lengths (CVXOPT ``coneqp``'s
-approach). Both use Nesterov-Todd scaling, Mehrotra's predictor-corrector and Gondzio's
-centrality correctors on the orthant rows. Measured on real building windows, the embedding
-needs 20-30 iterations on the l1 program (an LP) and is the default there; on the l2
-program the single large second-order cone slows it down and the infeasible-start variant
-(60-90 iterations) is used.
+Two variants share the Newton machinery of :mod:`._newton`: the homogeneous self-dual
+embedding (variables ``x, s, z, tau, kappa``; Clarabel's and CVXOPT ``conelp``'s approach) and
+an infeasible-start path-following method with separate primal and dual step lengths (CVXOPT
+``coneqp``'s approach). Both use Nesterov-Todd scaling, Mehrotra's predictor-corrector and
+Gondzio's centrality correctors on the orthant rows. The embedding is the default on the l1
+program (an LP); on the l2 program the single large second-order cone slows it down, so the
+infeasible-start variant is the default there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._ipm_cones import ConeSet, NTScaling
-from ._ipm_lifted import LiftedProgram
-from ._ipm_newton import NewtonSystemError, NormalEquations
-
-
-@dataclass(frozen=True)
-class IpmOptions:
-    """Tolerances, limits and knobs of the interior-point method.
-
-    ``feastol`` bounds the relative primal and dual residuals and ``reltol`` the relative
-    duality gap at which the iterations stop. The returned weights must then pass an
-    independent check (else the caller falls back): residuals at most ``accept_residual``,
-    relative gap between the program's objective at the weights and the dual bound at most
-    ``accept_gap``, largest constraint violation at most ``accept_violation``; a run that
-    stalls just short of ``feastol`` is accepted when it passes that check.
-
-    ``method`` is ``"hsd"`` (homogeneous embedding), ``"infeasible"`` (infeasible start) or
-    ``"auto"`` (the first for l1, the second for l2). ``correctors`` Gondzio correctors look
-    ``gondzio_a * alpha + gondzio_b`` ahead and push products into
-    ``[1/gondzio_band, gondzio_band] * sigma mu``. Once the worst of the relative residuals
-    and gap is below ``refine_below``, up to ``refine`` steps of iterative refinement run
-    while they halve the residual, down to ``refine_tol`` (relative).
-    """
-
-    feastol: float = 1e-8
-    reltol: float = 1e-9
-    max_iter: int = 150
-    method: str = "auto"
-    step: float = 0.99
-    separate_steps: bool = True
-    correctors: int = 3
-    gondzio_a: float = 2.0
-    gondzio_b: float = 0.2
-    gondzio_band: float = 10.0
-    refine: int = 4
-    refine_tol: float = 1e-13
-    refine_below: float = 1e-4
-    accept_gap: float = 1e-7
-    accept_residual: float = 1e-7
-    accept_violation: float = 1e-8
-    fallback: bool = True
-    verbose: bool = False
+from ._cones import ConeSet, NTScaling
+from ._lifted import LiftedProgram
+from ._newton import NewtonSystemError, NormalEquations, newton_step, refined_solve
+from ._options import IpmOptions
 
 
 @dataclass
@@ -70,9 +31,7 @@ class IpmState:
     primal_residual: float = np.inf
     dual_residual: float = np.inf
     gap: float = np.inf
-    converged: bool = False
     message: str = ""
-    history: list[tuple[float, float, float, float]] = field(default_factory=list)
     best_merit: float = np.inf
 
     def observe(
@@ -88,7 +47,7 @@ class IpmState:
             self.iterations = it
             self.primal_residual, self.dual_residual, self.gap = pres, dres, rel_gap
         if pres <= opts.feastol and dres <= opts.feastol and rel_gap <= opts.reltol:
-            self.converged, self.message = True, "converged"
+            self.message = "converged"
             return True
         if it > 5 and merit > 1e3 * self.best_merit:
             self.message = (f"stopped at iteration {it}: residuals grew far past the best "
@@ -106,9 +65,9 @@ def starting_point(
     e = cones.identity()
     ident = NTScaling.identity(cones)
     normal = NormalEquations(lifted, ident)
-    x = _refined_solve(normal, ident, lifted, GT(lifted.h), opts.refine)
+    x = refined_solve(normal, ident, lifted, GT(lifted.h), opts.refine)
     s = lifted.h - G(x)
-    z = G(_refined_solve(normal, ident, lifted, -lifted.c, opts.refine))
+    z = G(refined_solve(normal, ident, lifted, -lifted.c, opts.refine))
     for v in (s, z):
         shortfall = -cones.min_eig(v)
         if shortfall >= -1e-8 * max(1.0, np.linalg.norm(v)):
@@ -151,13 +110,13 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
                 return state
             normal.refine = merit < opts.refine_below
             # the tau column: one extra solve per factorisation
-            dx2, ds2, dz2, _, dz2_t = _newton(lifted, normal, scaling, -c, h, None, opts)
+            dx2, ds2, dz2, _, dz2_t = newton_step(lifted, normal, scaling, -c, h, None, opts)
             ds2_t = scaling.apply_inverse(ds2)
             denom = c @ dx2 + h @ dz2 - kappa / tau
 
             def direction(eta: float, q: np.ndarray, r_tk: float) -> tuple:
                 bx, bz = (-eta * r_x, -eta * r_z) if eta else (None, None)
-                dx1, ds1, dz1, ds1_t, dz1_t = _newton(lifted, normal, scaling, bx, bz, q, opts)
+                dx1, ds1, dz1, ds1_t, dz1_t = newton_step(lifted, normal, scaling, bx, bz, q, opts)
                 dtau = (-eta * r_t - c @ dx1 - h @ dz1 - r_tk / tau) / denom
                 dkappa = (r_tk - kappa * dtau) / tau
                 for part, column in ((dx1, dx2), (ds1, ds2), (dz1, dz2), (ds1_t, ds2_t),
@@ -236,20 +195,20 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             normal.refine = merit < opts.refine_below
 
             # predictor (affine scaling) direction: r_c = -lambda o lambda, so q = -lambda
-            dx, ds, dz, ds_t, dz_t = _newton(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
+            dx, ds, dz, ds_t, dz_t = newton_step(lifted, normal, scaling, -r_d, -r_p, -lam, opts)
             a_p, a_d = _step_lengths(cones, s, z, ds, dz, separate)
             sigma = float(np.clip(((s + a_p * ds) @ (z + a_d * dz)) / gap, 0.0, 1.0)) ** 3
 
             # combined corrector
             r_c = -cones.product(lam, lam) - cones.product(ds_t, dz_t) + sigma * mu * e
             q = cones.divide(lam, r_c)
-            direction = _newton(lifted, normal, scaling, -r_d, -r_p, q, opts)
+            direction = newton_step(lifted, normal, scaling, -r_d, -r_p, q, opts)
             direction, _ = centrality_correctors(
                 cones,
                 lam,
                 direction,
                 lambda d: min(1.0, cones.max_step(s, d[1]), cones.max_step(z, d[2])),
-                lambda q: _newton(lifted, normal, scaling, None, None, q, opts),
+                lambda q: newton_step(lifted, normal, scaling, None, None, q, opts),
                 sigma * mu,
                 opts,
             )
@@ -320,75 +279,3 @@ def centrality_correctors(
             break
         direction, alpha = candidate, new_alpha
     return direction, alpha
-
-
-def _newton(
-    lifted: LiftedProgram,
-    normal: NormalEquations,
-    scaling: NTScaling,
-    bx: np.ndarray | None,
-    bz: np.ndarray | None,
-    q: np.ndarray | None,
-    opts: IpmOptions,
-) -> tuple[np.ndarray, ...]:
-    """Solve ``G^T dz = bx, G dx + ds = bz, W dz + W^{-1} ds = q`` (``None``: zero).
-
-    Eliminating ``ds = W q - W^2 dz`` gives ``dz = W^{-2} (G dx - bz) + W^{-1} q`` and the
-    normal equations ``G^T W^{-2} G dx = bx + G^T (W^{-2} bz - W^{-1} q)``; the solve is
-    refined against the exact operator while that pays, and ``ds = bz - G dx``.
-    Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz``.
-    """
-    # with offset = W^{-2} bz - W^{-1} q, kept negated (one pass fewer)
-    if q is not None:
-        neg_offset = scaling.apply_inverse(q)
-        if bz is not None:
-            neg_offset -= scaling.apply_inverse_squared(bz)
-    else:
-        neg_offset = np.negative(scaling.apply_inverse_squared(bz))
-    rhs = np.negative(lifted.GT(neg_offset))
-    if bx is not None:
-        rhs += bx
-
-    def dual_step(dx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        gdx = lifted.G(dx)
-        dz = scaling.apply_inverse_squared(gdx)
-        dz += neg_offset
-        resid = np.negative(lifted.GT(dz))
-        if bx is not None:
-            resid += bx
-        return gdx, dz, resid, float(np.linalg.norm(resid))
-
-    dx = normal.solve(rhs)
-    if not normal.refine:  # far from the optimum an unrefined direction is good enough
-        gdx = lifted.G(dx)
-        dz = scaling.apply_inverse_squared(gdx)
-        dz += neg_offset
-    else:
-        gdx, dz, resid, size = dual_step(dx)
-        target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
-        for _ in range(opts.refine):  # refine while it pays
-            if size <= target:
-                break
-            candidate = dx + normal.solve(resid)
-            cand_gdx, cand_dz, cand_resid, cand_size = dual_step(candidate)
-            if cand_size >= 0.5 * size:
-                if cand_size < size:
-                    dx, gdx, dz = candidate, cand_gdx, cand_dz
-                break
-            dx, gdx, dz, resid, size = candidate, cand_gdx, cand_dz, cand_resid, cand_size
-    # ds from the primal equation itself: going through W^2 would put the scaling's
-    # rounding (large near the cone's boundary) into the primal residual
-    ds = np.negative(gdx, out=gdx) if bz is None else np.subtract(bz, gdx, out=gdx)
-    dz_t = scaling.apply(dz)
-    ds_t = np.negative(dz_t) if q is None else q - dz_t
-    return dx, ds, dz, ds_t, dz_t
-
-
-def _refined_solve(
-    normal: NormalEquations, scaling: NTScaling, lifted: LiftedProgram, r: np.ndarray, n: int
-) -> np.ndarray:
-    """Solve ``G^T W^{-2} G x = r`` with ``n`` refinement steps against the exact operator."""
-    x = normal.solve(r)
-    for _ in range(n):
-        x += normal.solve(r - lifted.GT(scaling.apply_inverse_squared(lifted.G(x))))
-    return x

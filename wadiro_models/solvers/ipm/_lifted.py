@@ -1,27 +1,26 @@
-"""The WaDiRo-SCNN program in the conic standard form the interior-point solver works on.
-
-::
+"""The training program (:mod:`wadiro_models._program`) in the conic standard form the
+interior-point solver works on::
 
     minimise   c^T x    subject to    G x + s = h,    s in K
 
-with the variables ``x = (nu, omega, b, t, tau)``: ``nu``, ``omega`` of size ``P (d+1)`` each
-(gate-major), the output bias ``b`` (absent without intercept), the residual bounds ``t``
-(``N``) and the dual-norm epigraph ``tau``. The objective is the program's objective times
-``N``: ``c^T x = sum_j t_j + N radius tau``. Writing ``yl = F (nu - omega) + b`` with the
-lifted features ``F = [D_1 X, ..., D_P X]`` (``N x P(d+1)``), the rows of ``G x + s = h``
-(every ``s`` block nonnegative, except the last one for l2) are::
+with the variables ``x = (nu, omega, b, t, tau)``: ``vec nu``, ``vec omega`` of size
+``P (d+1)`` each (gate-major), the output bias ``b`` (absent without intercept), the residual
+bounds ``t`` (``N``) and the dual-norm epigraph ``tau``. The objective is the program's
+objective times ``N``: ``c^T x = sum_j t_j + N radius tau``. With
+``y_hat = X_hat vec(nu - omega) + b``, the rows of ``G x + s = h`` (every ``s`` block
+nonnegative, except the last one for l2) are::
 
-    res_hi    s = y - yl + t                  >= 0        t_j >= yl_j - y_j
-    res_lo    s = yl - y + t                  >= 0        t_j >= y_j - yl_j
-    cones     s = (2 D_i - 1) * (X nu_i)      >= 0        per sample: P nu rows, then
-              s = (2 D_i - 1) * (X omega_i)   >= 0        P omega rows (an N x 2P block)
-    lower     s = yl - lower                  >= 0        finite entries only
-    upper     s = upper - yl                  >= 0
-    ramp_hi   s = ramp - (yl_j - yl_{j-1})    >= 0        finite entries only
-    ramp_lo   s = ramp + (yl_j - yl_{j-1})    >= 0
-    l1 norm   s = tau - 1, tau - e, tau + e   >= 0        e = (nu, omega, b) entrywise
-    l2 norm   s = tau - e, tau + e            >= 0        implied by the cone, see below
-              s = (tau, e, 1)                 in SOC      the constant 1 is the beta's -1
+    res_hi    s = y - y_hat + t                   >= 0     t_j >= y_hat_j - y_j
+    res_lo    s = y_hat - y + t                   >= 0     t_j >= y_j - y_hat_j
+    cones     s = (2 D_i - 1) * (X nu_i)          >= 0     per sample: P nu rows, then
+              s = (2 D_i - 1) * (X omega_i)       >= 0     P omega rows (an N x 2P block)
+    lower     s = y_hat - lower                   >= 0     finite entries only
+    upper     s = upper - y_hat                   >= 0
+    ramp_hi   s = ramp - (y_hat_j - y_hat_{j-1})  >= 0     finite entries only
+    ramp_lo   s = ramp + (y_hat_j - y_hat_{j-1})  >= 0
+    l1 norm   s = tau - 1, tau - e, tau + e       >= 0     e = (vec nu, vec omega, b) entrywise
+    l2 norm   s = tau - e, tau + e                >= 0     implied by the cone, see below
+              s = (tau, e, 1)                     in SOC   the constant 1 is beta's -1
 
 (omega's sign in beta does not matter for either norm). The gate cone rows are stored
 sample-major as one ``N x 2P`` block so that ``G`` and ``G^T`` touch them with one matrix
@@ -34,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._ipm_cones import ConeSet
-from ._program import ScnnProgram
+from ..._program import ScnnProgram, lifted_features
+from ._cones import ConeSet
 
 
 @dataclass(frozen=True)
@@ -85,61 +84,58 @@ class Layout:
 class LiftedProgram:
     """Structured products with ``G`` and ``G^T`` for one :class:`ScnnProgram`.
 
-    Nothing of size ``rows x columns`` is ever stored except the lifted features ``F``, which
-    only the Newton matrix's ``syrk`` reads.
+    Nothing of size ``rows x columns`` is ever stored except the lifted features ``X_hat``,
+    which only the Newton matrix reads, and only when there are ramp rows.
     """
 
-    def __init__(self, program: ScnnProgram, *, l2_box_rows: bool = True) -> None:
+    def __init__(self, program: ScnnProgram) -> None:
         X = np.ascontiguousarray(program.X, dtype=float)
         D = np.asarray(program.patterns, dtype=bool)
-        n, d1 = X.shape
-        p = D.shape[1]
+        N, d1 = X.shape
+        P = D.shape[1]
         self.program = program
         self.X = X
         self.D = D.astype(float)  # (N, P)
         # -(2 D - 1): the cone rows are s = -G x; shaped to broadcast over (N, 2, P)
         self.neg_signs = np.where(D, -1.0, 1.0)[:, None, :]
-        self.F = (D[:, :, None] * X[:, None, :]).reshape(n, p * d1)
+        self.X_hat = lifted_features(program)
         self.y = np.asarray(program.y, dtype=float)
-        self.layout = Layout(p, d1, 1 if program.fit_intercept else 0, n)
+        self.layout = Layout(P, d1, 1 if program.fit_intercept else 0, N)
         self.l1 = program.wasserstein == "l1"
-        # For l2 the rows tau >= |e_k| are implied by the cone (and strictly inactive at the
-        # optimum, since the 1 in beta keeps tau > |e_k|); kept, they centre the iterates much
-        # better than the single second-order cone does on its own.
-        self.box_rows = self.l1 or l2_box_rows
-        self.lower_idx, self.lower = _finite(program.lower, n)
-        self.upper_idx, self.upper = _finite(program.upper, n)
-        self.ramp_idx, self.ramp = _finite(program.ramp, n - 1)
+        self.lower_idx, self.lower = _finite(program.lower, N)
+        self.upper_idx, self.upper = _finite(program.upper, N)
+        self.ramp_idx, self.ramp = _finite(program.ramp, N - 1)
         self._blocks = self._row_blocks()
-        # For the Newton matrix's output block F^T M F (without ramp rows): per gate pair
-        # i <= j the indicator D_i D_j, and the distinct entries of x_j x_j^T, so that its
-        # blocks are one matrix product pair_masks @ (M XX_sym) (about 0.6 of a syrk of F).
+        # For the Newton matrix's output block X_hat^T M X_hat (without ramp rows): per gate
+        # pair i <= j the indicator D_i D_j, and the distinct entries of x_j x_j^T, so that its
+        # blocks are one matrix product pair_masks @ (M XX_sym), with fewer products than
+        # X_hat^T (M X_hat) itself (only the distinct entries of each symmetric block).
         a, b = np.triu_indices(d1)
         self.XX_sym = X[:, a] * X[:, b]  # (N, d1 (d1 + 1) / 2)
         sym = np.zeros((d1, d1), dtype=int)
         sym[a, b] = sym[b, a] = np.arange(a.size)
         self.sym_index = sym.ravel()  # full d1 x d1 entry -> column of XX_sym
-        self.gate_pairs = np.triu_indices(p)
+        self.gate_pairs = np.triu_indices(P)
         self.pair_masks = None
         if self.ramp_idx.size == 0:
             iu, ju = self.gate_pairs
             self.pair_masks = np.ascontiguousarray((D[:, iu] & D[:, ju]).T, dtype=float)
         n_beta = self.layout.beta.stop
-        n_lp = self._blocks["norm_lo" if self.box_rows else "ramp_lo"].stop
+        n_lp = self._blocks["norm_lo"].stop
         self.cones = ConeSet(n_lp, 0 if self.l1 else n_beta + 2)
         self.c = np.zeros(self.layout.size)
         self.c[self.layout.t] = 1.0
-        self.c[self.layout.tau] = n * float(program.radius)
+        self.c[self.layout.tau] = N * float(program.radius)
         self.h = self._offsets()
 
     # -- row layout -------------------------------------------------------------------------
     def _row_blocks(self) -> dict[str, slice]:
         lay = self.layout
-        n, np_ = lay.n_samples, lay.n_samples * lay.n_gates
+        N, n_gate_rows = lay.n_samples, lay.n_samples * lay.n_gates
         sizes = [
-            ("res_hi", n),
-            ("res_lo", n),
-            ("cones", 2 * np_),
+            ("res_hi", N),
+            ("res_lo", N),
+            ("cones", 2 * n_gate_rows),
             ("lower", self.lower_idx.size),
             ("upper", self.upper_idx.size),
             ("ramp_hi", self.ramp_idx.size),
@@ -148,8 +144,10 @@ class LiftedProgram:
         n_beta = lay.beta.stop
         if self.l1:
             sizes += [("norm_one", 1)]
-        if self.box_rows:
-            sizes += [("norm_hi", n_beta), ("norm_lo", n_beta)]
+        # For l2 the rows tau >= |e_k| are implied by the cone (and strictly inactive at the
+        # optimum, since the 1 in beta keeps tau > |e_k|); kept, they centre the iterates much
+        # better than the single second-order cone does on its own.
+        sizes += [("norm_hi", n_beta), ("norm_lo", n_beta)]
         if not self.l1:
             sizes += [("soc", n_beta + 2)]
         blocks, start = {}, 0
@@ -176,23 +174,23 @@ class LiftedProgram:
             h[blk["soc"].stop - 1] = 1.0
         return h
 
-    # -- output map yl = F u + b and its adjoint ----------------------------------------------
-    # F is never streamed for products: F u = rowsum(D * (X U^T)) and F^T q = (D * q)^T X
-    # read only X (N x (d+1)) and D, which stay in cache.
+    # -- output map y_hat = X_hat u + b and its adjoint ----------------------------------------
+    # X_hat is never streamed for products: X_hat u = rowsum(D * (X U^T)) and
+    # X_hat^T q = (D * q)^T X read only X (N x (d+1)) and D, which stay in cache.
     def output(self, u: np.ndarray, b: np.ndarray) -> np.ndarray:
         lay = self.layout
-        yl = np.einsum("np,np->n", self.D, self.X @ u.reshape(lay.n_gates, lay.n_cols).T)
+        y_hat = np.einsum("np,np->n", self.D, self.X @ u.reshape(lay.n_gates, lay.n_cols).T)
         if b.size:
-            yl += b[0]
-        return yl
+            y_hat += b[0]
+        return y_hat
 
     def output_adjoint(self, q: np.ndarray) -> np.ndarray:
-        """``F^T q``, gate-major."""
+        """``X_hat^T q``, gate-major."""
         return (self.D.T @ (q[:, None] * self.X)).ravel()
 
-    def ramp_diff(self, yl: np.ndarray) -> np.ndarray:
+    def ramp_diff(self, y_hat: np.ndarray) -> np.ndarray:
         k = self.ramp_idx
-        return yl[k + 1] - yl[k]
+        return y_hat[k + 1] - y_hat[k]
 
     def ramp_diff_adjoint(self, r: np.ndarray) -> np.ndarray:
         out = np.zeros(self.layout.n_samples)
@@ -209,28 +207,27 @@ class LiftedProgram:
     # -- G and G^T --------------------------------------------------------------------------
     def G(self, x: np.ndarray) -> np.ndarray:
         lay, blk = self.layout, self._blocks
-        p, nl = lay.n_gates, lay.n_lifted
-        weights = x[: 2 * nl].reshape(2 * p, lay.n_cols)
+        P, nl = lay.n_gates, lay.n_lifted
+        weights = x[: 2 * nl].reshape(2 * P, lay.n_cols)
         out = np.empty(self.cones.size)
-        cones = out[blk["cones"]].reshape(lay.n_samples, 2 * p)
+        cones = out[blk["cones"]].reshape(lay.n_samples, 2 * P)
         np.matmul(self.X, weights.T, out=cones)  # X nu_i, then X omega_i, per sample
-        by_gate = cones.reshape(lay.n_samples, 2, p)
-        yl = np.einsum("np,np->n", self.D, by_gate[:, 0] - by_gate[:, 1])
+        by_gate = cones.reshape(lay.n_samples, 2, P)
+        y_hat = np.einsum("np,np->n", self.D, by_gate[:, 0] - by_gate[:, 1])
         if lay.n_bias:
-            yl += x[lay.b][0]
+            y_hat += x[lay.b][0]
         by_gate *= self.neg_signs
         t, tau = x[lay.t], x[lay.tau]
-        out[blk["res_hi"]] = yl - t
-        out[blk["res_lo"]] = -yl - t
-        out[blk["lower"]] = -yl[self.lower_idx]
-        out[blk["upper"]] = yl[self.upper_idx]
-        dy = self.ramp_diff(yl)
+        out[blk["res_hi"]] = y_hat - t
+        out[blk["res_lo"]] = -y_hat - t
+        out[blk["lower"]] = -y_hat[self.lower_idx]
+        out[blk["upper"]] = y_hat[self.upper_idx]
+        dy = self.ramp_diff(y_hat)
         out[blk["ramp_hi"]] = dy
         out[blk["ramp_lo"]] = -dy
         e = x[lay.beta]
-        if self.box_rows:
-            out[blk["norm_hi"]] = e - tau
-            out[blk["norm_lo"]] = -e - tau
+        out[blk["norm_hi"]] = e - tau
+        out[blk["norm_lo"]] = -e - tau
         if self.l1:
             out[blk["norm_one"]] = -tau
         else:
@@ -242,7 +239,7 @@ class LiftedProgram:
 
     def GT(self, z: np.ndarray) -> np.ndarray:
         lay, blk = self.layout, self._blocks
-        n, p = lay.n_samples, lay.n_gates
+        N, P = lay.n_samples, lay.n_gates
         out = np.zeros(lay.size)
         q = z[blk["res_hi"]] - z[blk["res_lo"]]
         # index lists are strictly increasing, so plain fancy-index updates are exact
@@ -252,18 +249,17 @@ class LiftedProgram:
             q[self.upper_idx] += z[blk["upper"]]
         if self.ramp_idx.size:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
-        coef = (z[blk["cones"]].reshape(n, 2, p) * self.neg_signs).reshape(n, 2 * p)
-        gates = (self.X.T @ coef).T.reshape(2, p * lay.n_cols)
-        fq = self.output_adjoint(q)
-        out[lay.nu] = gates[0] + fq
-        out[lay.omega] = gates[1] - fq
+        coef = (z[blk["cones"]].reshape(N, 2, P) * self.neg_signs).reshape(N, 2 * P)
+        gates = (self.X.T @ coef).T.reshape(2, P * lay.n_cols)
+        lifted_q = self.output_adjoint(q)
+        out[lay.nu] = gates[0] + lifted_q
+        out[lay.omega] = gates[1] - lifted_q
         if lay.n_bias:
             out[lay.b] = q.sum()
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
-        if self.box_rows:
-            zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
-            out[lay.beta] += zh - zl
-            out[lay.tau] -= zh.sum() + zl.sum()
+        zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
+        out[lay.beta] += zh - zl
+        out[lay.tau] -= zh.sum() + zl.sum()
         if self.l1:
             out[lay.tau] -= z[blk["norm_one"]][0]
         else:

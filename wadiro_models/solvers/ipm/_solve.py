@@ -1,37 +1,5 @@
-"""Structure-exploiting primal-dual interior-point solver for the WaDiRo-SCNN program.
-
-The program (see :mod:`wadiro_models._program`) is written, times ``N``, as the cone program
-(variables and rows in :mod:`wadiro_models._ipm_lifted`)::
-
-    minimise   sum_j t_j + N radius tau
-    s.t.       t_j >= |yl_j - y_j|,     yl = F (nu - omega) + b,    F = [D_1 X, ..., D_P X]
-               (2 D_i - 1) * (X nu_i) >= 0,   (2 D_i - 1) * (X omega_i) >= 0
-               lower <= yl <= upper,    |yl_j - yl_{j-1}| <= ramp_j
-               l1:  tau >= 1, tau >= |e_k|      for every e_k in (nu, omega, b)
-               l2:  tau >= ||(nu, omega, b, 1)||_2   (and the implied tau >= |e_k|)
-
-i.e. ``min c^T x  s.t.  G x + s = h, s in K`` with ``K`` an orthant (l1: an LP) or an
-orthant times one second-order cone (l2: an SOCP). Its dual is
-``max -h^T z  s.t.  G^T z + c = 0, z in K``.
-
-The method (:mod:`wadiro_models._ipm_iterations`) is a primal-dual path-following method
-with Nesterov-Todd scaling, Mehrotra's predictor-corrector and Gondzio's correctors, in a
-homogeneous self-dual embedding (l1) or from an infeasible start (l2), both from the
-least-squares points. Each step solves, with ``W`` the scaling and ``lambda = W z``::
-
-    G^T dz = bx,    G dx + ds = bz,    lambda o (W dz + W^{-1} ds) = r_c
-
-by the normal equations ``G^T W^{-2} G dx = ...``, which :mod:`wadiro_models._ipm_newton`
-reduces to one dense Cholesky of size ``P (d+1) + 2`` (the expensive part is one matrix
-product forming the weighted Gram blocks of the lifted features). Every solve is refined against the exact
-structured operator. BLAS runs on one thread inside the solver.
-
-The answer is checked independently before it is returned: the program's own objective at
-the weights, the largest constraint violation, the primal and dual residuals and the
-duality gap. Anything unsupported (radius 0, penalties) or not accurate enough goes to the
-reference path (cvxpy + Clarabel) and the result says so (``solver="ipm->clarabel"``, the
-reason in ``info["fallback_reason"]``).
-"""
+"""``solve_ipm``: run the interior-point iterations, check the answer independently of them,
+and fall back to the reference path when it is not good enough."""
 
 from __future__ import annotations
 
@@ -40,12 +8,12 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._ipm_iterations import IpmOptions, IpmState, homogeneous, infeasible_start
-from ._ipm_lifted import LiftedProgram
-from ._ipm_newton import NewtonSystemError
-from ._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
-
-__all__ = ["IpmOptions", "solve_ipm", "unsupported_reason"]
+from ..._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
+from .._clarabel import solve_clarabel
+from ._iterations import IpmState, homogeneous, infeasible_start
+from ._lifted import LiftedProgram
+from ._newton import NewtonSystemError
+from ._options import IpmOptions
 
 
 def unsupported_reason(program: ScnnProgram) -> str | None:
@@ -85,7 +53,7 @@ def solve_ipm(
         with threadpool_limits(limits=1, user_api="blas"):
             lifted = LiftedProgram(program)
             method = opts.method
-            if method == "auto":  # measured: see _ipm_iterations
+            if method == "auto":  # why these two: see _iterations
                 method = "hsd" if lifted.l1 else "infeasible"
             state = _METHODS[method](lifted, opts)
     except (NewtonSystemError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -154,14 +122,12 @@ def _fall_back(
     if not opts.fallback:
         if attempt is not None:
             return attempt
-        nan = np.full((program.n_gates, program.X.shape[1]), np.nan)
+        nan = np.full((program.n_gates, program.n_cols), np.nan)
         return ScnnSolution(
             nu=nan, omega=nan.copy(), b=float("nan"), objective=float("nan"),
             status="failed", solver="ipm", solve_time=time.perf_counter() - started,
             info={"fallback_reason": reason},
         )
-    from ._cvxpy_solver import solve_clarabel
-
     reference = solve_clarabel(program)
     reference.solver = "ipm->clarabel"
     reference.info["fallback_reason"] = reason

@@ -1,29 +1,22 @@
-"""Reference solver: the training program written in cvxpy and solved by Clarabel.
+"""Reference solver: the training program of :mod:`wadiro_models._program`, written in cvxpy
+and solved by Clarabel.
 
-The program is built from matrix expressions only (no Python loop over samples or gates),
-with the notation of :mod:`wadiro_models._program`::
+The problem is built from matrix expressions only (no Python loop over samples or gates): the
+gate cones are two (N, P) elementwise constraints ``(2 D - 1) * (X nu^T) >= 0`` (and omega),
+and ``y_hat = X_hat u + b`` with ``u = vec(nu - omega)`` and ``y_hat`` as auxiliary variables
+of their own (see :func:`build_problem`). The dual norm bounds (vec nu, vec omega, b, 1), which
+has the same norm as beta. Clarabel settings (e.g. ``tol_gap_abs=1e-10``) pass straight through.
 
-    X_hat    = [D_1 * X, ..., D_P * X]            (N, P(d+1)), the lifted features of Lemma 1
-    u        = vec(nu - omega),   y_hat = X_hat u + b     (auxiliary variables, see below)
-    minimise   radius * ||(vec nu, vec omega, b, 1)||_*  +  mean |y_hat - y|
-               [+ lambda_reg * r(vec nu, vec omega)]
-    s.t.       (2D - 1) * (X nu^T)    >= 0        elementwise, (N, P)
-               (2D - 1) * (X omega^T) >= 0
-               lower <= y_hat <= upper,  |y_hat[1:] - y_hat[:-1]| <= ramp   (finite entries)
-
-Signs inside the dual norm do not matter, so beta = (vec nu, vec(-omega), b, -1) is written
-with positive signs. Clarabel settings (e.g. ``tol_gap_abs=1e-10``) pass straight through.
-
-``formulation="direct"`` writes the same program without the auxiliary variables ``u`` and
-``y_hat`` (``y_hat = X_hat vec(nu) - X_hat vec(omega) + b`` inside the objective and the
-bounds). It has the same optimum and is several times slower in Clarabel; it is kept so that
-benchmarks can compare against the program as it is usually first written.
+``formulation="direct"`` writes the same program without the auxiliary variables
+(``y_hat = X_hat vec(nu) - X_hat vec(omega) + b`` inside the objective and the bounds). It has
+the same optimum but puts every dense lifted row into the problem twice, which Clarabel pays
+for in its factorisation; it is kept so that benchmarks can compare against the program as it
+is usually first written.
 
 The problem is rebuilt on every call. A DPP variant with the radius as a ``cp.Parameter``
-was measured (N = 2016, d = 8): it saves only the compile step, about 0.2-0.6 s of a 2-4 s
-solve at P = 10 and 1-2 s of an 8-15 s solve at P = 35, and only when the same data and
-patterns are re-solved with another radius, which a tuner rarely does (max_neurons changes
-the patterns); not worth a cache of compiled problems.
+would save only the compile step, and only when the same data and patterns are re-solved with
+another radius, which a tuner rarely does (max_neurons changes the patterns); not worth a
+cache of compiled problems.
 """
 
 from __future__ import annotations
@@ -35,9 +28,15 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from ._program import ScnnProgram, ScnnSolution, max_constraint_violation, objective_value
+from .._program import (
+    ScnnProgram,
+    ScnnSolution,
+    lifted_features,
+    max_constraint_violation,
+    objective_value,
+)
 
-# cvxpy status -> ScnnSolution status
+# cvxpy status -> the library's status vocabulary (wadiro_models._status)
 _STATUS = {
     cp.OPTIMAL: "optimal",
     cp.OPTIMAL_INACCURATE: "optimal_inaccurate",
@@ -53,13 +52,6 @@ class _Variables:
     nu: cp.Variable
     omega: cp.Variable
     b: cp.Variable | None
-
-
-def lifted_features(program: ScnnProgram) -> np.ndarray:
-    """X_hat with X_hat[j, i*(d+1) + k] = D[j, i] * X[j, k] (C-order vec of nu per gate)."""
-    D = program.patterns.astype(float)
-    n, p = program.n_samples, program.n_features
-    return (D[:, :, None] * program.X[:, None, :]).reshape(n, program.n_gates * p)
 
 
 def _dual_norm(program: ScnnProgram, v: _Variables) -> cp.Expression:
@@ -112,10 +104,10 @@ def build_problem(
     """Assemble the cvxpy problem of ``program`` (one place, from the pieces above)."""
     if formulation not in FORMULATIONS:
         raise ValueError(f"unknown formulation {formulation!r}; expected one of {FORMULATIONS}")
-    P, p = program.n_gates, program.n_features
+    P, d1 = program.n_gates, program.n_cols
     v = _Variables(
-        nu=cp.Variable((P, p), name="nu"),
-        omega=cp.Variable((P, p), name="omega"),
+        nu=cp.Variable((P, d1), name="nu"),
+        omega=cp.Variable((P, d1), name="omega"),
         b=cp.Variable(name="b") if program.fit_intercept else None,
     )
     X_hat = lifted_features(program)
@@ -127,8 +119,8 @@ def build_problem(
     else:
         # u = vec(nu - omega) and y_hat as variables of their own: each dense lifted row
         # then touches P(d+1) variables once instead of 2P(d+1) twice (inside both sides of
-        # |.|), which cuts Clarabel's factorisation time about fivefold at P = 20 (N = 2016).
-        u = cp.Variable(P * p, name="u")
+        # |.|), so the matrix Clarabel factorises has far fewer nonzeros.
+        u = cp.Variable(P * d1, name="u")
         y_hat = cp.Variable(program.n_samples, name="y_hat")
         fitted = X_hat @ u
         if v.b is not None:
@@ -143,6 +135,36 @@ def build_problem(
         definitions + _cone_constraints(program, v) + _physical_constraints(program, y_hat)
     )
     return cp.Problem(cp.Minimize(objective), constraints), v
+
+
+@dataclass(frozen=True)
+class ClarabelRun:
+    """The outcome of one Clarabel solve of a cvxpy problem, in the library's vocabulary."""
+
+    status: str
+    iterations: int | None
+    info: dict
+
+
+def run_clarabel(problem: cp.Problem, settings: dict) -> ClarabelRun:
+    """Solve a cvxpy ``problem`` with Clarabel ``settings``; a crash is status ``"failed"``
+    (never raised). The variables' values are left on the problem."""
+    info: dict = {}
+    try:
+        with warnings.catch_warnings():
+            # the status is reported in the solution; cvxpy's generic warning adds nothing
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=cp.CLARABEL, **settings)
+        status = _STATUS.get(problem.status, "failed")
+        info["cvxpy_status"] = problem.status
+    except cp.error.SolverError as exc:
+        status = "failed"
+        info["error"] = str(exc)
+    stats = problem.solver_stats if problem.status is not None else None
+    iterations = getattr(stats, "num_iters", None) if stats is not None else None
+    if stats is not None and getattr(stats, "solve_time", None) is not None:
+        info["clarabel_time"] = float(stats.solve_time)
+    return ClarabelRun(status, iterations, info)
 
 
 def solve_clarabel(
@@ -161,26 +183,16 @@ def solve_clarabel(
     del warm_start
     started = time.perf_counter()
     problem, v = build_problem(program, formulation)
-    P, p = program.n_gates, program.n_features
-    info: dict = {
-        "backend": "cvxpy+clarabel", "formulation": formulation, "settings": dict(settings)
-    }
-    try:
-        with warnings.catch_warnings():
-            # the status is reported in the solution; cvxpy's generic warning adds nothing
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=cp.CLARABEL, **settings)
-        status = _STATUS.get(problem.status, "failed")
-        info["cvxpy_status"] = problem.status
-    except cp.error.SolverError as exc:
-        status = "failed"
-        info["error"] = str(exc)
+    P, d1 = program.n_gates, program.n_cols
+    run = run_clarabel(problem, settings)
     elapsed = time.perf_counter() - started
-
-    stats = problem.solver_stats if problem.status is not None else None
-    iterations = getattr(stats, "num_iters", None) if stats is not None else None
-    if stats is not None and getattr(stats, "solve_time", None) is not None:
-        info["clarabel_time"] = float(stats.solve_time)
+    status, iterations = run.status, run.iterations
+    info: dict = {
+        "backend": "cvxpy+clarabel",
+        "formulation": formulation,
+        "settings": dict(settings),
+        **run.info,
+    }
 
     if status in ("optimal", "optimal_inaccurate") and v.nu.value is not None:
         nu, omega = np.asarray(v.nu.value), np.asarray(v.omega.value)
@@ -192,8 +204,8 @@ def solve_clarabel(
         scale = max(1.0, float(np.max(np.abs(program.y))) if program.n_samples else 1.0)
         primal_residual: float | None = max(violation, 0.0) / scale
     else:
-        nu = np.full((P, p), np.nan)
-        omega = np.full((P, p), np.nan)
+        nu = np.full((P, d1), np.nan)
+        omega = np.full((P, d1), np.nan)
         b, objective, primal_residual = float("nan"), float("nan"), None
     return ScnnSolution(
         nu=nu,
