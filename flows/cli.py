@@ -17,12 +17,14 @@ import typer
 # which the processes runner hands to its workers, are read at import. Users can override.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from wadiro_fleet.flows.cli_options import split_list, with_settings  # noqa: E402
+from wadiro_fleet.flows.cli_options import DATE_FORMATS, split_list, with_settings  # noqa: E402
 from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow  # noqa: E402
 from wadiro_fleet.flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow  # noqa: E402
 from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings  # noqa: E402
 from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
 from wadiro_fleet.tasks.forecast_tasks import RunSummary  # noqa: E402
+from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection  # noqa: E402
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec  # noqa: E402
 from wadiro_fleet.tasks.report import read_run_leaderboard, write_report  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE  # noqa: E402
 from wadiro_fleet.tasks.warehouse.selection import has_buildings  # noqa: E402
@@ -34,11 +36,8 @@ app.add_typer(ingest_app, name="ingest")
 Warehouse = Annotated[
     Path, typer.Option("--warehouse", help="DuckDB warehouse file (created on first use).")
 ]
-DateFormats = ["%Y-%m-%d"]
-
-
 def _day_option(flag: str, help_text: str) -> typer.models.OptionInfo:
-    return typer.Option(flag, formats=DateFormats, help=help_text)
+    return typer.Option(flag, formats=DATE_FORMATS, help=help_text)
 
 
 @app.callback()
@@ -90,39 +89,17 @@ def _ingest(label: str, call: Callable[[], _IngestSummary]) -> None:
 
 
 @ingest_app.command("cambridge")
-def ingest_cambridge(
-    path: Annotated[Path, typer.Option("--path", help="Root of the Cambridge Estates archive.")],
-    buildings: Annotated[
-        Optional[str], typer.Option("--buildings", help="Comma-separated building ids (default: all).")
-    ] = None,
-    start: Annotated[Optional[datetime], _day_option("--start", "First UTC day (inclusive).")] = None,
-    end: Annotated[Optional[datetime], _day_option("--end", "Last UTC day (inclusive).")] = None,
-    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
-) -> None:
+@with_settings(ArchiveSelection)
+def ingest_cambridge(settings: ArchiveSelection, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Ingest the real Cambridge archive (electricity and Bedford weather)."""
-    ids = split_list(buildings, "--buildings")
-    _ingest("cambridge", lambda: ingest_cambridge_flow(
-        path=str(path), warehouse=str(warehouse), buildings=ids, start=_as_date(start),
-        end=_as_date(end),
-    ))
+    _ingest("cambridge", lambda: ingest_cambridge_flow(settings, warehouse=str(warehouse)))
 
 
 @ingest_app.command("synthetic")
-def ingest_synthetic(
-    buildings: Annotated[int, typer.Option("--buildings", min=1, help="Number of buildings.")],
-    start: Annotated[
-        datetime, _day_option("--start", "Start date; the first local Monday on or after it.")
-    ],
-    weeks: Annotated[int, typer.Option("--weeks", min=1, help="Number of weeks.")],
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed.")] = 0,
-    sites: Annotated[int, typer.Option("--sites", min=1, help="Number of weather sites.")] = 3,
-    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
-) -> None:
+@with_settings(FleetSpec)
+def ingest_synthetic(settings: FleetSpec, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Generate and ingest a synthetic fleet of non-residential buildings."""
-    _ingest("synthetic", lambda: ingest_synthetic_flow(
-        buildings=buildings, start=start.date(), weeks=weeks, seed=seed, sites=sites,
-        warehouse=str(warehouse),
-    ))
+    _ingest("synthetic", lambda: ingest_synthetic_flow(settings, warehouse=str(warehouse)))
 
 
 # --- forecasting -------------------------------------------------------------------------
@@ -194,8 +171,7 @@ def demo(
     forecast with every model, and the leaderboard."""
     if not has_buildings(warehouse):
         typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse} ...")
-        run_guarded(lambda: ingest_synthetic_flow(
-            buildings=buildings, start=date(2024, 1, 1), weeks=14, seed=0,
-            warehouse=str(warehouse)))
+        spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=14)
+        run_guarded(lambda: ingest_synthetic_flow(spec, warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse), trials=trials)
     _report_run(lambda: weekly_forecast_flow(settings=settings), settings.warehouse)

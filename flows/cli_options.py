@@ -1,7 +1,8 @@
 """Command-line options made from a settings model, so every option is defined once.
 
 Each field of the settings model becomes an option ``--field-name`` with the field's default
-and description; lists are given comma-separated. A field holding a mapping (per-model solver
+and description (a field without a default is a required option); lists are given
+comma-separated and dates as ``YYYY-MM-DD``. A field holding a mapping (per-model solver
 options) is not an option: set it through a flow parameter or a deployment. The values are
 validated by the model itself; a bad one is a usage error naming the option.
 """
@@ -14,6 +15,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable
+from datetime import date, datetime
 from typing import Annotated, Any, Literal, Optional, TypeVar
 
 import typer
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
+DATE_FORMATS = ["%Y-%m-%d"]
 
 
 def split_list(value: str | None, what: str) -> list[str] | None:
@@ -55,6 +58,8 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter | None:
     annotation, _ = _without_none(field.annotation)
     origin = typing.get_origin(annotation)
     help_text = field.description or ""
+    required = field.is_required()
+    default = inspect.Parameter.empty if required else field.default
     if origin in (dict, typing.Mapping) or annotation is dict:
         return None
     if _is_list(annotation):
@@ -64,9 +69,17 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter | None:
         choices = enum.Enum(name, {str(c): str(c) for c in typing.get_args(annotation)},
                             type=str)
         option = typer.Option(_flag(name), help=help_text)
-        return _parameter(name, Annotated[choices, option], choices(field.default))
+        return _parameter(name, Annotated[choices, option],
+                          default if required else choices(field.default))
+    if annotation is date:  # Typer parses datetimes; the value is turned back into a date
+        option = typer.Option(_flag(name), help=help_text, formats=DATE_FORMATS)
+        return _parameter(name, Annotated[_optional(datetime, required), option], default)
     option = typer.Option(_flag(name), help=help_text)
-    return _parameter(name, Annotated[Optional[annotation], option], field.default)
+    return _parameter(name, Annotated[_optional(annotation, required), option], default)
+
+
+def _optional(annotation: Any, required: bool) -> Any:
+    return annotation if required else Optional[annotation]
 
 
 def _parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -82,7 +95,11 @@ def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[s
             value = split_list(value, _flag(name))
             if value is None:
                 continue  # the model's default (all)
-        values[name] = value.value if isinstance(value, enum.Enum) else value
+        if isinstance(value, enum.Enum):
+            value = value.value
+        elif isinstance(value, datetime) and annotation is date:
+            value = value.date()
+        values[name] = value
     return values
 
 
@@ -122,4 +139,4 @@ def with_settings(settings: type[BaseModel]) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["settings_problems", "split_list", "with_settings"]
+__all__ = ["DATE_FORMATS", "settings_problems", "split_list", "with_settings"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import date
-
 from prefect import flow
 from wadiro_fleet.tasks.ingest.cambridge import (
     IngestSummary,
     load_cambridge_task,
     write_cambridge_task,
 )
+from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
 from wadiro_fleet.tasks.ingest.synthetic_fleet import (
     FleetSpec,
     SyntheticSummary,
@@ -22,26 +21,14 @@ __all__ = ["ingest_cambridge_flow", "ingest_synthetic_flow"]
 
 @flow(name="ingest-cambridge")
 def ingest_cambridge_flow(
-    path: str,
-    warehouse: str = DEFAULT_WAREHOUSE,
-    buildings: list[str] | None = None,
-    start: date | None = None,
-    end: date | None = None,
+    selection: ArchiveSelection, warehouse: str = DEFAULT_WAREHOUSE
 ) -> IngestSummary:
     """Read and check the Cambridge archive selection, then write it in one transaction."""
-    batch = load_cambridge_task(path, buildings, start, end)
+    batch = load_cambridge_task(selection)
     return write_cambridge_task(warehouse, batch)
 
 
 @flow(name="ingest-synthetic")
-def ingest_synthetic_flow(
-    buildings: int,
-    start: date,
-    weeks: int,
-    seed: int = 0,
-    sites: int = 3,
-    warehouse: str = DEFAULT_WAREHOUSE,
-) -> SyntheticSummary:
+def ingest_synthetic_flow(spec: FleetSpec, warehouse: str = DEFAULT_WAREHOUSE) -> SyntheticSummary:
     """Generate a synthetic fleet and write it in one transaction."""
-    spec = FleetSpec(buildings=buildings, start=start, weeks=weeks, seed=seed, sites=sites)
     return ingest_synthetic_task(warehouse, spec)

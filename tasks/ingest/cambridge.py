@@ -18,6 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from wadiro_fleet.tasks.ingest.cambridge_archive import (
     SITE_ID,
+    ArchiveSelection,
     CambridgeBatch,
     load_cambridge,
 )
@@ -94,11 +95,9 @@ def ingest_cambridge(
 
 
 @task(name="load-cambridge-archive", cache_policy=NO_CACHE)
-def load_cambridge_task(
-    path: str, buildings: list[str] | None, start: date | None, end: date | None
-) -> CambridgeBatch:
+def load_cambridge_task(selection: ArchiveSelection) -> CambridgeBatch:
     """Prefect wrapper of :func:`load_cambridge`."""
-    return load_cambridge(path, buildings, start, end)
+    return load_cambridge(selection.path, selection.buildings, selection.start, selection.end)
 
 
 @task(name="write-cambridge-archive", cache_policy=NO_CACHE)

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+from pydantic import BaseModel, ConfigDict, Field
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.errors import (
     DuplicateTimestampError,
@@ -54,6 +55,7 @@ __all__ = [
     "SITE_ID",
     "TIMEZONE",
     "ArchiveLayout",
+    "ArchiveSelection",
     "CambridgeBatch",
     "list_buildings",
     "load_cambridge",
@@ -76,6 +78,17 @@ WEATHER_COLUMNS = ("datetime", "air_temperature [degC]", "rltv_hum [%]", "glbl_i
 _UTC_TS = pa.timestamp("us", tz="UTC")
 _YEAR_FILE = re.compile(r"^(\d{4})\.csv$")
 _MIDAS_YEAR = re.compile(r"qcv-1_(\d{4})\.csv$")
+
+
+class ArchiveSelection(BaseModel):
+    """Which part of the archive an ingest reads (:func:`load_cambridge`'s arguments)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str = Field(description="Root of the Cambridge Estates archive.")
+    buildings: tuple[str, ...] | None = Field(None, description="Building ids (default: all).")
+    start: date | None = Field(None, description="First UTC day (inclusive).")
+    end: date | None = Field(None, description="Last UTC day (inclusive).")
 
 
 @dataclass(frozen=True)

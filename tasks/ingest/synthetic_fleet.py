@@ -37,8 +37,8 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from scipy.signal import lfilter
-from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
@@ -47,7 +47,6 @@ __all__ = [
     "BUILDING_TYPES",
     "CHUNK_BUILDINGS",
     "FleetSpec",
-    "FleetSpecError",
     "SyntheticSummary",
     "building_ids",
     "fleet_buildings",
@@ -92,42 +91,38 @@ BUILDING_TYPES: dict[str, BuildingType] = {
 }
 
 
-class FleetSpecError(PipelineError, ValueError):
-    """The synthetic fleet's parameters are unusable (the message says which)."""
-
-
-@dataclass(frozen=True)
-class FleetSpec:
+class FleetSpec(BaseModel):
     """What to generate. Equal specs give identical data."""
 
-    buildings: int
-    start: date
-    weeks: int
-    seed: int = 0
-    sites: int = 3
-    timezone: str = "Europe/London"
-    holiday_country: str = "GB"
-    holiday_subdiv: str | None = "ENG"
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def validate(self) -> None:
-        if self.buildings < 1:
-            raise FleetSpecError(f"buildings must be at least 1, got {self.buildings}")
-        if self.weeks < 1:
-            raise FleetSpecError(f"weeks must be at least 1 (empty range), got {self.weeks}")
-        if self.sites < 1:
-            raise FleetSpecError(f"sites must be at least 1, got {self.sites}")
-        if self.seed < 0:
-            raise FleetSpecError(f"seed must be non-negative, got {self.seed}")
+    buildings: int = Field(ge=1, description="Number of buildings.")
+    start: date = Field(description="Start date; the fleet begins on the first local Monday on or after it.")
+    weeks: int = Field(ge=1, description="Number of weeks.")
+    seed: int = Field(0, ge=0, description="Random seed.")
+    sites: int = Field(3, ge=1, description="Number of weather sites.")
+    timezone: str = Field("Europe/London", description="IANA time zone of every building.")
+    holiday_country: str = Field("GB", description="Holiday calendar's country (ISO code).")
+    holiday_subdiv: str | None = Field("ENG", description="Holiday calendar's subdivision.")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
         try:
-            ZoneInfo(self.timezone)
+            ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as error:
-            raise FleetSpecError(f"unknown time zone {self.timezone!r}") from error
+            raise ValueError(f"unknown time zone {value!r}") from error
+        return value
+
+    @model_validator(mode="after")
+    def _known_calendar(self) -> FleetSpec:
         try:
             holidays.country_holidays(self.holiday_country, subdiv=self.holiday_subdiv)
         except NotImplementedError as error:
-            raise FleetSpecError(
+            raise ValueError(
                 f"unknown holiday calendar {self.holiday_country}/{self.holiday_subdiv}: {error}"
             ) from error
+        return self
 
 
 @dataclass(frozen=True)
@@ -190,7 +185,6 @@ def _school_break(local_dates: pd.DatetimeIndex) -> np.ndarray:
 
 def fleet_hours(spec: FleetSpec) -> _Calendar:
     """The UTC hours of the spec's local weeks with their local-time calendar."""
-    spec.validate()
     zone = ZoneInfo(spec.timezone)
     monday = first_monday(spec.start)
     begin = datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(timezone.utc)
@@ -519,7 +513,6 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
 
 def ingest_synthetic(warehouse: str | Path, spec: FleetSpec) -> SyntheticSummary:
     """Open the warehouse file and :func:`write_fleet` into it."""
-    spec.validate()
     with connect(warehouse) as con:
         return write_fleet(con, spec)
 

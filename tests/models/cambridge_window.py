@@ -11,7 +11,6 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
-
 from wadiro_fleet.tasks.ingest.cambridge_archive import (
     HOLIDAY_COUNTRY,
     HOLIDAY_SUBDIV,

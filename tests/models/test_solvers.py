@@ -15,7 +15,12 @@ from wadiro_models import (
     objective_value,
     solve_clarabel,
 )
-from wadiro_models.solvers import SOLVERS, SolverEntry, check_supports, configured_solver
+from wadiro_models.solvers import (
+    SOLVERS,
+    SolverEntry,
+    check_supports,
+    configured_solver,
+)
 
 
 def _program(model: type = WaDiRoSCNN, **params) -> ScnnProgram:

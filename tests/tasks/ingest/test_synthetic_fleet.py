@@ -7,11 +7,11 @@ from datetime import date, datetime, timezone
 import numpy as np
 import pyarrow as pa
 import pytest
+from pydantic import ValidationError
 from wadiro_fleet.tasks.ingest import synthetic_fleet
 from wadiro_fleet.tasks.ingest.synthetic_fleet import (
     CHUNK_BUILDINGS,
     FleetSpec,
-    FleetSpecError,
     first_monday,
     fleet_buildings,
     fleet_hours,
@@ -156,8 +156,8 @@ def test_bad_specs_are_refused():
         ({"timezone": "Mars/Olympus"}, "time zone"),
         ({"holiday_country": "XX"}, "holiday calendar"),
     ]:
-        with pytest.raises(FleetSpecError, match=message):
-            FleetSpec(**{**good, **change}).validate()
+        with pytest.raises(ValidationError, match=message):
+            FleetSpec(**{**good, **change})
 
 
 def test_ingest_writes_all_tables_idempotently(tmp_path):
