@@ -24,7 +24,7 @@ def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def run_leaderboard(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
     """The leaderboard of the scores one run wrote."""
-    return con.execute(leaderboard_sql("run_id = ?"), [run_id]).df()
+    return con.execute(leaderboard_sql(run_filter=True), [run_id]).df()
 
 
 def building_errors(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from wadiro_fleet.tasks.protocol.features import (
 from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, MODELS, check_model_names
 
 TuningMode = Literal["per-window", "reuse"]
+Target = Literal["load", "residual"]
 
 
 def _default_model_options() -> dict[str, dict[str, Any]]:
@@ -41,6 +42,11 @@ class ForecastConfig(BaseModel):
     )
     feature_set: str = Field(
         DEFAULT_FEATURE_SET, description=f"Named feature set ({', '.join(FEATURE_SETS)})."
+    )
+    target: Target = Field(
+        "load",
+        description="What the learned models predict: the load itself (the paper) or the "
+        "residual, the correction to last week's load at the same hour.",
     )
     reuse_max_age_weeks: int = Field(
         8, ge=0, description="Oldest stored tuning that --tuning reuse accepts, in weeks."
@@ -79,4 +85,4 @@ class ForecastConfig(BaseModel):
         return record
 
 
-__all__ = ["ForecastConfig", "TuningMode"]
+__all__ = ["ForecastConfig", "Target", "TuningMode"]

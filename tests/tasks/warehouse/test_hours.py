@@ -15,6 +15,7 @@ from wadiro_fleet.tasks.protocol.features import build_features
 from wadiro_fleet.tasks.protocol.windows import (
     WindowStatus,
     build_window,
+    window_bounds,
     window_load_range,
 )
 from wadiro_fleet.tasks.warehouse.connection import connect
@@ -192,7 +193,9 @@ def test_loaded_hours_feed_features_and_a_window(con):
     grid = pd.date_range(start, end, freq="h", inclusive="left")
     rng = np.random.default_rng(1)
     kwh = rng.uniform(5, 50, len(grid))
-    kwh[200:210] = np.nan  # ten readings on 1 January, the week before the history
+    history_start = window_bounds(week, "Europe/London").history_start  # Monday 7 January
+    gap = (grid >= history_start - pd.Timedelta(hours=137)) & (grid < history_start - pd.Timedelta(hours=127))
+    kwh[gap] = np.nan  # ten readings on 1 January, the week before the history
     new_readings = pd.DataFrame({"building_id": "b1", "ts": grid, "kwh": kwh})
     new_weather = pd.DataFrame({"site_id": "bedford", "ts": grid, "t": rng.normal(8, 4, len(grid))})
     con.execute("INSERT INTO meter_readings SELECT building_id, ts, kwh FROM new_readings")

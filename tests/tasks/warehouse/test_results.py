@@ -91,9 +91,17 @@ def test_seasonal_naive_is_the_same_local_hour_last_week(warehouse):
     assert checked[168] > 100 and checked[167] > 15
 
 
-def test_window_without_history_is_skipped_with_reason(warehouse):
+def test_a_week_without_history_still_gets_last_weeks_load(warehouse):
+    """The fleet starts on 2024-01-01: the second week has too little history for the learned
+    models, but last week's load exists, so seasonal naive is forecast and published."""
     res = _run(warehouse, "synthetic_b00000", ForecastConfig(models=FAST), week=date(2024, 1, 8))
-    assert res.status == "insufficient_data" and res.reason and res.outcomes == []
+    assert res.status == "insufficient_data" and "fit weeks have 0 usable hours" in res.reason
+    assert [o.model for o in res.outcomes] == ["seasonal_naive"] and res.outcomes[0].status == "ok"
+    assert res.publication.model == "seasonal_naive"
+    # the first week has no earlier load at all: nothing is published, and the reason says so
+    first = _run(warehouse, "synthetic_b00000", ForecastConfig(models=FAST), week=date(2024, 1, 1))
+    assert first.publication is None
+    assert first.outcomes[0].status == "failed" and "no load" in first.outcomes[0].error
 
 
 def test_unknown_model_name_and_feature_set():
