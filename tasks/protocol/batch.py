@@ -64,8 +64,10 @@ def failed_results(
 def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWeekResult]:
     """The protocol for every (building, week) of a batch; a failure is recorded, not raised.
 
-    A building's weeks run in order, and each week's scores join its track record for the
-    publication step of the weeks after it (they are over by then).
+    A building's weeks run in order: each week's scores join its track record for the
+    publication step of the weeks after it (they are over by then), and under
+    ``tuning="reuse"`` each week's fresh tuning is what the weeks after it reuse, exactly as if
+    the weeks had run one run at a time.
 
     BLAS is pinned to one thread: parallelism comes from running batches side by side, and
     two BLAS threads per solve were measured to be much slower on small machines. Both this and
@@ -78,13 +80,14 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     threadpool_limits(limits=1)
     for job in jobs:
         record = dict(job.track_record)
+        stored = dict(job.stored_params)
         for week in sorted(job.weeks):
             try:
                 result = forecast_building_week(
                     job.hours, building_id=job.info.building_id,
                     timezone=job.info.timezone, holiday_country=job.info.holiday_country,
                     holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
-                    stored_params=job.stored_params, track_record=record,
+                    stored_params=stored, track_record=record,
                 )
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
                 results += failed_results(job.info.building_id, [week], exc)
@@ -93,4 +96,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
             # Once this week is over its scores are known: the next weeks may use them.
             record[week] = {o.model: o.scores.mae for o in result.outcomes
                             if o.status == "ok" and o.scores.mae is not None}
+            # ... and a tuning done this week is the one the next weeks reuse.
+            stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
+                           if o.status == "ok" and o.tuned_week == week and o.trials})
     return results

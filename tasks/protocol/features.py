@@ -219,6 +219,22 @@ def _lag_week_is_off(ctx: FeatureContext) -> np.ndarray:
     return (is_holiday | (wall.day_of_week.to_numpy() >= 5)).astype(np.float64)
 
 
+def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]:
+    """A weather input minus its value at the same local hour one week back: what changed
+    since the week that persistence repeats (NaN when either is missing)."""
+
+    def compute(ctx: FeatureContext) -> np.ndarray:
+        values = pd.Series(
+            pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64),
+            index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
+        )
+        before = values.reindex(same_local_hour_weeks_before(ctx.local, 1).as_unit("us"))
+        return values.to_numpy() - before.to_numpy()
+
+    compute.__name__ = f"_{name}_change_since_last_week"
+    return compute
+
+
 def _last_week_mean(ctx: FeatureContext) -> np.ndarray:
     """Mean load of the local week before each hour's own local week (its level; NaN when
     that week has no reading): known when the week is forecast."""
@@ -246,6 +262,11 @@ FEATURES: dict[str, Feature] = {
         Feature("kwh_last_week_mean", _last_week_mean, inputs=(LABEL,),
                 lookback_hours=2 * 168 + 1),
         Feature("lag_week_is_off", _lag_week_is_off),
+        *(
+            Feature(f"{name}_change_168", _change_since_last_week(name), inputs=(name,),
+                    lookback_hours=169)
+            for name in ("temperature_c", "irradiance_wm2")
+        ),
     )
 }
 """Every feature known to the pipeline, by column name."""
@@ -279,11 +300,18 @@ FEATURE_SETS: dict[str, FeatureSet] = {
             *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
             "kwh_last_week_mean", "lag_week_is_off",
         )),
+        make_feature_set("recent_change", (
+            *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
+            "kwh_last_week_mean", "lag_week_is_off", "temperature_c_change_168",
+            "irradiance_wm2_change_168",
+        )),
     )
 }
 """Named feature sets a run can choose. ``paper`` is the paper's eight; ``paper_lags`` adds
 the load one and two weeks back; ``recent`` adds the median of the last four weeks at the
-same hour, last week's mean load and whether last week's hour was a holiday or weekend."""
+same hour, last week's mean load and whether last week's hour was a holiday or weekend;
+``recent_change`` adds how temperature and irradiance changed since the same hour last week
+(what a correction to last week's load most needs to know)."""
 
 DEFAULT_FEATURE_SET = "paper"
 

@@ -71,7 +71,7 @@ def test_report_files(warehouse, tmp_path):
     out = tmp_path / "report"
     report = write_report(warehouse, out, ["b1"])
     names = sorted(p.relative_to(out).as_posix() for p in report.files)
-    assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png"]
+    assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png", "report.html"]
     assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert pd.read_csv(out / "leaderboard.csv")["model"].tolist() == ["wadiro_pcscnn", "gp"]
 
