@@ -13,6 +13,7 @@ the negative test hours; then each grid point's totals over the weeks::
 
     python benchmarks/target_week_bounds.py                              # b7, six weeks of 2019
     python benchmarks/target_week_bounds.py --building UCam_Building_b0 --weeks 2019-04-01
+    python benchmarks/target_week_bounds.py --neurons 10 30              # a smaller grid
 
 BLAS runs on one thread; fits use the structured interior-point solver.
 """
@@ -42,7 +43,7 @@ from wadiro_models import WaDiRoSCNN
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 WEEKS = ["2019-02-04", "2019-03-04", "2019-04-01", "2019-06-03", "2019-10-07", "2019-11-04"]
 RADII = [float(np.exp(-6)), float(np.exp(-4)), float(np.exp(-2))]
-NEURONS = [10, 30]
+NEURONS = [10, 30, 70]
 NORMS = ["l1", "l2"]
 
 
@@ -97,16 +98,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--building", default="UCam_Building_b7")
     parser.add_argument("--weeks", nargs="+", default=WEEKS)
+    parser.add_argument("--neurons", type=int, nargs="+", default=NEURONS)
     args = parser.parse_args()
 
     grid = [dict(radius=r, max_neurons=n, wasserstein=w)
-            for r, n, w in itertools.product(RADII, NEURONS, NORMS)]
+            for r, n, w in itertools.product(RADII, args.neurons, NORMS)]
     variants = ["plain", "+bound"]
     per_point = {(v, i): [] for v in variants for i in range(len(grid))}
     chosen_rows = []
     seconds = dict.fromkeys(variants, 0.0)
     print(f"{args.building}: grid radius {[round(r, 4) for r in RADII]} x max_neurons "
-          f"{NEURONS} x {NORMS}, picked on the validation week")
+          f"{args.neurons} x {NORMS}, picked on the validation week")
     print(f"{'week':>10} {'variant':>7} {'radius':>7} {'n':>3} {'norm':>4} "
           f"{'test MAE':>8} {'neg h':>5} {'min y_hat':>9}")
     with threadpool_limits(limits=1, user_api="blas"):
