@@ -48,6 +48,12 @@ class ForecastConfig(BaseModel):
         description="What the learned models predict: the load itself (the paper) or the "
         "residual, the correction to last week's load at the same hour.",
     )
+    bound_target_week: bool = Field(
+        True,
+        description="Impose the physical bound (no negative load) of the constrained network on "
+        "the target week's inputs too, inside its training program, so its forecasts never go "
+        "below zero; the paper bounds the training rows only.",
+    )
     reuse_max_age_weeks: int = Field(
         8, ge=0, description="Oldest stored tuning that --tuning reuse accepts, in weeks."
     )

@@ -14,7 +14,9 @@ with seasonal naive using only what is known when the forecast is issued.
 A learned model predicts either the load itself (``target="load"``, the paper) or the
 correction to the persistence forecast (``target="residual"``: load = persistence + r). A
 model with a physical floor (``wadiro_pcscnn``: no negative load) then gets the per-sample
-lower bound ``r >= floor - persistence``.
+lower bound ``r >= floor - persistence``; with ``bound_target_week`` the same floor also holds
+at the inputs of the week it forecasts (the validation week while tuning, the target week in the
+refit), inside its training program, so its forecasts never go below zero.
 """
 
 from __future__ import annotations
@@ -118,6 +120,17 @@ def _floor_params(spec: ModelSpec, part: _Part, target: str) -> dict[str, Any]:
     return {"lower_bound": spec.load_floor - part.base}
 
 
+def _bound_points(spec: ModelSpec, part: _Part, config: ForecastConfig) -> dict[str, Any]:
+    """Fit arguments that also keep ``spec``'s floor at the inputs of ``part``, the week being
+    forecast (its rows are not training samples; their inputs are known when it is issued)."""
+    if spec.load_floor is None or not config.bound_target_week:
+        return {}
+    rows = np.isfinite(part.base) & np.isfinite(part.X).all(axis=1)
+    if not rows.any():
+        return {}
+    return {"bound_X": part.X[rows], "bound_lower": spec.load_floor - part.base[rows]}
+
+
 def _fit_info(model: Any) -> dict[str, Any]:
     """Solver facts an estimator exposes (the SCNN family); empty for the baselines."""
     return {
@@ -168,13 +181,15 @@ def _run_model(
     try:
         if stored is not None and config.tuning == "reuse":
             outcome.params, outcome.tuned_week = dict(stored.params), stored.tuned_week
-            fitted = maker(fit)(**outcome.params).fit(fit.X, fit.target)
+            fitted = maker(fit)(**outcome.params).fit(
+                fit.X, fit.target, **_bound_points(spec, validation, config))
             validation_prediction = fitted.predict(validation.X)
         else:
             result = tune(
                 maker(fit), spec.search_space, fit.X, fit.target, validation.X,
                 validation.target, n_trials=config.trials,
                 seed=stable_seed(building_id, window.week, name),
+                fit_params=_bound_points(spec, validation, config),
             )
             outcome.trials, outcome.tuning_time_s = result.trials, result.elapsed_s
             outcome.params, outcome.tuned_week = result.best_params, window.week
@@ -183,7 +198,8 @@ def _run_model(
         errors = validation.load - validation_forecast
         outcome.validation_mae = float(np.mean(np.abs(errors)))
         started = time.perf_counter()
-        model = maker(train)(**outcome.params).fit(train.X, train.target)
+        model = maker(train)(**outcome.params).fit(
+            train.X, train.target, **_bound_points(spec, test, config))
         outcome.fit_time_s = time.perf_counter() - started
         outcome.y_hat = test.to_load(model.predict(test.X))
         floor = 0.0 if spec.load_floor is None else spec.load_floor

@@ -202,13 +202,16 @@ def test_a_week_with_a_weather_gap_still_publishes(warehouse):
         next(o for o in res.outcomes if o.model == res.publication.model).y_hat).all()
 
 
-def test_residual_target_keeps_the_constrained_network_at_or_above_zero_in_training(warehouse):
+def test_residual_target_keeps_the_constrained_network_at_or_above_zero(warehouse):
     config = ForecastConfig(models=("wadiro_pcscnn", "seasonal_naive"), trials=2,
                             target="residual", feature_set="recent")
     res = _run(warehouse, "synthetic_b00000", config)
     network = res.outcomes[0]
     assert network.status == "ok", network.error
     assert network.scores.n_train_violations == 0
+    # the bound holds at every forecast hour too: the target week's inputs are bound points
+    assert np.isfinite(network.y_hat).all() and (network.y_hat >= -1e-6).all()
+    assert network.scores.n_violations == 0
     assert network.validation_mae is not None and network.intervals.bounds(0.8) is not None
     lower, upper = network.intervals.bounds(0.95)
     assert (lower >= 0).all() and (upper >= lower).all()
