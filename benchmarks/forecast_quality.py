@@ -71,8 +71,11 @@ def reference_forecast(
     return model.predict(window.xy("test")[0])
 
 
-def run_building(job: BuildingJob, config: ForecastConfig) -> tuple[list[dict], float]:
-    """Every week of one building: one row per (week, model), and the CPU seconds spent."""
+def run_building(job: BuildingJob, config: ForecastConfig,
+                 keep_forecasts: bool = False) -> tuple[list[dict], float]:
+    """Every week of one building: one row per (week, model), and the CPU seconds spent.
+    With ``keep_forecasts`` each row also holds the forecast, the actuals and the model's
+    validation MAE, for looking at publication rules afterwards."""
     threadpool_limits(limits=1)
     warnings.filterwarnings("ignore")
     started = time.process_time()
@@ -87,8 +90,10 @@ def run_building(job: BuildingJob, config: ForecastConfig) -> tuple[list[dict], 
         outcomes = {o.model: o for o in res.outcomes if o.status == "ok"}
         for out in outcomes.values():
             s = out.scores
+            extra = ({"y_hat": out.y_hat, "ts": res.test_ts.to_numpy(),
+                      "validation_mae": out.validation_mae} if keep_forecasts else {})
             rows.append({"building_id": res.building_id, "week": res.week, "model": out.model,
-                         "mae": s.mae, "violations": s.n_violations,
+                         "mae": s.mae, "violations": s.n_violations, **extra,
                          **{f"coverage_{round(100 * lv)}": s.interval_coverage.get(lv)
                             for lv in LEVELS},
                          **{f"width_{round(100 * lv)}": s.interval_width.get(lv) for lv in LEVELS}})
@@ -155,6 +160,8 @@ def main() -> None:
     parser.add_argument("--target", default=ForecastConfig.model_fields["target"].default)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--csv", type=Path, help="also write every (building, week, model) row")
+    parser.add_argument("--pickle", type=Path,
+                        help="also write every row with its forecast and the actuals (pandas)")
     args = parser.parse_args()
     buildings = args.buildings.split(",")
     weeks = mondays_between(args.start, args.end)[::args.every]
@@ -171,11 +178,16 @@ def main() -> None:
                          weeks[-1] + timedelta(weeks=1))
         jobs = [job for b in buildings for job in load_jobs(warehouse, [b], weeks, config)]
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        outputs = list(pool.map(run_building, jobs, [config] * len(jobs)))
+        outputs = list(pool.map(run_building, jobs, [config] * len(jobs),
+                                [args.pickle is not None] * len(jobs)))
     rows = pd.DataFrame([row for building_rows, _ in outputs for row in building_rows])
     cpu = sum(seconds for _, seconds in outputs)
     if args.csv:
-        rows.to_csv(args.csv, index=False)
+        rows.drop(columns=["y_hat", "ts", "validation_mae"], errors="ignore").to_csv(
+            args.csv, index=False)
+    if args.pickle:
+        actuals = {job.info.building_id: job.hours.set_index("ts")["kwh"] for job in jobs}
+        pd.to_pickle({"rows": rows, "actuals": actuals}, args.pickle)
     table = summarise(rows, holiday_weeks(weeks))
     print(f"\n{len(rows[rows['model'] == SEASONAL_NAIVE])} building-weeks scored in "
           f"{time.perf_counter() - began:.0f} s wall; protocol CPU per building-week "

@@ -180,11 +180,21 @@ def _lags(ctx: FeatureContext, weeks: tuple[int, ...]) -> np.ndarray:
     return np.column_stack(columns) if len(ctx.local) else np.zeros((0, len(weeks)))
 
 
+def _first_present(lags: np.ndarray) -> np.ndarray:
+    """Per row, the first column that is not NaN (NaN when none is)."""
+    out = np.full(len(lags), np.nan)
+    for k in range(lags.shape[1] - 1, -1, -1):
+        out = np.where(np.isnan(lags[:, k]), out, lags[:, k])
+    return out
+
+
 def _same_local_hour_weeks_before(weeks: int) -> Callable[[FeatureContext], np.ndarray]:
-    """Load at the same local wall-clock hour ``weeks`` weeks earlier (NaN when not in frame)."""
+    """Load at the same local wall-clock hour ``weeks`` weeks earlier; where that reading is
+    missing, the next older week's, up to four weeks back (NaN when none is there). A single
+    missing reading then never makes an hour of the target week unforecastable."""
 
     def compute(ctx: FeatureContext) -> np.ndarray:
-        return _lags(ctx, (weeks,))[:, 0]
+        return _first_present(_lags(ctx, tuple(k for k in LAG_WEEKS if k >= weeks)))
 
     compute.__name__ = f"_kwh_{weeks}_weeks_before"
     return compute
@@ -193,11 +203,7 @@ def _same_local_hour_weeks_before(weeks: int) -> Callable[[FeatureContext], np.n
 def _persistence(ctx: FeatureContext) -> np.ndarray:
     """The load of the same local hour one week back, else two, three or four weeks back:
     the seasonal-naive forecast, and the base a residual model corrects."""
-    lags = _lags(ctx, LAG_WEEKS)
-    out = np.full(len(lags), np.nan)
-    for k in range(lags.shape[1] - 1, -1, -1):  # the most recent reading present wins
-        out = np.where(np.isnan(lags[:, k]), out, lags[:, k])
-    return out
+    return _first_present(_lags(ctx, LAG_WEEKS))
 
 
 def _lag_median(ctx: FeatureContext) -> np.ndarray:
@@ -221,7 +227,8 @@ def _lag_week_is_off(ctx: FeatureContext) -> np.ndarray:
 
 def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]:
     """A weather input minus its value at the same local hour one week back: what changed
-    since the week that persistence repeats (NaN when either is missing)."""
+    since the week that persistence repeats (NaN when this hour's value is missing; 0, no
+    known change, when only last week's is)."""
 
     def compute(ctx: FeatureContext) -> np.ndarray:
         values = pd.Series(
@@ -229,7 +236,8 @@ def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]
             index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
         )
         before = values.reindex(same_local_hour_weeks_before(ctx.local, 1).as_unit("us"))
-        return values.to_numpy() - before.to_numpy()
+        now = values.to_numpy()
+        return now - np.where(np.isnan(before.to_numpy()), now, before.to_numpy())
 
     compute.__name__ = f"_{name}_change_since_last_week"
     return compute

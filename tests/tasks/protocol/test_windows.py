@@ -247,16 +247,16 @@ def test_history_without_weather_is_no_weather_not_missing_labels():
     assert w.coverage["fit"].labelled == 1848 and w.coverage["fit"].usable == 0
 
 
-def test_missing_lag_in_the_test_week_is_incomplete_features():
+def test_a_missing_lag_reading_falls_back_to_the_week_before():
     frame = featured("2019-07-01", feature_set="paper_lags")
-    # One validation-week reading is missing: the matching test hour has no one-week lag.
+    # One validation-week reading is missing: the matching test hour's one-week lag reads two
+    # weeks back instead (kwh counts hours, so that is the hour's own kwh minus 336).
     frame = set_kwh(frame, "2019-06-26 10:00Z", "2019-06-26 11:00Z")
     again = build_features(frame, **CALENDAR, feature_set="paper_lags")
     w = build_window(again, "2019-07-01", TZ, feature_set="paper_lags")
-    assert w.status == WindowStatus.INCOMPLETE_FEATURES
-    assert w.coverage["test"].complete_features == 167
-    lags = w.test.set_index("ts")["kwh_lag_168"]
-    assert np.isnan(lags[UTC("2019-07-03 10:00Z")])
+    assert w.ok and w.coverage["test"].complete_features == 168
+    row = w.test.set_index("ts").loc[UTC("2019-07-03 10:00Z")]
+    assert row["kwh_lag_168"] == row["kwh"] - 336 == row["kwh_lag_336"]
     assert w.feature_columns[-2:] == ("kwh_lag_168", "kwh_lag_336")
 
 
