@@ -16,6 +16,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
 from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
     StoredParams,
@@ -44,8 +45,8 @@ class BuildingJob:
     hours: pd.DataFrame
     weeks: tuple[date, ...]
     stored_params: dict[str, StoredParams] = field(default_factory=dict)
-    track_record: dict[date, dict[str, float]] = field(default_factory=dict)
-    """The building's earlier scored weeks: target week -> model -> MAE."""
+    track_record: dict[date, dict[str, WeekScore]] = field(default_factory=dict)
+    """The building's earlier scored weeks: target week -> model -> MAE and coverage."""
 
 
 def failed_results(
@@ -94,8 +95,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                 continue
             results.append(result)
             # Once this week is over its scores are known: the next weeks may use them.
-            record[week] = {o.model: o.scores.mae for o in result.outcomes
-                            if o.status == "ok" and o.scores.mae is not None}
+            record[week] = week_scores(result.outcomes)
             # ... and a tuning done this week is the one the next weeks reuse.
             stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
                            if o.status == "ok" and o.tuned_week == week and o.trials})

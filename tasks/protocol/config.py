@@ -3,6 +3,10 @@
 :class:`ForecastConfig` is the one place these defaults are said. The flows take it (extended
 with where and how to run, in ``wadiro_fleet.flows.settings``) as their parameters, the command
 line builds its options from its fields, and the ``runs`` table records it.
+
+The defaults are the configuration that won ``benchmarks/forecast_quality.py`` (README,
+"Forecast quality"): the ``recent_change`` features and the residual target. The paper's own
+protocol is ``feature_set="paper", target="load", bound_target_week=False``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wadiro_fleet.tasks.protocol.features import (
-    DEFAULT_FEATURE_SET,
     FEATURE_SETS,
     get_feature_set,
 )
@@ -41,10 +44,11 @@ class ForecastConfig(BaseModel):
         "hyperparameters (tune when there are none or they are too old).",
     )
     feature_set: str = Field(
-        DEFAULT_FEATURE_SET, description=f"Named feature set ({', '.join(FEATURE_SETS)})."
+        "recent_change",
+        description=f"Named feature set ({', '.join(FEATURE_SETS)}); paper is the paper's eight.",
     )
     target: Target = Field(
-        "load",
+        "residual",
         description="What the learned models predict: the load itself (the paper) or the "
         "residual, the correction to last week's load at the same hour.",
     )

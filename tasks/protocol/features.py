@@ -322,6 +322,7 @@ same hour, last week's mean load and whether last week's hour was a holiday or w
 (what a correction to last week's load most needs to know)."""
 
 DEFAULT_FEATURE_SET = "paper"
+"""The functions' default: the paper's set (a run's default is in ``config.py``)."""
 
 
 def get_feature_set(feature_set: str | FeatureSet) -> FeatureSet:

@@ -32,11 +32,12 @@ import pandas as pd
 
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import PERSISTENCE, TS, build_features
-from wadiro_fleet.tasks.protocol.intervals import Intervals, conformal_intervals
+from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
 from wadiro_fleet.tasks.protocol.models import MODELS, ModelSpec
 from wadiro_fleet.tasks.protocol.publication import Candidate, Publication, choose_publication
 from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
+from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune
 from wadiro_fleet.tasks.protocol.windows import Window, build_window
 
@@ -140,7 +141,7 @@ def _fit_info(model: Any) -> dict[str, Any]:
     }
 
 
-def _persistence_outcome(name: str, window: Window) -> ModelOutcome:
+def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) -> ModelOutcome:
     """Seasonal naive: the persistence forecast, its intervals from its validation week."""
     _, y_test = window.xy("test")
     y_hat = window.test[PERSISTENCE].to_numpy(dtype=np.float64)
@@ -149,7 +150,7 @@ def _persistence_outcome(name: str, window: Window) -> ModelOutcome:
                             error="no load at the same hours in the last four weeks")
     calibration = window.validation if len(window.validation) else window.history
     errors = (calibration["kwh"] - calibration[PERSISTENCE]).to_numpy(dtype=np.float64)
-    intervals = conformal_intervals(y_hat, errors)
+    intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record, LEVELS))
     scored = np.isfinite(errors)
     return ModelOutcome(
         model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
@@ -165,10 +166,11 @@ def _run_model(
     config: ForecastConfig,
     building_id: str,
     stored: StoredParams | None,
+    record: TrackRecord | None = None,
 ) -> ModelOutcome:
     spec = MODELS[name]
     if not spec.is_learned:
-        return _persistence_outcome(name, window)
+        return _persistence_outcome(name, window, record)
     train, fit, validation, test = (_part(window, p, config.target)
                                     for p in ("train", "fit", "validation", "test"))
     options = dict(config.model_options.get(name, {}))
@@ -203,7 +205,8 @@ def _run_model(
         outcome.fit_time_s = time.perf_counter() - started
         outcome.y_hat = test.to_load(model.predict(test.X))
         floor = 0.0 if spec.load_floor is None else spec.load_floor
-        outcome.intervals = conformal_intervals(outcome.y_hat, errors, floor=floor)
+        outcome.intervals = conformal_intervals(
+            outcome.y_hat, errors, levels=adapted_levels(name, record, LEVELS), floor=floor)
         outcome.scores = score_forecast(
             test.load, outcome.y_hat, train_prediction=train.to_load(model.predict(train.X)),
             intervals=outcome.intervals,
@@ -221,7 +224,7 @@ def _run_model(
 
 
 def _publish(window: Window, outcomes: list[ModelOutcome],
-             record: Mapping[object, Mapping[str, float]] | None) -> Publication | None:
+             record: TrackRecord | None) -> Publication | None:
     forecastable = window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy()
     candidates = [
         Candidate(model=o.model, y_hat=o.y_hat, validation_mae=o.validation_mae,
@@ -241,15 +244,16 @@ def forecast_building_week(
     week: date,
     config: ForecastConfig,
     stored_params: Mapping[str, StoredParams] | None = None,
-    track_record: Mapping[object, Mapping[str, float]] | None = None,
+    track_record: TrackRecord | None = None,
 ) -> BuildingWeekResult:
     """Run the protocol for one building and target week on its hourly frame.
 
     ``hours`` is the building's hourly frame (:func:`~wadiro_fleet.tasks.warehouse.hours.load_many_building_hours`)
     covering at least the window and the feature set's lookback. ``stored_params`` holds the
     latest tuning results per model for ``--tuning reuse``; entries older than
-    ``config.reuse_max_age_weeks`` are ignored (the model is tuned again). ``track_record``
-    maps the building's earlier target weeks to their models' MAEs, for the publication step.
+    ``config.reuse_max_age_weeks`` are ignored (the model is tuned again). ``track_record`` is
+    how the models did in the building's earlier weeks: the publication step weighs it, and
+    the intervals adapt their level to the coverage it shows.
 
     When the window cannot feed the learned models (too little history, no weather), only the
     persistence models run, so the week still gets a forecast whenever last week's load exists.
@@ -279,6 +283,7 @@ def forecast_building_week(
         stored = (stored_params or {}).get(name)
         if stored is not None and window.week - stored.tuned_week > max_age:
             stored = None
-        result.outcomes.append(_run_model(name, window, config, building_id, stored))
+        result.outcomes.append(
+            _run_model(name, window, config, building_id, stored, track_record))
     result.publication = _publish(window, result.outcomes, track_record)
     return result

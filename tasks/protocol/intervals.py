@@ -10,7 +10,7 @@ hours on average. Lower bounds never go below the physical floor (no negative en
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,14 +46,19 @@ class Intervals:
 
 
 def conformal_intervals(
-    y_hat: np.ndarray, calibration_errors: np.ndarray, *, levels: Sequence[float] = LEVELS,
-    floor: float = 0.0,
+    y_hat: np.ndarray, calibration_errors: np.ndarray, *,
+    levels: Sequence[float] | Mapping[float, float] = LEVELS, floor: float = 0.0,
 ) -> Intervals:
-    """Symmetric intervals around ``y_hat`` at each level, clipped below at ``floor``."""
+    """Symmetric intervals around ``y_hat`` at each level, clipped below at ``floor``.
+
+    ``levels`` may map each nominal level to the quantile level actually used (adapted to the
+    coverage seen in earlier weeks); the intervals are keyed by the nominal level.
+    """
     y_hat = np.asarray(y_hat, dtype=float)
+    used = levels if isinstance(levels, Mapping) else {level: level for level in levels}
     out = Intervals()
-    for level in levels:
-        width = half_width(calibration_errors, level)
+    for level, quantile in used.items():
+        width = half_width(calibration_errors, quantile)
         if width is None:
             continue
         out.lower[level] = np.maximum(y_hat - width, floor)

@@ -10,20 +10,14 @@ whenever every learned model failed. Every choice carries its reason.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.scoring import count_violations
-
-TRACK_RECORD_WEEKS = 8
-"""How many earlier scored weeks of a building the choice looks at."""
-
-MIN_TRACK_RECORD = 2
-"""Fewer earlier weeks than this are not a track record; the validation week decides alone."""
-
+from wadiro_fleet.tasks.protocol.track_record import TrackRecord, track_ratio
 
 @dataclass(frozen=True)
 class Candidate:
@@ -62,29 +56,17 @@ def _problem(candidate: Candidate, forecastable: np.ndarray) -> str | None:
     return None
 
 
-def track_ratio(model: str, record: Mapping[object, Mapping[str, float]]) -> tuple[float, int] | None:
-    """Mean of ``model``'s MAE relative to seasonal naive over the building's recorded weeks
-    (the most recent :data:`TRACK_RECORD_WEEKS`), and their number; ``None`` when too few."""
-    ratios = [
-        maes[model] / maes[SEASONAL_NAIVE]
-        for _, maes in sorted(record.items(), key=lambda kv: kv[0])[-TRACK_RECORD_WEEKS:]
-        if model in maes and maes.get(SEASONAL_NAIVE) and np.isfinite(maes[model])
-    ]
-    if len(ratios) < MIN_TRACK_RECORD:
-        return None
-    return float(np.mean(ratios)), len(ratios)
-
-
 def choose_publication(
     candidates: Sequence[Candidate],
     forecastable: np.ndarray,
-    record: Mapping[object, Mapping[str, float]] | None = None,
+    record: TrackRecord | None = None,
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
 
-    ``forecastable`` marks the target week's hours that have every input; ``record`` maps each
-    earlier target week of the building to its models' MAEs.
+    ``forecastable`` marks the target week's hours that have every input; ``record`` is the
+    building's recent record (a model's MAE relative to seasonal naive over up to 8 earlier
+    weeks is averaged with its validation-week ratio once there are at least 2).
     """
     by_model = {c.model: c for c in candidates}
     naive = by_model.get(SEASONAL_NAIVE)
@@ -120,4 +102,4 @@ def choose_publication(
     return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why}){skipped}", ratio)
 
 
-__all__ = ["Candidate", "Publication", "choose_publication", "track_ratio"]
+__all__ = ["Candidate", "Publication", "choose_publication"]

@@ -20,7 +20,7 @@ from wadiro_fleet.tasks.warehouse.hours import (
     load_buildings_info,
     load_many_building_hours,
 )
-from wadiro_fleet.tasks.protocol.publication import TRACK_RECORD_WEEKS
+from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
 from wadiro_fleet.tasks.warehouse.results import load_stored_params, load_track_record
 
 
@@ -41,7 +41,7 @@ def load_jobs(
         hours = load_many_building_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
         stored = (load_stored_params(con, ids, config.models, weeks[0])
                   if config.tuning == "reuse" else {})
-        record = load_track_record(con, ids, weeks[0], TRACK_RECORD_WEEKS)
+        record = load_track_record(con, ids, weeks[0], RECORD_WEEKS)
     return [
         BuildingJob(info=infos[bid], hours=frame.drop(columns="building_id").reset_index(drop=True),
                     weeks=tuple(weeks), stored_params=stored.get(bid, {}),

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, StoredParams
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
+from wadiro_fleet.tasks.protocol.track_record import WeekScore
 from wadiro_fleet.tasks.warehouse.connection import transaction
 from wadiro_fleet.tasks.warehouse.slices import Slice, empty_rows, replace_slice
 
@@ -201,18 +202,20 @@ def load_stored_params(
 
 def load_track_record(
     con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], before: date, weeks: int
-) -> dict[str, dict[date, dict[str, float]]]:
-    """Per building, the MAE of each model in each of the ``weeks`` scored target weeks before
-    ``before``: what the publication step knows of the building's recent record."""
+) -> dict[str, dict[date, dict[str, WeekScore]]]:
+    """Per building, each model's MAE and interval coverage in each of the ``weeks`` scored
+    target weeks before ``before``: the building's recent record."""
+    coverage = ", ".join(f"coverage_{_pct(level)}" for level in LEVELS)
     rows = con.execute(
-        """
-        SELECT building_id, target_week, model, mae FROM scores
+        f"""
+        SELECT building_id, target_week, model, mae, {coverage} FROM scores
         WHERE n_hours > 0 AND target_week < ? AND target_week >= ?
           AND building_id IN (SELECT unnest(?::VARCHAR[]))
         """,
         [before, before - timedelta(weeks=weeks), list(building_ids)],
     ).fetchall()
-    record: dict[str, dict[date, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-    for building_id, week, model, mae in rows:
-        record[building_id][week][model] = mae
+    record: dict[str, dict[date, dict[str, WeekScore]]] = defaultdict(lambda: defaultdict(dict))
+    for building_id, week, model, mae, *covered in rows:
+        record[building_id][week][model] = WeekScore(
+            mae, {level: c for level, c in zip(LEVELS, covered) if c is not None})
     return {b: dict(weeks_) for b, weeks_ in record.items()}

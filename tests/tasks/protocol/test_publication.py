@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import numpy as np
+import pytest
 
-from wadiro_fleet.tasks.protocol.publication import Candidate, choose_publication, track_ratio
+from wadiro_fleet.tasks.protocol.publication import Candidate, choose_publication
+from wadiro_fleet.tasks.protocol.track_record import WeekScore, adapted_levels, track_ratio
 
 HOURS = np.ones(168, dtype=bool)
 GOOD = np.full(168, 10.0)
@@ -61,12 +63,27 @@ def test_nothing_is_published_without_last_weeks_load():
 
 def test_the_track_record_weighs_in_once_there_are_two_weeks():
     week = date(2019, 4, 1)
-    record = {week - timedelta(weeks=k): {"seasonal_naive": 2.0, "gp": 3.0} for k in (1, 2)}
+    record = {week - timedelta(weeks=k): {"seasonal_naive": WeekScore(2.0), "gp": WeekScore(3.0)}
+              for k in (1, 2)}
     assert track_ratio("gp", record) == (1.5, 2)
     assert track_ratio("gp", dict(list(record.items())[:1])) is None
     # validation says 0.9x, the record 1.5x: expected (0.9 + 1.5) / 2 = 1.2 -> seasonal naive
     choice = choose_publication([naive(), Candidate("gp", GOOD, 1.8)], HOURS, record)
     assert choice.model == "seasonal_naive" and "1.50x over the 2 previous weeks" in choice.reason
     # only the last eight weeks count
-    old = {week - timedelta(weeks=k): {"seasonal_naive": 2.0, "gp": 1.0} for k in range(3, 20)}
+    old = {week - timedelta(weeks=k): {"seasonal_naive": WeekScore(2.0), "gp": WeekScore(1.0)}
+           for k in range(3, 20)}
     assert track_ratio("gp", {**old, **record})[1] == 8
+
+
+def test_interval_levels_adapt_to_the_coverage_missed_in_earlier_weeks():
+    week = date(2019, 4, 1)
+    record = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.8: c, 0.95: 0.97})}
+              for k, c in ((1, 0.70), (2, 0.74))}
+    levels = adapted_levels("gp", record, (0.8, 0.95))
+    assert levels[0.8] == pytest.approx(0.8 + (0.8 - 0.72))  # under-covered: wider
+    assert levels[0.95] == pytest.approx(0.95 - 0.02)  # over-covered: narrower
+    assert adapted_levels("svr", record, (0.8,)) == {0.8: 0.8}  # no record of its own
+    assert adapted_levels("gp", dict(list(record.items())[:1]), (0.8,)) == {0.8: 0.8}
+    bad = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.95: 0.5})} for k in (1, 2)}
+    assert adapted_levels("gp", bad, (0.95,)) == {0.95: 0.99}  # capped

@@ -213,9 +213,14 @@ def test_loaded_hours_feed_features_and_a_window(con):
     assert w.status == WindowStatus.OK
     assert w.coverage["train"].hours == 2015  # the validation week holds 31 March
     assert w.coverage["train"].labelled == 2015  # the ten gaps lie before the history
-    # The ten missing readings leave their one- and two-week lags missing inside the history.
-    assert w.coverage["train"].complete_features == 2015 - 20
+    # The ten missing readings' one- and two-week lags inside the history fall back to the
+    # week before (the loaded range reaches four weeks back), so no history hour is lost.
+    assert w.coverage["train"].complete_features == 2015
     assert w.coverage["test"].usable == 168
+    load = pd.Series(kwh, index=grid)
+    first_gap_hour = history_start - pd.Timedelta(hours=137)
+    row = w.train.set_index("ts").loc[first_gap_hour + pd.Timedelta(weeks=1)]
+    assert row["kwh_lag_168"] == load[first_gap_hour - pd.Timedelta(weeks=1)]
 
 
 # --- the real archive, through the ingest --------------------------------------------------
