@@ -32,6 +32,9 @@ PERSISTENCE = "kwh_persistence"
 whenever the load is known and carried through the window beside the label: the seasonal-naive
 model forecasts it, a residual model learns the correction to it."""
 PERSISTENCE_LOOKBACK = pd.Timedelta(hours=168 * 4 + 1)
+CHANGE_SUFFIX = "_change_168"
+"""Suffix of the weather-change features: ``temperature_c_change_168`` is the temperature minus
+the temperature at the same local hour one week back."""
 WEATHER_COLUMNS: tuple[str, ...] = ("temperature_c", "irradiance_wm2", "wind_speed_ms")
 """Weather inputs that the paper's features take unchanged (observed or forecast values)."""
 
@@ -271,7 +274,7 @@ FEATURES: dict[str, Feature] = {
                 lookback_hours=2 * 168 + 1),
         Feature("lag_week_is_off", _lag_week_is_off),
         *(
-            Feature(f"{name}_change_168", _change_since_last_week(name), inputs=(name,),
+            Feature(f"{name}{CHANGE_SUFFIX}", _change_since_last_week(name), inputs=(name,),
                     lookback_hours=169)
             for name in ("temperature_c", "irradiance_wm2")
         ),
@@ -395,6 +398,7 @@ def build_features(
 
 
 __all__ = [
+    "CHANGE_SUFFIX",
     "DEFAULT_FEATURE_SET",
     "FEATURES",
     "FEATURE_SETS",

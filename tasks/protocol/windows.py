@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.features import (
+    CHANGE_SUFFIX,
     DEFAULT_FEATURE_SET,
     LABEL,
     PERSISTENCE,
@@ -43,7 +44,13 @@ from wadiro_fleet.tasks.protocol.features import (
     FeatureSet,
     get_feature_set,
 )
-from wadiro_fleet.tasks.protocol.weeks import WeekLike, as_monday, local_midnight_utc
+from wadiro_fleet.tasks.protocol.weeks import (
+    WeekLike,
+    as_monday,
+    local_midnight_utc,
+    resolve_timezone,
+    same_local_hour_weeks_before,
+)
 
 PARTS: tuple[str, ...] = ("train", "fit", "validation", "test")
 """Window parts: ``train`` is the whole history = ``fit`` + ``validation``; ``test`` is W."""
@@ -249,6 +256,25 @@ def _fill_test_weather(
     return filled
 
 
+def _refresh_weather_changes(frame: pd.DataFrame, rows: np.ndarray, timezone: str) -> None:
+    """Recompute the weather-change features (``<input>_change_168``) of ``rows`` in place
+    after their weather was filled, from the filled value and last week's value in the frame
+    (no known change where last week's is missing, as the feature itself defines it)."""
+    changes = [c for c in frame.columns
+               if c.endswith(CHANGE_SUFFIX) and c.removesuffix(CHANGE_SUFFIX) in frame.columns]
+    if not changes or not rows.any():
+        return
+    ts = pd.DatetimeIndex(frame[TS])
+    local = ts[rows].tz_convert(resolve_timezone(timezone))
+    before_ts = same_local_hour_weeks_before(local, 1)
+    for column in changes:
+        base = column.removesuffix(CHANGE_SUFFIX)
+        values = frame[base].set_axis(ts)
+        now = frame.loc[rows, base].to_numpy()
+        before = values.reindex(before_ts).to_numpy()
+        frame.loc[rows, column] = now - np.where(np.isnan(before), now, before)
+
+
 def _check_rules(
     min_fit_fraction: float, min_validation_hours: int, min_test_feature_fraction: float,
     max_weather_gap_hours: int,
@@ -305,6 +331,7 @@ def build_window(
     in_history = ((ts >= bounds.history_start) & (ts < bounds.test_start)).to_numpy()
     filled |= _fill_test_weather(frame, weather, in_test, in_history, timezone,
                                  test_weather_profile_days, test_weather_profile_max_hours)
+    _refresh_weather_changes(frame, filled, timezone)
 
     labelled = frame[LABEL].notna().to_numpy()
     complete = frame[features].notna().all(axis=1).to_numpy()

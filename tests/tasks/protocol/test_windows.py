@@ -296,3 +296,22 @@ def test_real_building_window_across_the_spring_change(cambridge_archive):
     assert w.coverage["train"].hours == 2016
     assert w.status == WindowStatus.OK
     assert (w.train["kwh"] > 0).all()
+
+
+def test_filled_weather_also_fills_its_change_since_last_week():
+    start, end = window_load_range("2019-07-01", TZ, feature_set="recent_change")
+    ts = pd.date_range(start, end, freq="h", inclusive="left")
+    hours = pd.DataFrame({"ts": ts, "temperature_c": np.linspace(0.0, 10.0, len(ts)),
+                          "irradiance_wm2": 100.0, "wind_speed_ms": 4.0,
+                          "kwh": np.arange(1.0, len(ts) + 1.0)})
+    gap = (ts >= UTC("2019-07-03 10:00Z")) & (ts < UTC("2019-07-03 20:00Z"))
+    gappy = hours.assign(temperature_c=hours["temperature_c"].where(~gap))
+    features = build_features(gappy, **CALENDAR, feature_set="recent_change")
+    assert features["temperature_c_change_168"].isna().sum() == 10
+    w = build_window(features, "2019-07-01", TZ, feature_set="recent_change")
+    assert w.ok and w.coverage["test"].weather_filled == 10
+    test = w.test.set_index("ts")
+    at = UTC("2019-07-03 12:00Z")
+    last_week = hours.set_index("ts").loc[at - pd.Timedelta(weeks=1), "temperature_c"]
+    assert test.loc[at, "temperature_c_change_168"] == pytest.approx(
+        test.loc[at, "temperature_c"] - last_week)
