@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import PERSISTENCE, TS, build_features
+from wadiro_fleet.tasks.protocol.features import LABEL, PERSISTENCE, TS, build_features
 from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
 from wadiro_fleet.tasks.protocol.models import MODELS, ModelSpec
 from wadiro_fleet.tasks.protocol.publication import Candidate, Publication, choose_publication
@@ -149,7 +149,7 @@ def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) 
         return ModelOutcome(model=name, status="failed", n_train=len(window.train),
                             error="no load at the same hours in the last four weeks")
     calibration = window.validation if len(window.validation) else window.history
-    errors = (calibration["kwh"] - calibration[PERSISTENCE]).to_numpy(dtype=np.float64)
+    errors = (calibration[LABEL] - calibration[PERSISTENCE]).to_numpy(dtype=np.float64)
     intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record, LEVELS))
     scored = np.isfinite(errors)
     return ModelOutcome(
