@@ -189,14 +189,31 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     summary = RunSummary(run_id=run.run_id, weeks=weeks)
     writer = _Writer(engine, run)
     lock_wait_s = 60.0 * settings.lock_wait_minutes
+    closing = []  # set once a close has begun: the run is closed once
+
+    def close_at_once() -> None:  # the process is being ended before the loop could close
+        if closing:
+            return
+        closing.append(True)
+        try:
+            close_run.fn(run, summary, _stopped() if STOP.requested else
+                         RunStoppedError("stopped at once"))
+        except Exception as error:  # kept on disk by then: say how to write it
+            raise RuntimeError(f"run {run.run_id} not closed ({error}); its closing record is "
+                               f"kept in {run.pending_folder}: `wadiro load-pending --warehouse "
+                               f"{run.warehouse}` writes it") from error
+
     try:
-        with STOP.polling(), engine.watch(), \
+        with STOP.polling(), STOP.last_words(close_at_once), engine.watch(), \
                 RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
             for results in _batch_results(run, settings, engine, writer):
                 writer.write(results)
                 summary.add(results)
                 progress.update(summary.building_weeks)
     except BaseException as error:
+        if closing:
+            raise
+        closing.append(True)
         if isinstance(error, RunStoppedError):
             stop_child_processes()  # the batches in flight are abandoned
         try:
@@ -204,6 +221,7 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
         except Exception as close_error:  # keep the original error; say why it was not closed
             engine.warn("run %s not closed: %s", run.run_id, close_error)
         raise
+    closing.append(True)
     status = _close(engine, run, summary, writer, None, lock_wait_s)
     for failure in summary.failures:
         engine.log(logging.WARNING, "failed: %s", failure)

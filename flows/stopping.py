@@ -7,7 +7,8 @@
   (``KeyboardInterrupt``), as Python would. A second signal stops everything at once.
 * Once a stop is requested, the process ends within :data:`GRACE_S` seconds whatever it is
   waiting for (a Prefect server that no longer answers, a thread that cannot be interrupted):
-  :func:`arm_exit_deadline`.
+  :func:`arm_exit_deadline`. What must be written before such an end (a run's closing record)
+  is registered with :meth:`StopRequest.last_words`.
 * Worker processes (the ``processes`` task runner) start with :func:`worker_init`: they leave
   Ctrl-C to their parent, and end by themselves within a second when the parent is gone, even
   after ``kill -9`` (nothing else would end them: they are not in the parent's session once it
@@ -24,7 +25,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -55,6 +56,7 @@ class StopRequest:
         self._stop: Stop | None = None
         self._polling = 0
         self._deadline: threading.Timer | None = None
+        self._last_words: list[Callable[[], None]] = []
 
     @property
     def requested(self) -> Stop | None:
@@ -88,6 +90,23 @@ class StopRequest:
                 yield self
         finally:
             self._polling -= 1
+
+    @contextmanager
+    def last_words(self, callback: Callable[[], None]) -> Iterator[None]:
+        """While the block runs, ``callback()`` is called (from whichever thread ends the
+        process) if the process is ended at once, before it ends."""
+        self._last_words.append(callback)
+        try:
+            yield
+        finally:
+            self._last_words.remove(callback)
+
+    def say_last_words(self) -> None:
+        for callback in list(self._last_words):
+            try:
+                callback()
+            except Exception as error:  # noqa: BLE001 -- ending anyway; say what was not done
+                print(f"warning: {error}", file=sys.stderr, flush=True)
 
     def reset(self) -> None:
         """Forget a request and its deadline (a new command in the same process)."""
@@ -144,8 +163,10 @@ def stop_child_processes(timeout_s: float = 5.0) -> int:
 
 
 def hard_exit(exit_code: int, message: str) -> None:
-    """End the process now: workers first, then this process, without waiting for anything."""
+    """End the process now: workers first, then what must be written (the run's closing
+    record), then this process, without waiting for anything else."""
     stop_child_processes(timeout_s=2.0)
+    STOP.say_last_words()
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(exit_code)
