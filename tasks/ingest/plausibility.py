@@ -75,6 +75,8 @@ def check_column(
         row = int(np.flatnonzero(bad)[0])
         value = pc.cast(values, pa.float64())[row].as_py()
         shown = "nan" if value is not None and math.isnan(value) else f"{value:g}"
+        if scale != 1.0 and shown != "nan":
+            shown += f" ({value * scale:g} {bound.unit})"
         raise ImplausibleValueError(
             f"{path}: line {int(lines[row])}, column {column!r}: {shown} is not {bound.describe()}"
             f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
