@@ -181,7 +181,7 @@ def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     typer.echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         typer.echo(f"  failed: {failure}", err=True)
-    board = read_run_leaderboard(warehouse, summary.run_id)
+    board = run_guarded(lambda: read_run_leaderboard(warehouse, summary.run_id))
     if board.empty:
         typer.echo("no scored forecasts in this run (no actuals in the target week?)")
         return
@@ -230,6 +230,24 @@ def load_pending(warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     typer.echo(f"load-pending: {run_guarded(lambda: load_pending_results(str(warehouse))).line()}")
 
 
+@commands.command("runs")
+def runs(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs to show.")] = 20,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """The latest forecasting runs in the warehouse: when, what, how they ended."""
+    from wadiro_fleet.tasks.forecast_tasks import run_history
+
+    rows = run_guarded(lambda: run_history(str(warehouse), limit))
+    if not rows:
+        typer.echo("no runs yet")
+    for run_id, flow, started, minutes, status, done, failed, message in rows:
+        took = f"{minutes:g} min" if minutes is not None else "-"
+        line = (f"{started}  {run_id}  {flow:<8}  {status:<23}  {took:>9}  "
+                f"{done if done is not None else '-'} building-weeks, {failed or 0} failed")
+        typer.echo(line + (f"  ({message[:120]})" if message else ""))
+
+
 @commands.command("report")
 def report(
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("reports"),
@@ -262,7 +280,7 @@ def demo(
     from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
     from wadiro_fleet.tasks.warehouse.selection import has_buildings
 
-    if not has_buildings(warehouse):
+    if not run_guarded(lambda: has_buildings(warehouse)):
         typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse} ...")
         spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=14)
         run_guarded(lambda: _run_flow(ingest_synthetic_flow, spec=spec, warehouse=str(warehouse)))

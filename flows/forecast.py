@@ -77,9 +77,9 @@ class _Writer:
     def write(self, results: list[BuildingWeekResult]) -> None:
         self._note(self.engine.call(write_batch, self.run, results))
 
-    def retry(self, *, force: bool = False) -> None:
-        """Try to write what is kept, at most every :data:`PENDING_RETRY_S` unless forced."""
-        if self.pending and (force or time.monotonic() - self._last_try >= PENDING_RETRY_S):
+    def retry(self) -> None:
+        """Try to write what is kept, at most every :data:`PENDING_RETRY_S`."""
+        if self.pending and time.monotonic() - self._last_try >= PENDING_RETRY_S:
             self._note(self.engine.call(write_pending_results, self.run))
 
     def _note(self, outcome: WriteOutcome) -> None:
@@ -139,7 +139,15 @@ def _batch_results(
             yield results
     finally:
         for future in pending:  # abandoned: they are not waited for
-            future.cancel()
+            _abandon(future)
+
+
+def _abandon(future: object) -> None:
+    """Cancel a future that has not started (a Prefect future through the one it wraps)."""
+    target = getattr(future, "wrapped_future", future)
+    cancel = getattr(target, "cancel", None)
+    if cancel is not None:
+        cancel()
 
 
 def _stopped() -> RunStoppedError:
@@ -151,8 +159,10 @@ def _stopped() -> RunStoppedError:
 def _close(engine: Engine, run: OpenRun, summary: RunSummary, writer: _Writer,
            error: BaseException | None, lock_wait_s: float) -> str:
     """Record the run's end after its results, waiting (at most ``lock_wait_s``) for the
-    warehouse when it is locked; raises when its results stay kept on disk."""
-    status, outcome = close_run.fn(run, summary, error)  # in this process, whatever failed
+    warehouse when it is locked; raises when its results stay kept on disk. After an error the
+    step runs as a plain call, whatever failed (Prefect itself, maybe)."""
+    status, outcome = (close_run.fn(run, summary, error) if error is not None
+                       else engine.call(close_run, run, summary))
     writer._note(outcome)
     if writer.pending and error is None:
         began = last_notice = time.monotonic()
@@ -166,6 +176,9 @@ def _close(engine: Engine, run: OpenRun, summary: RunSummary, writer: _Writer,
             writer._note(write_pending_results.fn(run))
     if writer.pending:
         message = writer.how_to_load()
+        if error is None and (stop := STOP.requested) is not None:
+            raise RunStoppedError(f"{stop.reason} while waiting for the warehouse; {message}",
+                                  status=status, exit_code=stop.exit_code)
         if error is None:
             raise RunStoppedError(f"the warehouse stayed locked; {message}", status=status)
         engine.warn(message)

@@ -197,6 +197,16 @@ def close_run(
     return status, write_pending_results.fn(run)
 
 
+def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
+    """The latest runs, newest first: id, flow, start, minutes, status, building-weeks done and
+    failed, message."""
+    with connect(warehouse, read_only=True) as con:
+        return con.execute(
+            "SELECT run_id, flow, strftime(started_at, '%Y-%m-%d %H:%M:%S UTC'), "
+            "round(epoch(finished_at - started_at) / 60.0, 1), status, n_building_weeks, "
+            "n_failed, message FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
+
+
 def load_pending_results(warehouse: str) -> LoadReport:
     """Write what interrupted runs left pending beside the warehouse (``wadiro load-pending``)."""
     with connect(warehouse) as con:
@@ -245,6 +255,7 @@ __all__ = [
     "publish_leaderboard",
     "read_batch",
     "rescore_earlier_forecasts",
+    "run_history",
     "write_batch",
     "write_pending_results",
 ]

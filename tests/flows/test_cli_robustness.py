@@ -81,6 +81,9 @@ def test_commands_run_without_any_prefect_server(tmp_path):
     assert backfill.returncode == 0, backfill.stderr[-3000:]
     assert "2 building-weeks over 1 week(s): 2 ok" in backfill.stdout
     assert runs_of(warehouse) == [("completed",)]  # the run's history: the warehouse's runs table
+    history = subprocess.run([WADIRO, "runs", "--warehouse", str(warehouse)], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert history.returncode == 0 and " backfill  completed " in history.stdout, history.stderr
 
 
 _BURN = "import time\nend = time.time() + 600\nwhile time.time() < end: pass\n"
