@@ -25,6 +25,7 @@ from wadiro_fleet.flows.cli import app
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.settings import BackfillSettings
+from wadiro_fleet.tasks import forecast_tasks
 from wadiro_fleet.tasks.forecast_tasks import forecast_batch as _forecast_batch
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.pending import pending_root
@@ -92,28 +93,37 @@ class Analyst:
 
 @task(name="forecast-batch", cache_policy=NO_CACHE)
 def slow_forecast_batch(jobs, config, label):
-    """The real step, two seconds slower: the analyst gets in before the run has finished."""
-    time.sleep(2.0)
+    """The real step, a second slower: the analyst gets in before the run has finished."""
+    time.sleep(1.0)
     return _forecast_batch.fn(jobs, config, label)
 
 
-@pytest.fixture
-def warehouses(tmp_path):
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
     """A fleet, and the rows an undisturbed backfill of it writes."""
-    pristine = make_warehouse(tmp_path / "pristine.duckdb", buildings=3)
-    reference = tmp_path / "reference.duckdb"
+    base = tmp_path_factory.mktemp("undisturbed")
+    pristine = make_warehouse(base / "pristine.duckdb", buildings=3)
+    reference = base / "reference.duckdb"
     shutil.copy(pristine, reference)
     run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1],
              settings=BackfillSettings(warehouse=str(reference), **SETTINGS))
+    return pristine, result_rows(reference)
+
+
+@pytest.fixture
+def warehouses(undisturbed, tmp_path):
+    pristine, expected = undisturbed
     warehouse = tmp_path / "w.duckdb"
     shutil.copy(pristine, warehouse)
-    return warehouse, result_rows(reference)
+    return warehouse, expected
 
 
 @pytest.fixture
 def slow_steps(monkeypatch, no_prefect_server):
+    """The compute step a second slower, and the waits for the lock shorter."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
     monkeypatch.setattr(forecast, "PENDING_RETRY_S", 0.5)
+    monkeypatch.setitem(forecast_tasks.SHORT_LOCK_WAIT, "backoff_s", 0.05)
 
 
 def _closing_kept(warehouse) -> bool:
