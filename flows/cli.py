@@ -73,6 +73,7 @@ def main(
 ) -> None:
     """Fleet-scale week-ahead load forecasting."""
     STOP.reset()
+    STOP.may_end_process = True  # a stopped command ends, whatever it is waiting for
     user_log = logging.getLogger(_USER_LOG)  # what a run tells its user (locks, stops)
     if not any(getattr(h, "_wadiro", False) for h in user_log.handlers):
         handler = logging.StreamHandler(sys.stderr)

@@ -189,6 +189,8 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     """The protocol for every (building, week); results are stored batch by batch."""
     engine = current_engine()
     weeks = check_mondays(weeks)
+    if not STOP.polled:
+        STOP.reset()  # a stop of an earlier run in this process is not this run's
     run = engine.call(
         open_run, settings.warehouse, engine.run_id(), label, weeks, settings.buildings,
         settings.forecast_config(), settings.record(weeks, label),

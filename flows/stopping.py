@@ -5,9 +5,10 @@
   work, abandons the batches in flight, writes what is complete, records the run as
   ``interrupted`` and raises. Outside such a loop the first signal interrupts at once
   (``KeyboardInterrupt``), as Python would. A second signal stops everything at once.
-* Once a stop is requested, the process ends within :data:`GRACE_S` seconds whatever it is
-  waiting for (a Prefect server that no longer answers, a thread that cannot be interrupted):
-  :func:`arm_exit_deadline`. What must be written before such an end (a run's closing record)
+* Once a stop is requested, a process that may be ended -- the command line's, a flow run's
+  started by a Prefect worker, not a notebook that runs a flow -- ends within :data:`GRACE_S`
+  seconds whatever it is waiting for (a Prefect server that no longer answers, a thread that
+  cannot be interrupted): :func:`arm_exit_deadline`. A second signal ends it at once. What must be written before such an end (a run's closing record)
   is registered with :meth:`StopRequest.last_words`.
 * Worker processes (the ``processes`` task runner) start with :func:`worker_init`: they leave
   Ctrl-C to their parent, and end by themselves within a second when the parent is gone, even
@@ -57,6 +58,9 @@ class StopRequest:
         self._polling = 0
         self._deadline: threading.Timer | None = None
         self._last_words: list[Callable[[], None]] = []
+        self.may_end_process = bool(os.environ.get("PREFECT__FLOW_RUN_ID"))
+        """Whether a stop may end this process (the command line sets it; a flow run that a
+        Prefect worker started has it); in any other process the run only raises."""
 
     @property
     def requested(self) -> Stop | None:
@@ -109,10 +113,12 @@ class StopRequest:
                 print(f"warning: {error}", file=sys.stderr, flush=True)
 
     def reset(self) -> None:
-        """Forget a request and its deadline (a new command in the same process)."""
+        """Forget a request and its deadline (a new command or run in the same process)."""
         if self._deadline is not None:
             self._deadline.cancel()
+        may_end_process = self.may_end_process
         self.__init__()
+        self.may_end_process = may_end_process
 
 
 STOP = StopRequest()
@@ -126,6 +132,8 @@ def _signal_name(signum: int) -> str:
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     exit_code = 128 + signum
     if STOP.requested is not None:
+        if not STOP.may_end_process:
+            raise KeyboardInterrupt
         hard_exit(exit_code, f"{_signal_name(signum)} again: stopping at once")
     STOP.request(Stop(f"interrupted by {_signal_name(signum)}", "interrupted", exit_code))
     arm_exit_deadline(GRACE_S, exit_code)
@@ -173,8 +181,9 @@ def hard_exit(exit_code: int, message: str) -> None:
 
 
 def arm_exit_deadline(seconds: float, exit_code: int, message: str | None = None) -> None:
-    """End the process ``seconds`` from now unless it has ended by then."""
-    if STOP._deadline is not None:
+    """End the process ``seconds`` from now unless it has ended by then (only where
+    :attr:`StopRequest.may_end_process`)."""
+    if STOP._deadline is not None or not STOP.may_end_process:
         return
     text = message or f"did not stop within {seconds:.0f} s; stopped at once"
     STOP._deadline = threading.Timer(seconds, hard_exit, (exit_code, text))

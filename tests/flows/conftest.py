@@ -29,6 +29,7 @@ def _restore_process_state():
     env = {name: os.environ.get(name) for name in _CLI_ENV_DEFAULTS}
     yield
     STOP.reset()
+    STOP.may_end_process = False  # the command line sets it; this process must not be ended
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
     for name, value in env.items():
