@@ -33,6 +33,7 @@ from wadiro_fleet.flows.cli_options import (  # noqa: E402
 from wadiro_fleet.flows.stopping import (  # noqa: E402
     STOP,
     handle_stop_signals,
+    quiet_resource_tracker,
     stop_child_processes,
 )
 from wadiro_fleet.tasks.errors import PipelineError, RunStoppedError  # noqa: E402
@@ -74,6 +75,7 @@ def main(
     """Fleet-scale week-ahead load forecasting."""
     STOP.reset()
     STOP.may_end_process = True  # a stopped command ends, whatever it is waiting for
+    quiet_resource_tracker()
     user_log = logging.getLogger(_USER_LOG)  # what a run tells its user (locks, stops)
     if not any(getattr(h, "_wadiro", False) for h in user_log.handlers):
         handler = logging.StreamHandler(sys.stderr)
@@ -82,14 +84,27 @@ def main(
         user_log.addHandler(handler)
         user_log.propagate = False
     user_log.setLevel(logging.INFO if verbose else logging.WARNING)
+    global _VERBOSE
+    _VERBOSE = verbose
     if not verbose:
-        # Prefect logs every failed run with its traceback; for input errors the one-line
-        # message printed below is the whole story, so keep Prefect to warnings and quieter.
-        logging.getLogger("prefect").setLevel(logging.WARNING)
-        for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
         # Worker processes (the processes runner) configure their own logging from this.
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    _quiet_prefect()
+
+
+_VERBOSE = False
+
+
+def _quiet_prefect() -> None:
+    """Prefect logs every failed run with its traceback; for input errors the one-line message
+    printed below is the whole story, so keep Prefect to warnings and quieter (unless
+    ``--verbose``). Applied again once Prefect has configured its logging, which it does when
+    the flows are first imported (after the options are read)."""
+    if _VERBOSE:
+        return
+    logging.getLogger("prefect").setLevel(logging.WARNING)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 T = TypeVar("T")
@@ -132,6 +147,7 @@ def _as_date(value: datetime | None) -> date | None:
 def _run_flow(flow: Any, **parameters: Any) -> Any:
     from wadiro_fleet.flows.engine import run_flow
 
+    _quiet_prefect()
     return run_flow(flow, **parameters)
 
 

@@ -195,11 +195,10 @@ class LocalEngine(Engine):
     prefect = False
 
     def __init__(self) -> None:
-        self._run_id = str(uuid.uuid4())
         self._executor: cf.Executor | None = None
 
     def run_id(self) -> str:
-        return self._run_id
+        return str(uuid.uuid4())  # asked once per run
 
     def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
         delays = step.retry_delay_seconds
@@ -243,10 +242,11 @@ class LocalEngine(Engine):
             from distributed import Client
 
             client = Client(settings.dask_address)
+            executor = client.get_executor(pure=False)
             try:
-                with client.get_executor(pure=False) as executor:
-                    yield executor
+                yield executor
             finally:
+                executor.shutdown(wait=STOP.requested is None)  # a stop cancels what is running
                 client.close()
             return
         else:

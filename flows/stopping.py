@@ -193,6 +193,16 @@ def arm_exit_deadline(seconds: float, exit_code: int, message: str | None = None
 
 # --- worker processes ------------------------------------------------------------------------
 
+def quiet_resource_tracker() -> None:
+    """Ending worker processes at once leaves the semaphores they made to Python's resource
+    tracker, which frees them -- and warns about each "leak" on standard error, after the
+    command's own one-line message. Ask it not to (it reads this process's warning options when
+    it starts)."""
+    quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
+    if quiet not in sys.warnoptions:
+        sys.warnoptions.append(quiet)
+
+
 def worker_init(parent_pid: int) -> None:
     """Initializer of a worker process: Ctrl-C is for the parent (which stops the workers
     itself), and the worker ends within :data:`PARENT_POLL_S` of its parent's end."""
@@ -215,6 +225,7 @@ __all__ = [
     "arm_exit_deadline",
     "handle_stop_signals",
     "hard_exit",
+    "quiet_resource_tracker",
     "stop_child_processes",
     "worker_init",
 ]

@@ -39,6 +39,7 @@ BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--model
 """Three buildings x five weeks, one building per batch: minutes of work, first rows early."""
 
 WRITTEN = "SELECT count(*) FROM window_status"
+NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
 STOPS_WITHIN_S = 10.0
 
 
@@ -79,11 +80,14 @@ def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
 # --- real processes and signals ----------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("signum", "to_group"), [(signal.SIGINT, True), (signal.SIGTERM, False)],
-                         ids=["ctrl-c-to-the-terminal's-group", "sigterm-to-the-command"])
-def test_the_first_signal_stops_a_backfill_within_seconds(tmp_path, signum, to_group):
+@pytest.mark.parametrize(("signum", "to_group", "server"), [
+    (signal.SIGINT, True, False), (signal.SIGTERM, False, False), (signal.SIGINT, True, True),
+], ids=["ctrl-c-to-the-terminal's-group", "sigterm-to-the-command", "ctrl-c-with-a-prefect-server"])
+def test_the_first_signal_stops_a_backfill_within_seconds(tmp_path, signum, to_group, server,
+                                                          request):
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
-    proc = start([*BACKFILL, "--warehouse", str(warehouse)], local_env(), tmp_path)
+    env = request.getfixturevalue("prefect_server") if server else local_env()
+    proc = start([*BACKFILL, "--warehouse", str(warehouse)], env, tmp_path)
     try:
         wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=300)
         assert len(session_processes(proc.pid)) >= 3  # the command and its two workers
@@ -93,7 +97,8 @@ def test_the_first_signal_stops_a_backfill_within_seconds(tmp_path, signum, to_g
         took = time.monotonic() - began
         assert proc.returncode == 128 + signum, err[-3000:]
         assert took < STOPS_WITHIN_S, f"stopped after {took:.1f} s"
-        assert "interrupted by" in err and "Traceback" not in err, err[-3000:]
+        assert err.strip().splitlines()[-1] == f"error: interrupted by {NAMES[signum]}", err[-3000:]
+        assert "Traceback" not in err and "Warning" not in err, err[-3000:]
         assert wait_until_gone(proc.pid, within_s=5) == []
         [(status, counted, message)] = _runs(warehouse)
         assert status == "interrupted" and message.startswith("interrupted by")
