@@ -41,8 +41,7 @@ def captured(monkeypatch):
         calls.append(kwargs)
         return Summary()
 
-    monkeypatch.setattr(cli, "weekly_forecast_flow", fake_flow)
-    monkeypatch.setattr(cli, "backfill_flow", fake_flow)
+    monkeypatch.setattr(cli, "_run_flow", lambda flow, **kwargs: fake_flow(**kwargs))
     monkeypatch.setattr(cli, "_report_run", lambda call, warehouse: call())
     return calls
 
