@@ -109,6 +109,24 @@ def _translated(path: Path, error: duckdb.Error) -> WarehouseError | None:
     return None
 
 
+_FILE_HEADERS = 3 * 4096
+"""A DuckDB file starts with one main and two database headers of 4 KiB, then its blocks."""
+
+
+def _check_not_truncated(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a file shorter than the blocks its header promises: DuckDB opens a truncated
+    file and only fails (or, for a write, may not even fail) once a lost block is read."""
+    size = path.stat().st_size if path.exists() else 0
+    block_size, blocks = con.execute(
+        "SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
+    if blocks and size < _FILE_HEADERS + block_size * blocks:
+        raise WarehouseDamagedError(
+            f"warehouse {path} is damaged (the file holds {size:,} bytes, its header promises "
+            f"{_FILE_HEADERS + block_size * blocks:,}); restore it from a backup, or move it "
+            "aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
+        )
+
+
 @contextmanager
 def connect(
     path: str | Path,
@@ -152,6 +170,7 @@ def connect(
             time.sleep(backoff_s * 2**attempt)
             attempt += 1
     try:
+        _check_not_truncated(con, path)
         # A missing table must be an error, not a Python variable of the same name.
         con.execute("SET python_enable_replacements = false")
         con.execute("SET TimeZone = 'UTC'")

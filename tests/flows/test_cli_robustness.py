@@ -295,4 +295,5 @@ def test_report_file_names_stay_inside_out_bounded_and_unique(hostile, tmp_path)
     assert all(p.parent == out / "plots" and p.suffix == ".png" for p in plots)
     assert all(len(p.name) <= 100 and not p.name.startswith(".") for p in plots)
     written = {p for p in tmp_path.rglob("*") if p.is_file()}
-    assert written == {*plots, out / "leaderboard.csv", out / "building_errors.csv"}
+    assert written == {*plots, out / "leaderboard.csv", out / "building_errors.csv",
+                       out / "report.html"}
