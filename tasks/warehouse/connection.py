@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,19 +112,29 @@ def _translated(path: Path, error: duckdb.Error) -> WarehouseError | None:
 
 
 _FILE_HEADERS = 3 * 4096
-"""A DuckDB file starts with one main and two database headers of 4 KiB, then its blocks."""
+"""A DuckDB file starts with one main and two database headers of 4 KiB each, then its blocks."""
+
+_open_here: Counter[str] = Counter()
+_open_here_lock = threading.Lock()
+"""Warehouse files this process has open: DuckDB shares one live instance between them."""
 
 
 def _check_not_truncated(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse a file shorter than the blocks its header promises: DuckDB opens a truncated
-    file and only fails (or, for a write, may not even fail) once a lost block is read."""
+    """Refuse a file too short for the blocks in use: DuckDB opens a truncated file and only
+    fails (or, for a write, may not even fail) once a lost block is read.
+
+    Only sound on an instance this connection has just opened: the header's block count may
+    include free blocks DuckDB has since cut off the file's end, so only blocks in use count;
+    and a live instance shared with another connection may hold blocks not yet on disk.
+    """
     size = path.stat().st_size if path.exists() else 0
-    block_size, blocks = con.execute(
-        "SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
-    if blocks and size < _FILE_HEADERS + block_size * blocks:
+    block_size, blocks, free = con.execute(
+        "SELECT block_size, total_blocks, free_blocks FROM pragma_database_size()").fetchone()
+    needed = _FILE_HEADERS + block_size * (blocks - free)
+    if blocks and size < needed:
         raise WarehouseDamagedError(
-            f"warehouse {path} is damaged (the file holds {size:,} bytes, its header promises "
-            f"{_FILE_HEADERS + block_size * blocks:,}); restore it from a backup, or move it "
+            f"warehouse {path} is damaged (the file holds {size:,} bytes, the blocks in use need "
+            f"{needed:,}); restore it from a backup, or move it "
             "aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
         )
 
@@ -146,11 +158,45 @@ def connect(
     if read_only and not path.exists():
         raise WarehouseMissingError(f"warehouse {path} does not exist; {_INGEST_FIRST} "
                                     "(or give the right --warehouse)")
+    key = str(path.resolve())
+    with _open_here_lock:
+        fresh_instance = _open_here[key] == 0
+        _open_here[key] += 1
+    try:
+        con = _open(path, read_only, retries, backoff_s)
+    except BaseException:
+        _release(key)
+        raise
+    try:
+        if fresh_instance:
+            _check_not_truncated(con, path)
+        # A missing table must be an error, not a Python variable of the same name.
+        con.execute("SET python_enable_replacements = false")
+        con.execute("SET TimeZone = 'UTC'")
+        yield con
+    except duckdb.Error as error:
+        translated = _translated(path, error)
+        if translated is None:
+            raise
+        raise translated from error
+    finally:
+        con.close()
+        _release(key)
+
+
+def _release(key: str) -> None:
+    with _open_here_lock:
+        _open_here[key] -= 1
+        if not _open_here[key]:
+            del _open_here[key]
+
+
+def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, retried with exponential backoff while another process holds the file."""
     attempt = 0
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
-            break
+            return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as error:
             if _is_damage(error):
                 raise _damaged(path, error) from error
@@ -169,19 +215,6 @@ def connect(
                 ) from error
             time.sleep(backoff_s * 2**attempt)
             attempt += 1
-    try:
-        _check_not_truncated(con, path)
-        # A missing table must be an error, not a Python variable of the same name.
-        con.execute("SET python_enable_replacements = false")
-        con.execute("SET TimeZone = 'UTC'")
-        yield con
-    except duckdb.Error as error:
-        translated = _translated(path, error)
-        if translated is None:
-            raise
-        raise translated from error
-    finally:
-        con.close()
 
 
 @contextmanager
