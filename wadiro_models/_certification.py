@@ -39,8 +39,9 @@ region pair. For every region pair that contains a point (strict inequalities on
 side), the closure's maximum equals the supremum over the region, so ``l_eps`` is that
 supremum; a pattern realisable only on a boundary (degenerate, e.g. two gates with the same
 hyperplane) can only raise it, so ``l_eps`` stays an upper bound. Because of the jumps, L_eps
-of the gated form does not tend to 0 with eps; the ReLU form (``form="relu"``) is continuous
-and its L_eps does.
+of the gated form does not tend to 0 with eps: it tends to the largest sum of jumps that one
+point of the domain sits on (at eps = 0 exactly nothing moves and L_eps = 0). The ReLU form
+(``form="relu"``) is continuous and its L_eps does tend to 0.
 
 ``lower`` is the largest deviation |f(x) - f(x')| evaluated with the model's own convention at
 an actual pair of points (the witness ``x``, ``x_perturbed``): the MILP's point moved a
@@ -726,6 +727,13 @@ def certify_stability(
             raise InvalidInputError("give a domain: this model does not store its training range")
         domain = (model.feature_min_, model.feature_max_)
     dom = _domain(net, domain, eps, norm)
+    if not np.any(dom.z_radius > 0):  # nothing moves: f(x + 0) = f(x)
+        point = dom.center
+        return StabilityCertificate(
+            l_eps=0.0, lower=0.0, status="optimal", solve_time=time.perf_counter() - started,
+            form="relu" if net.continuous else "gated", norm=norm, x=point, x_perturbed=point,
+            n_units=net.n_units,
+        )
     problem = _build_milp(net, dom)
     n_binaries = int(np.sum(problem.bounds.ub[problem.igam] > problem.bounds.lb[problem.igam])
                      + np.sum(problem.bounds.ub[problem.ieta] > problem.bounds.lb[problem.ieta]))
