@@ -86,11 +86,11 @@ class StabilityCertificate:
         otherwise the solver's best bound when it stopped.
     lower : float
         The largest deviation |f(x) - f(x_perturbed)| found at an actual pair of points.
-    status : {"optimal", "time_limit", "cut_limit"}
+    status : {"optimal", "time_limit", "node_limit", "cut_limit"}
         ``"optimal"``: ``l_eps`` is L_eps (to a relative gap of 1e-6, and, for l2, a relative
-        ball tolerance of 1e-6); ``"time_limit"``: the time limit stopped the solver and
-        ``l_eps`` is only an upper bound; ``"cut_limit"``: the l2 outer approximation used its
-        cuts before converging (``l_eps`` an upper bound).
+        ball tolerance of 1e-6); ``"time_limit"`` / ``"node_limit"``: the time or node limit
+        stopped the search and ``l_eps`` is only an upper bound; ``"cut_limit"``: the l2 outer
+        approximation used its cuts before converging (``l_eps`` an upper bound).
     solve_time : float
         Wall-clock seconds spent building and solving.
     form : {"gated", "relu"}
@@ -617,10 +617,12 @@ def _trivial_bound(units: _UnitBounds) -> float:
     return float(np.sum(top - bottom))
 
 
-def _solve(problem: _StabilityMilp, time_limit: float | None) -> tuple:
+def _solve(problem: _StabilityMilp, time_limit: float | None, node_limit: int | None):
     options = {"mip_rel_gap": _MIP_REL_GAP, "disp": False}
     if time_limit is not None:
         options["time_limit"] = max(float(time_limit), 1e-3)
+    if node_limit is not None:
+        options["node_limit"] = int(node_limit)
     return milp(problem.c, integrality=problem.integrality, bounds=problem.bounds,
                 constraints=problem.constraints(), options=options)
 
@@ -681,6 +683,7 @@ def certify_stability(
     norm: Norm = "inf",
     time_limit: float | None = None,
     *,
+    node_limit: int | None = None,
     form: Form = "gated",
 ) -> StabilityCertificate:
     """Certify L_eps = sup |f(x + e) - f(x)| over x, x + e in ``domain`` and e in the ball.
@@ -710,6 +713,10 @@ def certify_stability(
     time_limit : float, default=None
         Seconds for the solver. When it stops the search, ``status`` is ``"time_limit"``,
         ``l_eps`` the certified upper bound and ``lower`` the best deviation found.
+    node_limit : int, default=None
+        Branch-and-bound nodes per MILP solve. Unlike a time limit, a node limit gives the
+        same certificate on every run; when it stops the search, ``status`` is
+        ``"node_limit"`` and ``l_eps`` the certified upper bound.
     form : {"gated", "relu"}, default="gated"
         Certify the network as ``predict`` computes it (gated by the stored gates), or its
         mapped ReLU network (``to_relu_network()``, continuous).
@@ -745,9 +752,10 @@ def certify_stability(
         if remaining is not None and remaining <= 0:
             status = "time_limit"
             break
-        result = _solve(problem, remaining)
+        result = _solve(problem, remaining, node_limit)
         node_count += int(getattr(result, "mip_node_count", 0) or 0)
-        if result.status not in (0, 1):
+        stopped = result.status == 1 or (result.status == 4 and "limit" in result.message)
+        if result.status not in (0, 1) and not stopped:
             raise RuntimeError(f"stability MILP failed: {result.message}")
         dual = result.mip_dual_bound if result.mip_dual_bound is not None else result.fun
         if dual is not None and np.isfinite(dual):
@@ -757,8 +765,9 @@ def certify_stability(
             found, wx, wxp = _witness(net, problem, result.x)
             if found > lower:
                 lower, x, xp = found, wx, wxp
-        if result.status == 1:
-            status = "time_limit"
+        if stopped:
+            out_of_time = time_limit is not None and time.perf_counter() - started >= time_limit
+            status = "time_limit" if out_of_time or node_limit is None else "node_limit"
             break
         z, zp = result.x[problem.ix], result.x[problem.ixp]
         if norm != "2" or _l2_excess(problem, z, zp) <= 1 + _L2_TOLERANCE:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from wadiro_fleet.tasks.protocol.certification import certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import TS, build_features
 from wadiro_fleet.tasks.protocol.models import MODELS
@@ -54,6 +55,11 @@ class ModelOutcome:
     fit_time_s: float | None = None
     tuning_time_s: float | None = None
     n_train: int = 0
+    l_eps: float | None = None  # stability certificate (kWh) and out-of-sample bound
+    l_eps_lower: float | None = None
+    l_eps_status: str | None = None
+    oos_bound_kwh: float | None = None
+    certify_time_s: float | None = None
 
 
 @dataclass
@@ -126,6 +132,13 @@ def _run_model(
         info = _fit_info(model)
         outcome.solver, outcome.solver_status = info["solver"], info["solver_status"]
         outcome.objective = None if info["objective"] is None else float(info["objective"])
+        certificate = None if config.certify_nodes == 0 else certify_fit(
+            model, window.feature_columns, config.perturbation_radii, config.certify_nodes)
+        if certificate is not None:  # the SCNN family's guarantees
+            outcome.l_eps, outcome.l_eps_lower = certificate.l_eps, certificate.l_eps_lower
+            outcome.l_eps_status = certificate.l_eps_status
+            outcome.oos_bound_kwh = certificate.oos_bound_kwh
+            outcome.certify_time_s = certificate.certify_time_s
         outcome.status = "ok"
     except TuningFailedError as exc:
         outcome.trials = exc.trials

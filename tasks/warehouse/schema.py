@@ -130,11 +130,25 @@ RESULT_TABLES: dict[str, str] = {
             fit_time_s     DOUBLE,
             tuning_time_s  DOUBLE,
             n_train        INTEGER,
-            run_id         VARCHAR NOT NULL
+            run_id         VARCHAR NOT NULL,
+            l_eps          DOUBLE,
+            l_eps_lower    DOUBLE,
+            l_eps_status   VARCHAR,
+            oos_bound_kwh  DOUBLE,
+            certify_time_s DOUBLE
         )""",
 }
 """``model_fits.status``: 'ok' | 'failed' | 'skipped'; ``tuned_week`` is the target week whose
-tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``)."""
+tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``). The SCNN family's
+guarantees (``tasks.protocol.certification``): ``l_eps`` (kWh, a certified upper bound),
+``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' | 'failed: ...'),
+``oos_bound_kwh`` and ``certify_time_s``; NULL for other models or with certification off."""
+
+ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "model_fits": (("l_eps", "DOUBLE"), ("l_eps_lower", "DOUBLE"), ("l_eps_status", "VARCHAR"),
+                   ("oos_bound_kwh", "DOUBLE"), ("certify_time_s", "DOUBLE")),
+}
+"""Columns added after a table was first released: added to warehouses created before them."""
 
 
 def leaderboard_sql(extra_filter: str = "") -> str:
@@ -214,8 +228,11 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every table and (re)create the views; repeatable."""
     for statement in TABLES.values():
         con.execute(statement)
+    for table, columns in ADDED_COLUMNS.items():
+        for column, kind in columns:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
     for statement in VIEWS.values():
         con.execute(statement)
 
 
-__all__ = ["INPUT_TABLES", "RESULT_TABLES", "TABLES", "VIEWS", "ensure_schema", "leaderboard_sql"]
+__all__ = ["ADDED_COLUMNS", "INPUT_TABLES", "RESULT_TABLES", "TABLES", "VIEWS", "ensure_schema", "leaderboard_sql"]
