@@ -194,6 +194,18 @@ def test_a_stopped_search_still_bounds_every_sampled_deviation():
     assert certificate.l_eps >= sampled * (1 - 1e-9)
 
 
+def test_a_node_limit_gives_the_same_bound_every_time():
+    model, X = _uci_model(max_neurons=30)
+    eps = 0.02 * (X.max(axis=0) - X.min(axis=0))
+    first = certify_stability(model, None, eps, "inf", node_limit=5)
+    second = certify_stability(model, None, eps, "inf", node_limit=5)
+    assert first.status in ("node_limit", "optimal")
+    assert (first.l_eps, first.lower, first.status) == (second.l_eps, second.lower, second.status)
+    sampled = _sampled_deviation(model, X.min(axis=0), X.max(axis=0), eps, "inf", 20_000,
+                                 np.random.default_rng(2))
+    assert first.l_eps >= sampled * (1 - 1e-9)
+
+
 def test_grows_monotonically_with_eps():
     model, X = _uci_model(max_neurons=8)
     width = X.max(axis=0) - X.min(axis=0)
