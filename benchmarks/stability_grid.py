@@ -11,6 +11,7 @@ prints the grid's extremes per model, the paper's corner annotations.
 
     python benchmarks/stability_grid.py                       # minutes: a 4 x 5 grid
     python benchmarks/stability_grid.py --full                # the paper's 29 x 13 grid
+    python benchmarks/stability_grid.py --neurons 2,6,10,14,18,22,26,30 --time-limit 5
     python benchmarks/stability_grid.py --norm 2 --time-limit 60 --runner threads
 """
 
@@ -150,6 +151,9 @@ def summarise(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="the paper's 29 x 13 grid")
+    parser.add_argument("--neurons", default=None, help="max_neurons values, comma-separated")
+    parser.add_argument("--regularisation", default=None,
+                        help="radius / lambda_reg values, comma-separated")
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--eps", type=float, default=1e-3,
                         help="perturbation radius in standard deviations of each feature")
@@ -160,6 +164,10 @@ def main() -> None:
     args = parser.parse_args()
     neurons = PAPER_NEURONS if args.full else QUICK_NEURONS
     grid = PAPER_REGULARISATION if args.full else QUICK_REGULARISATION
+    if args.neurons:
+        neurons = [int(v) for v in args.neurons.split(",")]
+    if args.regularisation:
+        grid = [float(v) for v in args.regularisation.split(",")]
     datasets = args.datasets.split(",")
     jobs = [{"dataset": d, "model": m, "neurons": n, "regularisation": g, "eps": args.eps,
              "norm": args.norm, "time_limit": args.time_limit}
