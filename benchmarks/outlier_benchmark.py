@@ -146,7 +146,8 @@ def job(experiment: str, function: str, model: str, n_samples: int, trials: int,
                     "rmse": float(np.sqrt(np.mean((test - data.y_test) ** 2)))}
         return val_mae
 
-    sampler = optuna.samplers.TPESampler(seed=zlib.crc32(f"{function}/{experiment}/{model}".encode()))
+    seed_of_study = zlib.crc32(f"{function}/{experiment}/{model}".encode())
+    sampler = optuna.samplers.TPESampler(seed=seed_of_study)
     optuna.create_study(sampler=sampler).optimize(objective, n_trials=trials)
     return {"experiment": experiment, "function": function, "model": model,
             "trials": trials, "failures": failures, "seconds": time.perf_counter() - started,

@@ -155,7 +155,8 @@ def max_active_gates(gates: np.ndarray, lower: np.ndarray, upper: np.ndarray) ->
     c[d:] = -1.0
     integrality = np.r_[np.zeros(d), np.ones(free.size)]
     result = milp(c, integrality=integrality,
-                  bounds=Bounds(np.r_[lower, np.zeros(free.size)], np.r_[upper, np.ones(free.size)]),
+                  bounds=Bounds(np.r_[lower, np.zeros(free.size)],
+                                np.r_[upper, np.ones(free.size)]),
                   constraints=[LinearConstraint(A, lo_g[free] - s0[free], np.inf)],
                   options={"disp": False})
     if result.status != 0:
