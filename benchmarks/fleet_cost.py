@@ -7,7 +7,8 @@ building-week and the split by model (tuning vs refit). With ``--reference`` the
 also run with the SCNN family on the cvxpy + Clarabel reference path, and the ratio is printed.
 
     python benchmarks/fleet_cost.py [--buildings UCam_Building_b7,...] [--weeks 2019-04-01,...]
-                                    [--trials 15] [--reference]
+                                    [--trials 15] [--feature-set NAME] [--target load|residual]
+                                    [--reference]
 """
 
 from __future__ import annotations
@@ -65,13 +66,16 @@ def main() -> None:
     parser.add_argument("--weeks", default="2019-04-01")
     parser.add_argument("--trials", type=int, default=15)
     parser.add_argument("--models", default=",".join(MODEL_NAMES))
+    parser.add_argument("--feature-set", default=ForecastConfig.model_fields["feature_set"].default)
+    parser.add_argument("--target", default=ForecastConfig.model_fields["target"].default)
     parser.add_argument("--reference", action="store_true",
                         help="also run the SCNN family on cvxpy + Clarabel and print the ratio")
     args = parser.parse_args()
     buildings = args.buildings.split(",")
     weeks = [date.fromisoformat(w) for w in args.weeks.split(",")]
     models = tuple(args.models.split(","))
-    fast_config = ForecastConfig(models=models, trials=args.trials)
+    fast_config = ForecastConfig(models=models, trials=args.trials, feature_set=args.feature_set,
+                                 target=args.target)
     with tempfile.TemporaryDirectory() as tmp:
         warehouse = Path(tmp) / "bench.duckdb"
         ingest_cambridge(warehouse, ARCHIVE, buildings=buildings,
@@ -81,7 +85,7 @@ def main() -> None:
     report("fast path (solver=ipm)", fast)
     if args.reference:
         options = {m: {**o, "solver": "clarabel"} for m, o in fast_config.model_options.items()}
-        ref = measure(jobs, ForecastConfig(models=models, trials=args.trials, model_options=options))
+        ref = measure(jobs, fast_config.model_copy(update={"model_options": options}))
         report("reference path (solver=clarabel)", ref)
         print(f"\nspeed-up of the full protocol (CPU per building-week): "
               f"{ref['cpu'] / fast['cpu']:.2f}x")

@@ -10,6 +10,7 @@ the script prints times, the speed ratio, iterations and the objective gap::
     python benchmarks/solver_speed.py --trials 16          # a tuning-like mix of programs
     python benchmarks/solver_speed.py --repeat 5           # medians of 5 timings per path
     python benchmarks/solver_speed.py --direct             # also the direct cvxpy formulation
+    python benchmarks/solver_speed.py --bound-week         # also with the target week bounded
 
 Clarabel at its default tolerances may stop slightly above the optimum (3e-6 relative was
 measured on synthetic programs; about 1e-9 on this window), so the gap against it is not an
@@ -19,11 +20,15 @@ that one. ``--direct`` also times the reference written without its auxiliary va
 first written, several times slower in Clarabel) and prints the ratio against it too.
 Both paths run with BLAS pinned to one thread. On a loaded machine use ``--repeat``: each
 path is then timed that many times, alternating, and the medians are printed.
+``--bound-week`` solves every program a second time with the target week's inputs (its
+hours with every feature, known when the forecast is issued) added as bound points with
+y_hat >= 0 (column ``M``: the bound points, 0 without).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from datetime import date, timedelta
 from pathlib import Path
@@ -85,6 +90,34 @@ def real_window(
     return frame[columns].to_numpy(float), frame["kwh"].to_numpy(float)
 
 
+def target_week_inputs(
+    building: str = "UCam_Building_b1",
+    target_week: date = date(2019, 3, 4),
+    archive: Path = ARCHIVE,
+) -> np.ndarray:
+    """Features (paper set) of the hours of ``target_week`` that have every feature: the
+    inputs a forecast issued before that week knows (calendar and weather, no load)."""
+    bounds = window_bounds(target_week, TIMEZONE)
+    batch = load_cambridge(
+        archive,
+        [building],
+        bounds.test_start.date() - timedelta(days=1),
+        bounds.test_end.date() + timedelta(days=1),
+    )
+    hours = batch.weather.to_pandas().drop(columns=["site_id", "kind"], errors="ignore")
+    hours = hours[(hours.ts >= bounds.test_start) & (hours.ts < bounds.test_end)]
+    feature_set = get_feature_set("paper")
+    frame = build_features(
+        hours.reset_index(drop=True),
+        timezone=TIMEZONE,
+        holiday_country=HOLIDAY_COUNTRY,
+        holiday_subdiv=HOLIDAY_SUBDIV,
+        feature_set=feature_set,
+    )
+    columns = [f.name for f in feature_set.features]
+    return frame.dropna(subset=columns)[columns].to_numpy(float)
+
+
 def window_program(
     X_raw: np.ndarray,
     y_raw: np.ndarray,
@@ -94,9 +127,11 @@ def window_program(
     radius: float = 0.01,
     nonnegative: bool = True,
     seed: int = 0,
+    bound_X: np.ndarray | None = None,
 ) -> ScnnProgram:
     """The training program that WaDiRoSCNN's fit solves on one window (standardised, gates
-    from ``seed``); y_hat >= 0 kWh becomes a lower bound in program units."""
+    from ``seed``); y_hat >= 0 kWh becomes a lower bound in program units, on the training
+    rows and, when given, at the bound points ``bound_X``."""
     model = WaDiRoSCNN(
         radius=radius,
         max_neurons=max_neurons,
@@ -104,7 +139,9 @@ def window_program(
         lower_bound=0.0 if nonnegative else None,
         random_state=seed,
     )
-    return model.build_program(X_raw, y_raw)
+    if bound_X is None:
+        return model.build_program(X_raw, y_raw)
+    return model.build_program(X_raw, y_raw, bound_X=bound_X, bound_lower=0.0)
 
 
 def tuning_mix(X_raw: np.ndarray, y_raw: np.ndarray, trials: int, seed: int = 0) -> None:
@@ -148,6 +185,9 @@ def main() -> None:
                         help="time each path this many times (alternating) and print medians")
     parser.add_argument("--trials", type=int, default=0,
                         help="instead time this many tuning-like random programs")
+    parser.add_argument("--bound-week", action="store_true",
+                        help="also solve each program with the target week's inputs as bound "
+                             "points (y_hat >= 0 there)")
     args = parser.parse_args()
 
     X_raw, y_raw = real_window(args.building, args.week)
@@ -156,18 +196,22 @@ def main() -> None:
     if args.trials:
         tuning_mix(X_raw, y_raw, args.trials)
         return
+    variants: list[np.ndarray | None] = [None]
+    if args.bound_week:
+        variants.append(target_week_inputs(args.building, args.week))
     print(f"radius {args.radius}")
-    header = (f"{'neurons':>7} {'P':>3} {'norm':>4} {'clarabel s':>10} {'it':>3} {'ipm s':>7} "
-              f"{'it':>3} {'ratio':>6} {'gap vs ref':>10} {'ipm viol':>8} {'ipm status':>14}")
+    header = (f"{'neurons':>7} {'P':>3} {'norm':>4} {'M':>5} {'clarabel s':>10} {'it':>3} "
+              f"{'ipm s':>7} {'it':>3} {'ratio':>6} {'gap vs ref':>10} {'ipm viol':>8} "
+              f"{'ipm status':>14}")
     if args.tight:
         header += f" {'tight s':>8} {'gap vs tight':>12}"
     if args.direct:
         header += f" {'direct s':>8} {'it':>3} {'ratio':>6}"
     print(header)
     for neurons in args.neurons:
-        for norm in args.norms:
+        for norm, bound_X in itertools.product(args.norms, variants):
             program = window_program(X_raw, y_raw, max_neurons=neurons, wasserstein=norm,
-                                     radius=args.radius)
+                                     radius=args.radius, bound_X=bound_X)
             ref_times, fast_times = [], []
             for _ in range(max(1, args.repeat)):
                 with threadpool_limits(limits=1, user_api="blas"):
@@ -180,7 +224,8 @@ def main() -> None:
             t_ref, t_fast = float(np.median(ref_times)), float(np.median(fast_times))
             viol = max_constraint_violation(program, fast.nu, fast.omega, fast.b)
             gap = (fast.objective - ref.objective) / abs(ref.objective)
-            line = (f"{neurons:>7} {program.n_gates:>3} {norm:>4} {t_ref:>10.2f} "
+            line = (f"{neurons:>7} {program.n_gates:>3} {norm:>4} "
+                    f"{program.n_bound_points:>5} {t_ref:>10.2f} "
                     f"{ref.iterations or 0:>3} {t_fast:>7.3f} {fast.iterations or 0:>3} "
                     f"{t_ref / t_fast:>5.0f}x {gap:>10.1e} {viol:>8.1e} "
                     f"{fast.solver + ':' + fast.status:>14}")

@@ -115,9 +115,8 @@ def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     if board.empty:
         typer.echo("no scored forecasts in this run (no actuals in the target week?)")
         return
-    shown = board[["model", "n_building_weeks", "mean_mae", "median_mae", "mean_rmse",
-                   "mean_cv_rmse", "test_violations", "train_violations",
-                   "violations_deviation_pct"]]
+    shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive", "beats_naive_share",
+                   "mean_cv_rmse", "test_violations", "train_violations", "coverage_80"]]
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 

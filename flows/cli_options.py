@@ -71,6 +71,9 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter | None:
         option = typer.Option(_flag(name), help=help_text)
         return _parameter(name, Annotated[choices, option],
                           default if required else choices(field.default))
+    if annotation is bool:
+        option = typer.Option(f"{_flag(name)}/--no-{name.replace('_', '-')}", help=help_text)
+        return _parameter(name, Annotated[bool, option], default)
     if annotation is date:  # Typer parses datetimes; the value is turned back into a date
         option = typer.Option(_flag(name), help=help_text, formats=DATE_FORMATS)
         return _parameter(name, Annotated[_optional(datetime, required), option], default)

@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # files only; no display on batch machines
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from wadiro_fleet.tasks.report_html import render_report  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import connect  # noqa: E402
 from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
 
@@ -24,7 +25,7 @@ def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def run_leaderboard(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
     """The leaderboard of the scores one run wrote."""
-    return con.execute(leaderboard_sql("run_id = ?"), [run_id]).df()
+    return con.execute(leaderboard_sql(run_filter=True), [run_id]).df()
 
 
 def building_errors(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -76,8 +77,9 @@ class Report:
 def write_report(
     warehouse: str | Path, out_dir: Path, buildings: Sequence[str] | None = None
 ) -> Report:
-    """Leaderboard and per-building errors as CSV, plus one PNG per building, read from the
-    warehouse in one read-only connection."""
+    """Leaderboard and per-building errors as CSV, one self-contained HTML page
+    (:mod:`~wadiro_fleet.tasks.report_html`) and one PNG per building, read from the warehouse
+    in one read-only connection."""
     with connect(warehouse, read_only=True) as con:
         return _write_report(con, out_dir, buildings)
 
@@ -98,6 +100,9 @@ def _write_report(
         csv = out_dir / f"{name}.csv"
         frame.to_csv(csv, index=False)
         report.files.append(csv)
+    page = out_dir / "report.html"
+    page.write_text(render_report(con, buildings), encoding="utf-8")
+    report.files.append(page)
     for building_id in buildings or default_plot_buildings(con):
         png = plot_building(con, building_id, out_dir / "plots" / f"{building_id}.png")
         if png is not None:

@@ -19,6 +19,10 @@ Notation::
     beta       = (vec nu, vec(-omega), b, -1)
     radius     radius of the Wasserstein ball (the paper's epsilon), >= 0
     ||.||_*    dual of the Wasserstein ground norm: l_inf for ``"l1"``, l2 for ``"l2"``
+    M          bound points: inputs that are not training samples (e.g. the week to forecast)
+    X_B, D_B   (M, d + 1) their data in program units (last column all ones) and (M, P) their
+               activation patterns under the same gates, D_B[k, i] = 1[x_k^T s_i >= 0]
+    y_hat_B    = sum_i D_B,i * (X_B (nu_i - omega_i)) + b, the network's output there
 
 In code, ``n_gates``/``P`` count gates and ``n_cols``/``d1`` count the columns of X (d + 1).
 
@@ -30,6 +34,12 @@ constraints of Section 5), in program units::
                 (2 D_i - 1) * (X omega_i) >= 0
                 lower_j <= y_hat_j <= upper_j        physical bounds, where given
                 |y_hat_j - y_hat_{j-1}| <= ramp_j    ramp limits, where given
+                lower_B,k <= y_hat_B,k <= upper_B,k  bounds at the bound points, where given
+
+The bound points add only those bound rows: no residual (they are not samples, so they are
+not in the objective) and no gate-cone rows (the cones stay on the training samples, as in
+Lemma 1). y_hat_B,k is exactly what ``predict`` returns at x_k, so a fitted network honours
+the bounds there, whatever the signs of x_k^T nu_i and x_k^T omega_i.
 
 With the l1 ground norm it is an LP, with l2 an SOCP. Both dual norms ignore the signs of
 the entries, so solvers may bound (vec nu, vec omega, b, 1) instead of beta.
@@ -50,6 +60,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
+
+from .exceptions import InvalidInputError
 
 Wasserstein = Literal["l1", "l2"]
 Regularizer = Literal["lasso", "ridge"]
@@ -84,6 +96,12 @@ class ScnnProgram:
         Optional penalty on (vec nu, vec omega).
     lambda_reg : float, default=0.0
         Weight of that penalty (ignored when ``regularizer`` is None).
+    bound_X : ndarray of shape (M, d + 1) or None, default=None
+        Bound points X_B, the last column all ones; ``None`` if there are none.
+    bound_patterns : ndarray of shape (M, P), dtype bool, or None, default=None
+        Their activation patterns D_B under the gates of ``patterns``.
+    bound_lower, bound_upper : ndarray of shape (M,) or None, default=None
+        Bounds on y_hat_B, ``-inf`` / ``+inf`` where absent; ``None`` if there are none.
     """
 
     X: np.ndarray
@@ -97,10 +115,43 @@ class ScnnProgram:
     ramp: np.ndarray | None = None
     regularizer: Regularizer | None = None
     lambda_reg: float = 0.0
+    bound_X: np.ndarray | None = None
+    bound_patterns: np.ndarray | None = None
+    bound_lower: np.ndarray | None = None
+    bound_upper: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.bound_X is None and self.bound_patterns is None:
+            if self.bound_lower is not None or self.bound_upper is not None:
+                raise InvalidInputError("bound_lower/bound_upper given without bound points")
+            return
+        if self.bound_X is None or self.bound_patterns is None:
+            raise InvalidInputError("bound_X and bound_patterns go together")
+        M = self.bound_X.shape[0]
+        if self.bound_X.shape != (M, self.n_cols):
+            raise InvalidInputError(
+                f"bound_X has shape {self.bound_X.shape}, expected (M, {self.n_cols})"
+            )
+        if self.bound_patterns.shape != (M, self.n_gates):
+            raise InvalidInputError(
+                f"bound_patterns has shape {self.bound_patterns.shape}, "
+                f"expected ({M}, {self.n_gates})"
+            )
+        for name in ("bound_lower", "bound_upper"):
+            values = getattr(self, name)
+            if values is not None and np.shape(values) != (M,):
+                raise InvalidInputError(
+                    f"{name} has shape {np.shape(values)}, expected ({M},)"
+                )
 
     @property
     def n_samples(self) -> int:
         return int(self.X.shape[0])
+
+    @property
+    def n_bound_points(self) -> int:
+        """M, the bound points (0 when there are none)."""
+        return 0 if self.bound_X is None else int(self.bound_X.shape[0])
 
     @property
     def n_gates(self) -> int:
@@ -117,7 +168,14 @@ class ScnnProgram:
 
     @property
     def has_physical_constraints(self) -> bool:
-        return self.lower is not None or self.upper is not None or self.ramp is not None
+        on_samples = self.lower is not None or self.upper is not None or self.ramp is not None
+        return on_samples or self.has_bound_points
+
+    @property
+    def has_bound_points(self) -> bool:
+        """Whether some bound point has a bound (finite or not)."""
+        bounded = self.bound_lower is not None or self.bound_upper is not None
+        return self.n_bound_points > 0 and bounded
 
 
 @dataclass
@@ -178,6 +236,16 @@ def predictions(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: floa
     return np.einsum("np,np->n", program.patterns, program.X @ (nu - omega).T) + b
 
 
+def bound_predictions(
+    program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float
+) -> np.ndarray:
+    """y_hat_B = sum_i D_B,i * (X_B (nu_i - omega_i)) + b at the bound points ((0,) if none)."""
+    if program.bound_X is None:
+        return np.zeros(0)
+    gated = program.bound_X @ (nu - omega).T
+    return np.einsum("mp,mp->m", program.bound_patterns, gated) + b
+
+
 def objective_value(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> float:
     """The program's objective evaluated at a point (independent of any solver)."""
     parts = [nu.ravel(), -omega.ravel()]
@@ -210,4 +278,10 @@ def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.nda
         worst.append(np.max(y_hat - program.upper))
     if program.ramp is not None and program.n_samples > 1:
         worst.append(np.max(np.abs(np.diff(y_hat)) - program.ramp))
+    if program.has_bound_points:
+        y_hat_B = bound_predictions(program, nu, omega, b)
+        if program.bound_lower is not None:
+            worst.append(np.max(program.bound_lower - y_hat_B))
+        if program.bound_upper is not None:
+            worst.append(np.max(y_hat_B - program.bound_upper))
     return float(max(worst))

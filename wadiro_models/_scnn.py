@@ -14,9 +14,9 @@ class SCNN(ConvexNetworkRegressor):
 
     ``fit`` solves the training program of :mod:`wadiro_models._program` with ``radius = 0``
     and the optional penalty ``lambda_reg * r(vec nu, vec omega)`` (same gates, cones and
-    physical constraints as :class:`WaDiRoSCNN`); :meth:`build_program` returns that program
-    without solving it. The paper writes the loss as a sum; with the mean used here,
-    ``lambda_reg`` equals the paper's lambda divided by N.
+    physical constraints as :class:`WaDiRoSCNN`, bound points included);
+    :meth:`build_program` returns that program without solving it. The paper writes the loss
+    as a sum; with the mean used here, ``lambda_reg`` equals the paper's lambda divided by N.
 
     Parameters
     ----------

@@ -16,10 +16,11 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._bound_points import BoundPoints, bound_points
 from ._constraints import PhysicalLimits, physical_limits
 from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples, sample_gates
 from ._out_of_sample import OutOfSampleBound, out_of_sample_bound
-from ._program import ScnnProgram, ScnnSolution, predictions
+from ._program import ScnnProgram, ScnnSolution, bound_predictions, predictions
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
 from ._status import check_solution
@@ -46,6 +47,7 @@ class _Training:
     gates: np.ndarray  # (d + 1, P) kept gate vectors
     scaling: Standardization
     limits: PhysicalLimits  # in the units of y
+    points: BoundPoints | None = None  # bound points, in the units of X and y
 
 
 class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
@@ -70,7 +72,15 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: object, y: object) -> ConvexNetworkRegressor:
+    def fit(
+        self,
+        X: object,
+        y: object,
+        *,
+        bound_X: object = None,
+        bound_lower: object = None,
+        bound_upper: object = None,
+    ) -> ConvexNetworkRegressor:
         """Draw the gates, build the training program and solve it.
 
         Parameters
@@ -79,6 +89,17 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             Training data.
         y : array-like of shape (n_samples,)
             Target values.
+        bound_X : array-like of shape (n_bound_points, n_features), default=None
+            Bound points: inputs that are not training samples (e.g. the week to forecast)
+            where ``bound_lower <= predict(bound_X) <= bound_upper`` must hold. They enter
+            the program as constraints only (no loss term, no gate cone), mapped exactly as
+            ``predict`` maps its input.
+        bound_lower : float or array-like of shape (n_bound_points,), default=None
+            Lower bound on the predictions at ``bound_X``, in the units of y (``-inf``
+            where absent).
+        bound_upper : float or array-like of shape (n_bound_points,), default=None
+            Upper bound on the predictions at ``bound_X``, in the units of y (``inf``
+            where absent).
 
         Returns
         -------
@@ -88,7 +109,8 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
-        training = self._training(X, y)
+        points = bound_points(bound_X, bound_lower, bound_upper, X.shape[1])
+        training = self._training(X, y, points)
         program, scaling = training.program, training.scaling
         check_supports(self.solver, program)
         solution = configured_solver(self.solver, self.solver_options)(program)
@@ -98,6 +120,7 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             constrained=program.has_physical_constraints,
         )
         self._check_training_constraints(program, solution, scaling, training.limits)
+        self._check_bound_points(program, solution, scaling, training.points)
 
         self.standardization_ = scaling
         self.gates_ = training.gates
@@ -119,8 +142,16 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self.fit_time_ = time.perf_counter() - started
         return self
 
-    def build_program(self, X: object, y: object) -> ScnnProgram:
-        """The training program that ``fit(X, y)`` solves, without solving it.
+    def build_program(
+        self,
+        X: object,
+        y: object,
+        *,
+        bound_X: object = None,
+        bound_lower: object = None,
+        bound_upper: object = None,
+    ) -> ScnnProgram:
+        """The training program that ``fit(X, y, **bound_points)`` solves, without solving it.
 
         The data are standardised when ``standardize`` is True, the gates are drawn from
         ``random_state`` and filtered exactly as in ``fit``, the bounds and ramps are in
@@ -133,6 +164,8 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             Training data.
         y : array-like of shape (n_samples,)
             Target values.
+        bound_X, bound_lower, bound_upper : default=None
+            Bound points and their bounds, as in :meth:`fit`.
 
         Returns
         -------
@@ -143,10 +176,14 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         X, y = training_data(self, X, y)
-        return self._training(X, y).program
+        points = bound_points(bound_X, bound_lower, bound_upper, X.shape[1])
+        return self._training(X, y, points).program
 
-    def _training(self, X: np.ndarray, y: np.ndarray) -> _Training:
-        """The program of validated (X, y), the kept gates and the unit conversions."""
+    def _training(
+        self, X: np.ndarray, y: np.ndarray, points: BoundPoints | None = None
+    ) -> _Training:
+        """The program of validated (X, y) and bound points, the kept gates and the unit
+        conversions."""
         limits = physical_limits(self.lower_bound, self.upper_bound, self.ramp, X.shape[0])
         scaling = Standardization.fit(X, y, self.standardize)
         X_aug = augment(scaling.transform_X(X))
@@ -160,6 +197,9 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
                 f"{X.shape[0]} samples; increase max_neurons or change random_state"
             )
         bounds = limits.to_program_units(scaling, self.constraint_margin)
+        at_points = {}
+        if points is not None:
+            at_points = points.to_program_units(scaling, gates, self.constraint_margin)
         program = ScnnProgram(
             X=X_aug,
             y=scaling.transform_y(y),
@@ -169,8 +209,9 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             upper=bounds.upper,
             ramp=bounds.ramp,
             **self._objective_terms(),
+            **at_points,
         )
-        return _Training(program, gates, scaling, limits)
+        return _Training(program, gates, scaling, limits, points)
 
     @staticmethod
     def _check_training_constraints(
@@ -183,6 +224,24 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             return
         fitted = scaling.inverse_y(predictions(program, solution.nu, solution.omega, solution.b))
         excess, where = limits.max_violation(fitted)
+        if excess > _VIOLATION_TOLERANCE * scaling.y_scale:
+            raise SolverError(
+                f"solver {solution.solver!r} returned weights that break the {where} by "
+                f"{excess:.3g} (units of y)",
+                status=solution.status,
+            )
+
+    @staticmethod
+    def _check_bound_points(
+        program: ScnnProgram,
+        solution: ScnnSolution,
+        scaling: Standardization,
+        points: BoundPoints | None,
+    ) -> None:
+        if points is None or not program.has_bound_points:
+            return
+        y_hat = bound_predictions(program, solution.nu, solution.omega, solution.b)
+        excess, where = points.max_violation(scaling.inverse_y(y_hat))
         if excess > _VIOLATION_TOLERANCE * scaling.y_scale:
             raise SolverError(
                 f"solver {solution.solver!r} returned weights that break the {where} by "

@@ -51,7 +51,8 @@ def check_solution(
     if status == "infeasible" and constrained:
         raise InfeasibleConstraintsError(
             f"solver {solution.solver!r}: no model satisfies the physical constraints "
-            "(lower_bound/upper_bound/ramp) on every training sample"
+            "(lower_bound/upper_bound/ramp on the training samples, bound_lower/bound_upper "
+            "at the bound points)"
         )
     if status == "optimal_inaccurate" and accept_inaccurate:
         warnings.warn(

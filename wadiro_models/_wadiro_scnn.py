@@ -15,7 +15,9 @@ class WaDiRoSCNN(ConvexNetworkRegressor):
     ``fit`` solves the training program of :mod:`wadiro_models._program` (Wasserstein term
     ``radius * ||beta||_*`` plus the mean absolute error, gate cones, optional bounds and
     ramps) on the standardised data, with the gates drawn from ``random_state``;
-    :meth:`build_program` returns that program without solving it.
+    :meth:`build_program` returns that program without solving it. Both also take bound
+    points (``bound_X`` with ``bound_lower``/``bound_upper``): inputs beyond the training
+    set, such as the week to forecast, where the prediction must respect bounds too.
 
     Parameters
     ----------

@@ -16,6 +16,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
 from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
     StoredParams,
@@ -44,6 +45,8 @@ class BuildingJob:
     hours: pd.DataFrame
     weeks: tuple[date, ...]
     stored_params: dict[str, StoredParams] = field(default_factory=dict)
+    track_record: dict[date, dict[str, WeekScore]] = field(default_factory=dict)
+    """The building's earlier scored weeks: target week -> model -> MAE and coverage."""
 
 
 def failed_results(
@@ -62,6 +65,11 @@ def failed_results(
 def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWeekResult]:
     """The protocol for every (building, week) of a batch; a failure is recorded, not raised.
 
+    A building's weeks run in order: each week's scores join its track record for the
+    publication step of the weeks after it (they are over by then), and under
+    ``tuning="reuse"`` each week's fresh tuning is what the weeks after it reuse, exactly as if
+    the weeks had run one run at a time.
+
     BLAS is pinned to one thread: parallelism comes from running batches side by side, and
     two BLAS threads per solve were measured to be much slower on small machines. Both this and
     the warning filter are set for the whole worker process, not in a context manager: with the
@@ -72,14 +80,23 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     threadpool_limits(limits=1)
     for job in jobs:
-        for week in job.weeks:
+        record = dict(job.track_record)
+        stored = dict(job.stored_params)
+        for week in sorted(job.weeks):
             try:
-                results.append(forecast_building_week(
+                result = forecast_building_week(
                     job.hours, building_id=job.info.building_id,
                     timezone=job.info.timezone, holiday_country=job.info.holiday_country,
                     holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
-                    stored_params=job.stored_params,
-                ))
+                    stored_params=stored, track_record=record,
+                )
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
                 results += failed_results(job.info.building_id, [week], exc)
+                continue
+            results.append(result)
+            # Once this week is over its scores are known: the next weeks may use them.
+            record[week] = week_scores(result.outcomes)
+            # ... and a tuning done this week is the one the next weeks reuse.
+            stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
+                           if o.status == "ok" and o.tuned_week == week and o.trials})
     return results

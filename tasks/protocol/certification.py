@@ -27,8 +27,12 @@ DEFAULT_PERTURBATION: Mapping[str, float] = {
     "temperature_c": 1.0,
     "irradiance_wm2": 50.0,
     "wind_speed_ms": 1.0,
+    "temperature_c_change_168": 1.0,
+    "irradiance_wm2_change_168": 50.0,
 }
-"""A forecast's weather inputs are themselves forecasts: +-1 degC, +-50 W/m2, +-1 m/s."""
+"""A forecast's weather inputs are themselves forecasts: +-1 degC, +-50 W/m2, +-1 m/s. A
+change-since-last-week feature moves with its weather input (last week's value is known); the
+box lets the two move independently, which can only raise the bound."""
 
 OOS_DELTA = 0.05
 """The out-of-sample bound holds with probability at least 1 - OOS_DELTA."""

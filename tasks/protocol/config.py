@@ -3,6 +3,10 @@
 :class:`ForecastConfig` is the one place these defaults are said. The flows take it (extended
 with where and how to run, in ``wadiro_fleet.flows.settings``) as their parameters, the command
 line builds its options from its fields, and the ``runs`` table records it.
+
+The defaults are the configuration that won ``benchmarks/forecast_quality.py`` (README,
+"Forecast quality"): the ``recent_change`` features and the residual target. The paper's own
+protocol is ``feature_set="paper", target="load", bound_target_week=False``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
 from wadiro_fleet.tasks.protocol.features import (
-    DEFAULT_FEATURE_SET,
     FEATURE_SETS,
     FEATURES,
     get_feature_set,
@@ -21,6 +24,7 @@ from wadiro_fleet.tasks.protocol.features import (
 from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, MODELS, check_model_names
 
 TuningMode = Literal["per-window", "reuse"]
+Target = Literal["load", "residual"]
 
 
 def parse_perturbation(items: Sequence[str]) -> dict[str, float]:
@@ -61,7 +65,19 @@ class ForecastConfig(BaseModel):
         "hyperparameters (tune when there are none or they are too old).",
     )
     feature_set: str = Field(
-        DEFAULT_FEATURE_SET, description=f"Named feature set ({', '.join(FEATURE_SETS)})."
+        "recent_change",
+        description=f"Named feature set ({', '.join(FEATURE_SETS)}); paper is the paper's eight.",
+    )
+    target: Target = Field(
+        "residual",
+        description="What the learned models predict: the load itself (the paper) or the "
+        "residual, the correction to last week's load at the same hour.",
+    )
+    bound_target_week: bool = Field(
+        True,
+        description="Impose the physical bound (no negative load) of the constrained network on "
+        "the target week's inputs too, inside its training program, so its forecasts never go "
+        "below zero; the paper bounds the training rows only.",
     )
     reuse_max_age_weeks: int = Field(
         8, ge=0, description="Oldest stored tuning that --tuning reuse accepts, in weeks."
@@ -84,6 +100,11 @@ class ForecastConfig(BaseModel):
         100, ge=0, description="Branch-and-bound nodes the stability certificate of each "
         "SCNN-family fit may use (past them, an upper bound is recorded; a node budget keeps "
         "reruns identical, a time limit would not); 0 turns certification off.",
+    )
+
+    max_l_eps: float | None = Field(
+        None, gt=0, description="Publish an SCNN-family forecast only when its stability "
+        "certificate L_eps (kWh) is at most this (default: no requirement).",
     )
 
     @field_validator("perturbation", mode="before")
@@ -125,4 +146,4 @@ class ForecastConfig(BaseModel):
         return record
 
 
-__all__ = ["ForecastConfig", "TuningMode", "parse_perturbation"]
+__all__ = ["ForecastConfig", "Target", "TuningMode", "parse_perturbation"]

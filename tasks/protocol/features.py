@@ -27,6 +27,14 @@ from wadiro_fleet.tasks.protocol.weeks import (
 
 TS = "ts"
 LABEL = "kwh"
+PERSISTENCE = "kwh_persistence"
+"""The persistence forecast of each hour (:func:`_persistence`). Computed for every feature set
+whenever the load is known and carried through the window beside the label: the seasonal-naive
+model forecasts it, a residual model learns the correction to it."""
+PERSISTENCE_LOOKBACK = pd.Timedelta(hours=168 * 4 + 1)
+CHANGE_SUFFIX = "_change_168"
+"""Suffix of the weather-change features: ``temperature_c_change_168`` is the temperature minus
+the temperature at the same local hour one week back."""
 WEATHER_COLUMNS: tuple[str, ...] = ("temperature_c", "irradiance_wm2", "wind_speed_ms")
 """Weather inputs that the paper's features take unchanged (observed or forecast values)."""
 
@@ -107,8 +115,10 @@ class FeatureSet:
 
     @property
     def lookback(self) -> pd.Timedelta:
-        """History needed before the first hour to compute every feature."""
-        return pd.Timedelta(hours=max((f.lookback_hours for f in self.features), default=0))
+        """History needed before the first hour to compute every feature and the persistence
+        forecast."""
+        hours = max((f.lookback_hours for f in self.features), default=0)
+        return max(pd.Timedelta(hours=hours), PERSISTENCE_LOOKBACK)
 
 
 # --- calendar features -------------------------------------------------------------------
@@ -152,19 +162,97 @@ def _column(name: str) -> Callable[[FeatureContext], np.ndarray]:
 
 # --- load lags ---------------------------------------------------------------------------
 
+LAG_WEEKS: tuple[int, ...] = (1, 2, 3, 4)
+"""Weeks back that the lag features and the persistence forecast read."""
+
+
+def _load(ctx: FeatureContext) -> pd.Series:
+    return pd.Series(
+        pd.to_numeric(ctx.hours[LABEL], errors="coerce").to_numpy(dtype=np.float64),
+        index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
+    )
+
+
+def _lags(ctx: FeatureContext, weeks: tuple[int, ...]) -> np.ndarray:
+    """(n_hours, len(weeks)) loads at the same local hour ``weeks`` weeks back (NaN: missing)."""
+    load = _load(ctx)
+    columns = [
+        load.reindex(same_local_hour_weeks_before(ctx.local, k).as_unit("us")).to_numpy()
+        for k in weeks
+    ]
+    return np.column_stack(columns) if len(ctx.local) else np.zeros((0, len(weeks)))
+
+
+def _first_present(lags: np.ndarray) -> np.ndarray:
+    """Per row, the first column that is not NaN (NaN when none is)."""
+    out = np.full(len(lags), np.nan)
+    for k in range(lags.shape[1] - 1, -1, -1):
+        out = np.where(np.isnan(lags[:, k]), out, lags[:, k])
+    return out
+
+
 def _same_local_hour_weeks_before(weeks: int) -> Callable[[FeatureContext], np.ndarray]:
-    """Load at the same local wall-clock hour ``weeks`` weeks earlier (NaN when not in frame)."""
+    """Load at the same local wall-clock hour ``weeks`` weeks earlier; where that reading is
+    missing, the next older week's, up to four weeks back (NaN when none is there). A single
+    missing reading then never makes an hour of the target week unforecastable."""
 
     def compute(ctx: FeatureContext) -> np.ndarray:
-        source = same_local_hour_weeks_before(ctx.local, weeks)
-        load = pd.Series(
-            pd.to_numeric(ctx.hours[LABEL], errors="coerce").to_numpy(dtype=np.float64),
-            index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
-        )
-        return load.reindex(source.as_unit("us")).to_numpy(dtype=np.float64)
+        return _first_present(_lags(ctx, tuple(k for k in LAG_WEEKS if k >= weeks)))
 
     compute.__name__ = f"_kwh_{weeks}_weeks_before"
     return compute
+
+
+def _persistence(ctx: FeatureContext) -> np.ndarray:
+    """The load of the same local hour one week back, else two, three or four weeks back:
+    the seasonal-naive forecast, and the base a residual model corrects."""
+    return _first_present(_lags(ctx, LAG_WEEKS))
+
+
+def _lag_median(ctx: FeatureContext) -> np.ndarray:
+    """Median of the same local hour's load over the last four weeks (missing ones left out):
+    robust to one unusual week, e.g. a holiday."""
+    lags = _lags(ctx, LAG_WEEKS)
+    out = np.full(len(lags), np.nan)
+    present = ~np.isnan(lags).all(axis=1)
+    out[present] = np.nanmedian(lags[present], axis=1)
+    return out
+
+
+def _lag_week_is_off(ctx: FeatureContext) -> np.ndarray:
+    """Whether the same local hour one week back fell on a weekend or public holiday, so that a
+    holiday last week explains an unusual lag."""
+    wall = ctx.local.tz_localize(None) - pd.Timedelta(weeks=1)
+    days = wall.to_numpy().astype("datetime64[D]")
+    is_holiday = np.isin(days, np.array(sorted(ctx.holidays), dtype="datetime64[D]"))
+    return (is_holiday | (wall.day_of_week.to_numpy() >= 5)).astype(np.float64)
+
+
+def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]:
+    """A weather input minus its value at the same local hour one week back: what changed
+    since the week that persistence repeats (NaN when this hour's value is missing; 0, no
+    known change, when only last week's is)."""
+
+    def compute(ctx: FeatureContext) -> np.ndarray:
+        values = pd.Series(
+            pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64),
+            index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
+        )
+        before = values.reindex(same_local_hour_weeks_before(ctx.local, 1).as_unit("us"))
+        now = values.to_numpy()
+        return now - np.where(np.isnan(before.to_numpy()), now, before.to_numpy())
+
+    compute.__name__ = f"_{name}_change_since_last_week"
+    return compute
+
+
+def _last_week_mean(ctx: FeatureContext) -> np.ndarray:
+    """Mean load of the local week before each hour's own local week (its level; NaN when
+    that week has no reading): known when the week is forecast."""
+    lag = pd.Series(_lags(ctx, (1,))[:, 0])
+    wall = ctx.local.tz_localize(None)
+    monday = (wall.normalize() - pd.to_timedelta(wall.day_of_week, unit="D")).to_numpy()
+    return lag.groupby(monday).transform("mean").to_numpy()
 
 
 FEATURES: dict[str, Feature] = {
@@ -176,11 +264,19 @@ FEATURES: dict[str, Feature] = {
         Feature("hour_sin", _hour_sin),
         Feature("is_holiday_or_weekend", _is_holiday_or_weekend),
         *(Feature(name, _column(name), inputs=(name,)) for name in WEATHER_COLUMNS),
-        Feature(
-            "kwh_lag_168", _same_local_hour_weeks_before(1), inputs=(LABEL,), lookback_hours=169
+        *(
+            Feature(f"kwh_lag_{168 * k}", _same_local_hour_weeks_before(k), inputs=(LABEL,),
+                    lookback_hours=168 * k + 1)
+            for k in LAG_WEEKS
         ),
-        Feature(
-            "kwh_lag_336", _same_local_hour_weeks_before(2), inputs=(LABEL,), lookback_hours=337
+        Feature("kwh_lag_median", _lag_median, inputs=(LABEL,), lookback_hours=673),
+        Feature("kwh_last_week_mean", _last_week_mean, inputs=(LABEL,),
+                lookback_hours=2 * 168 + 1),
+        Feature("lag_week_is_off", _lag_week_is_off),
+        *(
+            Feature(f"{name}{CHANGE_SUFFIX}", _change_since_last_week(name), inputs=(name,),
+                    lookback_hours=169)
+            for name in ("temperature_c", "irradiance_wm2")
         ),
     )
 }
@@ -211,11 +307,25 @@ FEATURE_SETS: dict[str, FeatureSet] = {
     for fs in (
         make_feature_set("paper", PAPER_COLUMNS),
         make_feature_set("paper_lags", (*PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336")),
+        make_feature_set("recent", (
+            *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
+            "kwh_last_week_mean", "lag_week_is_off",
+        )),
+        make_feature_set("recent_change", (
+            *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
+            "kwh_last_week_mean", "lag_week_is_off", "temperature_c_change_168",
+            "irradiance_wm2_change_168",
+        )),
     )
 }
-"""Named feature sets a run can choose; ``paper`` is the default."""
+"""Named feature sets a run can choose. ``paper`` is the paper's eight; ``paper_lags`` adds
+the load one and two weeks back; ``recent`` adds the median of the last four weeks at the
+same hour, last week's mean load and whether last week's hour was a holiday or weekend;
+``recent_change`` adds how temperature and irradiance changed since the same hour last week
+(what a correction to last week's load most needs to know)."""
 
 DEFAULT_FEATURE_SET = "paper"
+"""The functions' default: the paper's set (a run's default is in ``config.py``)."""
 
 
 def get_feature_set(feature_set: str | FeatureSet) -> FeatureSet:
@@ -261,8 +371,8 @@ def build_features(
 
     ``hours`` has a time-zone-aware ``ts`` column (start of each hour) and the set's inputs
     (weather columns; ``kwh`` for lag sets). The result keeps the index and row order of
-    ``hours`` and has ``ts`` (UTC), the set's columns in order, then ``kwh`` when ``hours`` has
-    it. Missing inputs stay NaN: deciding what to do with them is the window step's job.
+    ``hours`` and has ``ts`` (UTC), the set's columns in order, then ``kwh`` and
+    ``kwh_persistence`` when ``hours`` has the load. Missing inputs stay NaN: deciding what to do with them is the window step's job.
     """
     fs = get_feature_set(feature_set)
     utc = _utc_index(hours)
@@ -283,10 +393,12 @@ def build_features(
         out[feature.name] = feature.compute(ctx)
     if LABEL in hours.columns:
         out[LABEL] = pd.to_numeric(hours[LABEL], errors="coerce").to_numpy(dtype=np.float64)
+        out[PERSISTENCE] = _persistence(ctx)
     return out
 
 
 __all__ = [
+    "CHANGE_SUFFIX",
     "DEFAULT_FEATURE_SET",
     "FEATURES",
     "FEATURE_SETS",
@@ -296,6 +408,7 @@ __all__ = [
     "FeatureSet",
     "LABEL",
     "PAPER_COLUMNS",
+    "PERSISTENCE",
     "TS",
     "UnknownFeatureSetError",
     "UnknownHolidayCalendarError",

@@ -1,12 +1,22 @@
 """The forecasting protocol for one (building, target week): a pure DataFrame-in, records-out core.
 
-window -> features -> tuning split -> TPE per model -> refit on the 12 weeks -> forecast W ->
-score. Nothing here touches storage or Prefect; :mod:`~wadiro_fleet.tasks.protocol.batch` runs
-it over a batch of buildings and :mod:`~wadiro_fleet.tasks.warehouse.results` turns its output
-into warehouse rows.
+window -> features -> tuning split -> TPE per model -> refit on the 12 weeks -> forecast W with
+intervals -> score -> choose the forecast to publish. Nothing here touches storage or Prefect;
+:mod:`~wadiro_fleet.tasks.protocol.batch` runs it over a batch of buildings and
+:mod:`~wadiro_fleet.tasks.warehouse.results` turns its output into warehouse rows.
 
 Every model is tuned and refitted in isolation: a model that fails (every trial failed, a solver
-error in the refit) records its status and error, and the other models go on.
+error in the refit) records its status and error, and the other models go on. Each learned
+model also forecasts the validation week from the weeks before it (the best tuning trial does
+exactly that); those errors calibrate its intervals and let the publication step compare it
+with seasonal naive using only what is known when the forecast is issued.
+
+A learned model predicts either the load itself (``target="load"``, the paper) or the
+correction to the persistence forecast (``target="residual"``: load = persistence + r). A
+model with a physical floor (``wadiro_pcscnn``: no negative load) then gets the per-sample
+lower bound ``r >= floor - persistence``; with ``bound_target_week`` the same floor also holds
+at the inputs of the week it forecasts (the validation week while tuning, the target week in the
+refit), inside its training program, so its forecasts never go below zero.
 """
 
 from __future__ import annotations
@@ -21,10 +31,13 @@ import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.protocol.certification import certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import TS, build_features
-from wadiro_fleet.tasks.protocol.models import MODELS
+from wadiro_fleet.tasks.protocol.features import LABEL, PERSISTENCE, TS, build_features
+from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
+from wadiro_fleet.tasks.protocol.models import MODELS, ModelSpec
+from wadiro_fleet.tasks.protocol.publication import Candidate, Publication, choose_publication
 from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
+from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune
 from wadiro_fleet.tasks.protocol.windows import Window, build_window
 
@@ -48,7 +61,9 @@ class ModelOutcome:
     tuned_week: date | None = None
     trials: list[TrialRecord] = field(default_factory=list)
     y_hat: np.ndarray | None = None
+    intervals: Intervals = field(default_factory=Intervals)
     scores: Scores | None = None
+    validation_mae: float | None = None
     solver: str | None = None
     solver_status: str | None = None
     objective: float | None = None
@@ -73,10 +88,53 @@ class BuildingWeekResult:
     coverage: dict[str, int]
     test_ts: pd.Series
     outcomes: list[ModelOutcome] = field(default_factory=list)
+    publication: Publication | None = None
 
     @property
     def n_failed_models(self) -> int:
         return sum(o.status != "ok" for o in self.outcomes)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A window part as a learned model sees it: load = ``base`` + the model's target."""
+
+    X: np.ndarray
+    target: np.ndarray
+    base: np.ndarray
+    load: np.ndarray
+
+    def to_load(self, prediction: np.ndarray) -> np.ndarray:
+        return self.base + np.asarray(prediction, dtype=float)
+
+
+def _part(window: Window, name: str, target: str) -> _Part:
+    """Rows of part ``name`` in the target's units. For the residual target, history rows
+    without a persistence value are left out; test rows are all kept (their forecast is NaN)."""
+    X, load = window.xy(name)
+    if target == "load":
+        return _Part(X, load, np.zeros(len(load)), load)
+    base = getattr(window, name)[PERSISTENCE].to_numpy(dtype=np.float64)
+    keep = np.isfinite(base) if name != "test" else np.ones(len(base), dtype=bool)
+    return _Part(X[keep], (load - base)[keep], base[keep], load[keep])
+
+
+def _floor_params(spec: ModelSpec, part: _Part, target: str) -> dict[str, Any]:
+    """Constructor arguments that keep ``spec``'s physical floor on ``part``'s rows."""
+    if spec.load_floor is None or target == "load":
+        return {}  # a floor on the load itself is already the estimator's own bound
+    return {"lower_bound": spec.load_floor - part.base}
+
+
+def _bound_points(spec: ModelSpec, part: _Part, config: ForecastConfig) -> dict[str, Any]:
+    """Fit arguments that also keep ``spec``'s floor at the inputs of ``part``, the week being
+    forecast (its rows are not training samples; their inputs are known when it is issued)."""
+    if spec.load_floor is None or not config.bound_target_week:
+        return {}
+    rows = np.isfinite(part.base) & np.isfinite(part.X).all(axis=1)
+    if not rows.any():
+        return {}
+    return {"bound_X": part.X[rows], "bound_lower": spec.load_floor - part.base[rows]}
 
 
 def _fit_info(model: Any) -> dict[str, Any]:
@@ -88,47 +146,76 @@ def _fit_info(model: Any) -> dict[str, Any]:
     }
 
 
+def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) -> ModelOutcome:
+    """Seasonal naive: the persistence forecast, its intervals from its validation week."""
+    _, y_test = window.xy("test")
+    y_hat = window.test[PERSISTENCE].to_numpy(dtype=np.float64)
+    if not np.isfinite(y_hat).any():
+        return ModelOutcome(model=name, status="failed", n_train=len(window.train),
+                            error="no load at the same hours in the last four weeks")
+    calibration = window.validation if len(window.validation) else window.history
+    errors = (calibration[LABEL] - calibration[PERSISTENCE]).to_numpy(dtype=np.float64)
+    intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record, LEVELS))
+    scored = np.isfinite(errors)
+    return ModelOutcome(
+        model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
+        intervals=intervals, scores=score_forecast(y_test, y_hat, intervals=intervals),
+        validation_mae=float(np.mean(np.abs(errors[scored]))) if scored.any() else None,
+        n_train=len(window.train),
+    )
+
+
 def _run_model(
     name: str,
     window: Window,
     config: ForecastConfig,
     building_id: str,
     stored: StoredParams | None,
+    record: TrackRecord | None = None,
 ) -> ModelOutcome:
-    X_train, y_train = window.xy("train")
-    X_test, y_test = window.xy("test")
     spec = MODELS[name]
     if not spec.is_learned:
-        y_hat = spec.forecast(window)
-        return ModelOutcome(
-            model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
-            scores=score_forecast(y_test, y_hat), n_train=len(y_train),
-        )
-
+        return _persistence_outcome(name, window, record)
+    train, fit, validation, test = (_part(window, p, config.target)
+                                    for p in ("train", "fit", "validation", "test"))
     options = dict(config.model_options.get(name, {}))
 
-    def make_model(**params: Any) -> Any:
-        return spec.estimator(**{**options, **params})
+    def maker(part: _Part):  # noqa: ANN202 - an estimator factory for that part's rows
+        floor = _floor_params(spec, part, config.target)
+        return lambda **params: spec.estimator(**{**options, **params, **floor})
 
-    outcome = ModelOutcome(model=name, status="failed", n_train=len(y_train))
+    outcome = ModelOutcome(model=name, status="failed", n_train=len(train.target))
     try:
         if stored is not None and config.tuning == "reuse":
             outcome.params, outcome.tuned_week = dict(stored.params), stored.tuned_week
+            fitted = maker(fit)(**outcome.params).fit(
+                fit.X, fit.target, **_bound_points(spec, validation, config))
+            validation_prediction = fitted.predict(validation.X)
         else:
-            X_fit, y_fit = window.xy("fit")
-            X_val, y_val = window.xy("validation")
             result = tune(
-                make_model, spec.search_space, X_fit, y_fit, X_val, y_val,
-                n_trials=config.trials, seed=stable_seed(building_id, window.week, name),
+                maker(fit), spec.search_space, fit.X, fit.target, validation.X,
+                validation.target, n_trials=config.trials,
+                seed=stable_seed(building_id, window.week, name),
+                fit_params=_bound_points(spec, validation, config),
             )
             outcome.trials, outcome.tuning_time_s = result.trials, result.elapsed_s
             outcome.params, outcome.tuned_week = result.best_params, window.week
+            validation_prediction = result.best_prediction
+        validation_forecast = validation.to_load(validation_prediction)
+        errors = validation.load - validation_forecast
+        outcome.validation_mae = float(np.mean(np.abs(errors)))
         started = time.perf_counter()
-        model = make_model(**outcome.params).fit(X_train, y_train)
+        model = maker(train)(**outcome.params).fit(
+            train.X, train.target, **_bound_points(spec, test, config))
         outcome.fit_time_s = time.perf_counter() - started
-        outcome.y_hat = np.asarray(model.predict(X_test), dtype=float)
-        train_prediction = np.asarray(model.predict(X_train), dtype=float)
-        outcome.scores = score_forecast(y_test, outcome.y_hat, train_prediction=train_prediction)
+        outcome.y_hat = test.to_load(model.predict(test.X))
+        floor = 0.0 if spec.load_floor is None else spec.load_floor
+        outcome.intervals = conformal_intervals(
+            outcome.y_hat, errors, levels=adapted_levels(name, record, LEVELS), floor=floor)
+        outcome.scores = score_forecast(
+            test.load, outcome.y_hat, train_prediction=train.to_load(model.predict(train.X)),
+            intervals=outcome.intervals,
+        )
         info = _fit_info(model)
         outcome.solver, outcome.solver_status = info["solver"], info["solver_status"]
         outcome.objective = None if info["objective"] is None else float(info["objective"])
@@ -148,6 +235,18 @@ def _run_model(
     return outcome
 
 
+def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
+             max_l_eps: float | None = None) -> Publication | None:
+    forecastable = window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy()
+    candidates = [
+        Candidate(model=o.model, y_hat=o.y_hat, validation_mae=o.validation_mae,
+                  solver_status=o.solver_status, failed=o.error if o.status != "ok" else None,
+                  l_eps=o.l_eps, l_eps_status=o.l_eps_status)
+        for o in outcomes
+    ]
+    return choose_publication(candidates, forecastable, record, max_l_eps)
+
+
 def forecast_building_week(
     hours: pd.DataFrame,
     *,
@@ -158,13 +257,19 @@ def forecast_building_week(
     week: date,
     config: ForecastConfig,
     stored_params: Mapping[str, StoredParams] | None = None,
+    track_record: TrackRecord | None = None,
 ) -> BuildingWeekResult:
     """Run the protocol for one building and target week on its hourly frame.
 
     ``hours`` is the building's hourly frame (:func:`~wadiro_fleet.tasks.warehouse.hours.load_many_building_hours`)
     covering at least the window and the feature set's lookback. ``stored_params`` holds the
     latest tuning results per model for ``--tuning reuse``; entries older than
-    ``config.reuse_max_age_weeks`` are ignored (the model is tuned again).
+    ``config.reuse_max_age_weeks`` are ignored (the model is tuned again). ``track_record`` is
+    how the models did in the building's earlier weeks: the publication step weighs it, and
+    the intervals adapt their level to the coverage it shows.
+
+    When the window cannot feed the learned models (too little history, no weather), only the
+    persistence models run, so the week still gets a forecast whenever last week's load exists.
     """
     features = build_features(
         hours, timezone=timezone, holiday_country=holiday_country,
@@ -184,12 +289,14 @@ def forecast_building_week(
         building_id=building_id, week=window.week, status=str(window.status),
         reason=window.reason, coverage=coverage, test_ts=window.test[TS],
     )
-    if window.ok:
-        max_age = timedelta(weeks=config.reuse_max_age_weeks)
-        for name in config.models:
-            stored = (stored_params or {}).get(name)
-            if stored is not None and window.week - stored.tuned_week > max_age:
-                stored = None
-            result.outcomes.append(_run_model(name, window, config, building_id, stored))
+    max_age = timedelta(weeks=config.reuse_max_age_weeks)
+    for name in config.models:
+        if not (window.ok or not MODELS[name].is_learned):
+            continue
+        stored = (stored_params or {}).get(name)
+        if stored is not None and window.week - stored.tuned_week > max_age:
+            stored = None
+        result.outcomes.append(
+            _run_model(name, window, config, building_id, stored, track_record))
+    result.publication = _publish(window, result.outcomes, track_record, config.max_l_eps)
     return result
-

@@ -4,8 +4,8 @@ seasonal-naive floor.
 A learned model is an estimator constructor from :mod:`wadiro_models`, its search space and
 the constructor arguments the pipeline fixes (not tuned). ``seasonal_naive`` has no estimator:
 it repeats the load of the same local hour one week earlier
-(:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`), two weeks earlier
-where that reading is missing. It is the bar every learned model must clear.
+(:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`), or two, three or four
+weeks earlier where that reading is missing. It is the bar every learned model must clear.
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
 from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.features import LABEL, TS
-from wadiro_fleet.tasks.protocol.weeks import (
-    resolve_timezone,
-    same_local_hour_weeks_before,
-)
+from wadiro_fleet.tasks.protocol.features import PERSISTENCE
 from wadiro_fleet.tasks.protocol.windows import Window
 
 from wadiro_models import MODELS as ESTIMATORS
@@ -36,18 +32,9 @@ class UnknownModelNameError(PipelineError, ValueError):
 
 
 def seasonal_naive(window: Window) -> np.ndarray:
-    """The load of the same local hour one week before each test hour, else two weeks before.
-
-    Only the window's usable history is read (hours with a reading and every feature). Hours
-    whose reading is missing both times get no forecast (NaN, stored as NULL).
-    """
-    history = window.train.set_index(TS)[LABEL]
-    local = pd.DatetimeIndex(window.test[TS]).tz_convert(resolve_timezone(window.timezone))
-    last_week, two_weeks = (
-        history.reindex(same_local_hour_weeks_before(local, weeks)).to_numpy()
-        for weeks in (1, 2)
-    )
-    return np.where(np.isnan(last_week), two_weeks, last_week)
+    """The persistence forecast of the target week: the load of the same local hour one week
+    earlier, else two, three or four weeks earlier (NaN, stored as NULL, when all are missing)."""
+    return window.test[PERSISTENCE].to_numpy(dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -64,6 +51,9 @@ class ModelSpec:
     search_space: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
     forecast: Callable[[Window], np.ndarray] | None = None
+    load_floor: float | None = None
+    """The lowest load the model may forecast, enforced inside its training program (``None``:
+    no such guarantee)."""
 
     @property
     def is_learned(self) -> bool:
@@ -76,10 +66,15 @@ FIXED_OPTIONS: Mapping[str, Mapping[str, Any]] = {
 }
 """Constructor arguments the pipeline fixes: the fast solver for the SCNN family."""
 
+LOAD_FLOORS: Mapping[str, float] = {"wadiro_pcscnn": 0.0}
+"""Models whose training program guarantees a minimum load (the library's physics-constrained
+network: ``lower_bound=0``)."""
+
 MODELS: Mapping[str, ModelSpec] = MappingProxyType({
     **{
         name: ModelSpec(name, estimator=constructor, search_space=SEARCH_SPACES[name],
-                        options=MappingProxyType(dict(FIXED_OPTIONS.get(name, {}))))
+                        options=MappingProxyType(dict(FIXED_OPTIONS.get(name, {}))),
+                        load_floor=LOAD_FLOORS.get(name))
         for name, constructor in ESTIMATORS.items()
     },
     SEASONAL_NAIVE: ModelSpec(SEASONAL_NAIVE, forecast=seasonal_naive),

@@ -7,9 +7,11 @@ solver's feasibility tolerance (an interior-point solution of the constrained mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from wadiro_fleet.tasks.protocol.intervals import Intervals, coverage
 
 VIOLATION_TOLERANCE_KWH = 1e-6
 """y_hat below -tolerance is a violation of y_hat >= 0 (absorbs solver feasibility tolerance)."""
@@ -23,6 +25,10 @@ class Scores:
     n_violations: int
     n_train_violations: int
     mean_actual: float | None
+    interval_coverage: dict[float, float] = field(default_factory=dict)
+    """Per interval level: the share of scored hours whose actual lies inside the interval."""
+    interval_width: dict[float, float] = field(default_factory=dict)
+    """Per interval level: the mean width of the interval over the scored hours."""
 
 
 def count_violations(y_hat: np.ndarray, lower: float = 0.0) -> int:
@@ -32,9 +38,11 @@ def count_violations(y_hat: np.ndarray, lower: float = 0.0) -> int:
 
 
 def score_forecast(
-    y_true: np.ndarray, y_hat: np.ndarray, *, train_prediction: np.ndarray | None = None
+    y_true: np.ndarray, y_hat: np.ndarray, *, train_prediction: np.ndarray | None = None,
+    intervals: Intervals | None = None,
 ) -> Scores:
-    """MAE and RMSE over the hours where both the actual and the forecast exist.
+    """MAE and RMSE over the hours where both the actual and the forecast exist, and the
+    coverage and width of each prediction interval.
 
     Missing actuals are excluded, never treated as zero. With no scorable hour the errors are
     ``None`` and ``n_hours`` is 0, so a week without actuals (a live forecast) still records its
@@ -47,6 +55,11 @@ def score_forecast(
     mask = np.isfinite(y_true) & np.isfinite(y_hat)
     n = int(mask.sum())
     error = y_hat[mask] - y_true[mask]
+    covered, width = {}, {}
+    for level, lower in (intervals.lower if intervals else {}).items():
+        scored = coverage(y_true, lower, intervals.upper[level])
+        if scored is not None:
+            covered[level], width[level] = scored
     return Scores(
         mae=float(np.mean(np.abs(error))) if n else None,
         rmse=float(np.sqrt(np.mean(error**2))) if n else None,
@@ -54,4 +67,6 @@ def score_forecast(
         n_violations=count_violations(y_hat),
         n_train_violations=0 if train_prediction is None else count_violations(train_prediction),
         mean_actual=float(np.mean(y_true[mask])) if n else None,
+        interval_coverage=covered,
+        interval_width=width,
     )

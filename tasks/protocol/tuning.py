@@ -46,6 +46,9 @@ class TuningResult:
     best_value: float
     trials: list[TrialRecord] = field(default_factory=list)
     elapsed_s: float = 0.0
+    best_prediction: np.ndarray | None = None
+    """The best trial's predictions of the validation rows (no extra fit needed to know how
+    the chosen hyperparameters forecast the validation week)."""
 
 
 def suggest_params(trial: optuna.Trial, space: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,11 +82,12 @@ def tune(
     n_trials: int,
     seed: int,
     catch: tuple[type[Exception], ...] = (Exception,),
+    fit_params: dict[str, Any] | None = None,
 ) -> TuningResult:
     """Minimise validation MAE over ``space`` with a seeded TPE sampler.
 
-    ``make_model(**params)`` builds an unfitted estimator. A space with no dimensions (a model
-    without hyperparameters) is evaluated once.
+    ``make_model(**params)`` builds an unfitted estimator, fitted with ``fit_params`` besides
+    the data. A space with no dimensions (a model without hyperparameters) is evaluated once.
     """
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1, got {n_trials}")
@@ -95,12 +99,17 @@ def tune(
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(direction="minimize", sampler=sampler)
     last_error: list[BaseException] = []
+    best: dict[str, Any] = {"value": np.inf, "prediction": None}
 
     def objective(trial: optuna.Trial) -> float:
         params = suggest_params(trial, space)
         try:
-            model = make_model(**params).fit(X_fit, y_fit)
-            return mean_absolute_error(y_val, model.predict(X_val))
+            model = make_model(**params).fit(X_fit, y_fit, **(fit_params or {}))
+            prediction = np.asarray(model.predict(X_val), dtype=float)
+            value = mean_absolute_error(y_val, prediction)
+            if value < best["value"]:  # strictly: the first of equal trials, as optuna picks
+                best["value"], best["prediction"] = value, prediction
+            return value
         except catch as exc:
             last_error[:] = [exc]
             trial.set_user_attr("error", f"{type(exc).__name__}: {exc}")
@@ -129,4 +138,5 @@ def tune(
         best_value=float(study.best_value),
         trials=records,
         elapsed_s=elapsed,
+        best_prediction=best["prediction"],
     )

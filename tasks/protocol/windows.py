@@ -12,7 +12,11 @@ Rules applied here, all counted in :class:`PartCoverage`:
   of scoring;
 * a weather gap of at most ``max_weather_gap_hours`` consecutive hours with values on both
   sides is filled by linear interpolation (weather is smooth at that scale; a longer gap
-  stays missing);
+  stays missing in the history);
+* in the target week, weather still missing after that (up to half the week) is filled from
+  the daily profile of the last seven days: each hour takes the mean of the same local hour
+  of day (``PartCoverage.weather_filled`` counts every filled hour, and the window's reason
+  says how many test hours were filled);
 * history hours with a missing feature are dropped;
 * the test week is forecastable only when enough of its hours have every feature, else its
   status is ``no_weather`` (a weather column is missing) or ``incomplete_features``.
@@ -31,14 +35,22 @@ import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.features import (
+    CHANGE_SUFFIX,
     DEFAULT_FEATURE_SET,
     LABEL,
+    PERSISTENCE,
     TS,
     WEATHER_COLUMNS,
     FeatureSet,
     get_feature_set,
 )
-from wadiro_fleet.tasks.protocol.weeks import WeekLike, as_monday, local_midnight_utc
+from wadiro_fleet.tasks.protocol.weeks import (
+    WeekLike,
+    as_monday,
+    local_midnight_utc,
+    resolve_timezone,
+    same_local_hour_weeks_before,
+)
 
 PARTS: tuple[str, ...] = ("train", "fit", "validation", "test")
 """Window parts: ``train`` is the whole history = ``fit`` + ``validation``; ``test`` is W."""
@@ -99,8 +111,9 @@ class Window:
 
     ``train``, ``fit`` and ``validation`` hold only usable rows (reading and every feature
     present); ``test`` holds every hour of W, with NaN ``kwh`` where there is no reading (and
-    NaN features where they are missing, which only happens when ``status`` is not ``ok``).
-    Frames have ``ts`` (UTC), the feature columns in order, then ``kwh``.
+    NaN features where they are missing, which only happens when ``status`` is not ``ok``);
+    ``history`` holds every hour before W, usable or not. Frames have ``ts`` (UTC), the feature
+    columns in order, then ``kwh`` and, when the load was given, ``kwh_persistence``.
     """
 
     week: date
@@ -112,6 +125,7 @@ class Window:
     fit: pd.DataFrame
     validation: pd.DataFrame
     test: pd.DataFrame
+    history: pd.DataFrame
     coverage: Mapping[str, PartCoverage]
     status: WindowStatus
     reason: str
@@ -213,6 +227,54 @@ def _fill_weather_gaps(frame: pd.DataFrame, columns: list[str], max_gap: int) ->
     return filled
 
 
+def _fill_test_weather(
+    frame: pd.DataFrame, columns: list[str], test: np.ndarray, history: np.ndarray,
+    timezone: str, days: int, max_hours: int,
+) -> np.ndarray:
+    """Fill the target week's remaining weather gaps in place from the daily profile of the
+    last ``days`` days of history: the mean of the same local hour of day. Returns the rows
+    filled. A week-ahead forecast must go out even when some forecast weather hours are
+    missing; the profile of the days just before is the best guess known at issue time. When
+    more than ``max_hours`` of the week lack weather nothing is filled (the week has no
+    weather to speak of)."""
+    filled = np.zeros(len(frame), dtype=bool)
+    if days <= 0 or not columns or not test.any():
+        return filled
+    if int((test & frame[columns].isna().any(axis=1).to_numpy()).sum()) > max_hours:
+        return filled
+    local_hour = pd.DatetimeIndex(frame[TS]).tz_convert(timezone).hour.to_numpy()
+    recent = history & (frame[TS] >= frame.loc[test, TS].min() - pd.Timedelta(days=days)).to_numpy()
+    for col in columns:
+        missing = test & frame[col].isna().to_numpy()
+        if not missing.any():
+            continue
+        profile = frame.loc[recent, col].groupby(local_hour[recent]).mean()
+        values = profile.reindex(local_hour[missing]).to_numpy()
+        rows = np.flatnonzero(missing)[~np.isnan(values)]
+        frame.loc[rows, col] = values[~np.isnan(values)]
+        filled[rows] = True
+    return filled
+
+
+def _refresh_weather_changes(frame: pd.DataFrame, rows: np.ndarray, timezone: str) -> None:
+    """Recompute the weather-change features (``<input>_change_168``) of ``rows`` in place
+    after their weather was filled, from the filled value and last week's value in the frame
+    (no known change where last week's is missing, as the feature itself defines it)."""
+    changes = [c for c in frame.columns
+               if c.endswith(CHANGE_SUFFIX) and c.removesuffix(CHANGE_SUFFIX) in frame.columns]
+    if not changes or not rows.any():
+        return
+    ts = pd.DatetimeIndex(frame[TS])
+    local = ts[rows].tz_convert(resolve_timezone(timezone))
+    before_ts = same_local_hour_weeks_before(local, 1)
+    for column in changes:
+        base = column.removesuffix(CHANGE_SUFFIX)
+        values = frame[base].set_axis(ts)
+        now = frame.loc[rows, base].to_numpy()
+        before = values.reindex(before_ts).to_numpy()
+        frame.loc[rows, column] = now - np.where(np.isnan(before), now, before)
+
+
 def _check_rules(
     min_fit_fraction: float, min_validation_hours: int, min_test_feature_fraction: float,
     max_weather_gap_hours: int,
@@ -240,6 +302,8 @@ def build_window(
     min_validation_hours: int = 24,
     min_test_feature_fraction: float = 1.0,
     max_weather_gap_hours: int = 3,
+    test_weather_profile_days: int = 7,
+    test_weather_profile_max_hours: int = 84,
 ) -> Window:
     """The window of target week ``week`` from a building's featured hours.
 
@@ -247,7 +311,10 @@ def build_window(
     columns, ``kwh``) covering at least the history and W; hours absent from it count as
     missing. A window is ``ok`` when the fit weeks have at least ``min_fit_fraction`` of their
     hours usable, the validation week at least ``min_validation_hours`` usable hours, and at
-    least ``min_test_feature_fraction`` of W's hours every feature.
+    least ``min_test_feature_fraction`` of W's hours every feature, after short weather gaps
+    are interpolated and W's remaining weather gaps, when they are at most
+    ``test_weather_profile_max_hours`` hours, are filled from the daily profile of the last
+    ``test_weather_profile_days`` days (0: no profile fill).
     """
     _check_rules(
         min_fit_fraction, min_validation_hours, min_test_feature_fraction, max_weather_gap_hours
@@ -256,13 +323,19 @@ def build_window(
     features = list(fs.columns)
     weather = [col for col in features if col in WEATHER_COLUMNS]
     bounds = window_bounds(week, timezone, history_weeks=history_weeks)
-    frame = _on_grid(hours_with_features, [*features, LABEL], bounds)
+    extra = [PERSISTENCE] if PERSISTENCE in hours_with_features.columns else []
+    frame = _on_grid(hours_with_features, [*features, LABEL, *extra], bounds)
     filled = _fill_weather_gaps(frame, weather, max_weather_gap_hours)
+    ts = frame[TS]
+    in_test = ((ts >= bounds.test_start) & (ts < bounds.test_end)).to_numpy()
+    in_history = ((ts >= bounds.history_start) & (ts < bounds.test_start)).to_numpy()
+    filled |= _fill_test_weather(frame, weather, in_test, in_history, timezone,
+                                 test_weather_profile_days, test_weather_profile_max_hours)
+    _refresh_weather_changes(frame, filled, timezone)
 
     labelled = frame[LABEL].notna().to_numpy()
     complete = frame[features].notna().all(axis=1).to_numpy()
     usable = labelled & complete
-    ts = frame[TS]
 
     parts: dict[str, np.ndarray] = {}
     coverage: dict[str, PartCoverage] = {}
@@ -303,6 +376,7 @@ def build_window(
         fit=rows(parts["fit"] & usable),
         validation=rows(parts["validation"] & usable),
         test=rows(parts["test"]),
+        history=rows(parts["train"]),
         coverage=MappingProxyType(coverage),
         status=status,
         reason=reason,
@@ -355,9 +429,11 @@ def _judge(
             f"test week has every feature for {test.complete_features} of {test.hours} hours "
             f"(missing {what}), need {need_test}"
         )
+    filled = f", weather filled for {test.weather_filled}" if test.weather_filled else ""
     return WindowStatus.OK, (
         f"fit {fit.usable}/{fit.hours}, validation {val.usable}/{val.hours} usable hours; "
-        f"test {test.complete_features}/{test.hours} hours forecastable, {test.usable} scorable"
+        f"test {test.complete_features}/{test.hours} hours forecastable{filled}, "
+        f"{test.usable} scorable"
     )
 
 

@@ -20,14 +20,16 @@ from wadiro_fleet.tasks.warehouse.hours import (
     load_buildings_info,
     load_many_building_hours,
 )
-from wadiro_fleet.tasks.warehouse.results import load_stored_params
+from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
+from wadiro_fleet.tasks.warehouse.results import load_stored_params, load_track_record
 
 
 def load_jobs(
     warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig
 ) -> list[BuildingJob]:
     """One batch's jobs: hours from the history of the first week through the end of the last,
-    and (under ``tuning="reuse"``) the latest stored tuning per model."""
+    the building's scores of the weeks before the first (its track record), and (under
+    ``tuning="reuse"``) the latest stored tuning per model."""
     with connect(warehouse, read_only=True) as con:
         infos = load_buildings_info(con, ids)
         tz = next(iter(infos.values())).timezone
@@ -39,9 +41,11 @@ def load_jobs(
         hours = load_many_building_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
         stored = (load_stored_params(con, ids, config.models, weeks[0])
                   if config.tuning == "reuse" else {})
+        record = load_track_record(con, ids, weeks[0], RECORD_WEEKS)
     return [
         BuildingJob(info=infos[bid], hours=frame.drop(columns="building_id").reset_index(drop=True),
-                    weeks=tuple(weeks), stored_params=stored.get(bid, {}))
+                    weeks=tuple(weeks), stored_params=stored.get(bid, {}),
+                    track_record=record.get(bid, {}))
         for bid, frame in hours.groupby("building_id", sort=False)
     ]
 

@@ -11,18 +11,28 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, StoredParams
+from wadiro_fleet.tasks.protocol.intervals import LEVELS
+from wadiro_fleet.tasks.protocol.track_record import WeekScore
 from wadiro_fleet.tasks.warehouse.connection import transaction
 from wadiro_fleet.tasks.warehouse.slices import Slice, empty_rows, replace_slice
 
 PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits")
-RESULT_SLICE_TABLES = ("window_status", *PER_MODEL_TABLES)
-"""The tables a batch of results replaces its slice of."""
+PER_WEEK_TABLES = ("window_status", "publications")
+RESULT_SLICE_TABLES = (*PER_WEEK_TABLES, *PER_MODEL_TABLES)
+"""The tables a batch of results replaces its slice of: per (building, week), and per
+(building, week, model) for the run's models."""
+
+
+def _pct(level: float) -> int:
+    """0.8 -> 80: the level as it appears in column names."""
+    return round(100 * level)
 
 
 def to_json(value: Any) -> str:
@@ -39,6 +49,11 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
         rows["window_status"].append(
             {**key, "status": res.status, "reason": res.reason, **res.coverage, "run_id": run_id}
         )
+        if res.publication is not None:
+            rows["publications"].append({
+                **key, "model": res.publication.model, "reason": res.publication.reason,
+                "expected_ratio": res.publication.expected_ratio, "run_id": run_id,
+            })
         for out in res.outcomes:
             mkey = {**key, "model": out.model}
             rows["model_fits"].append({
@@ -47,9 +62,10 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 "tuned_week": out.tuned_week, "solver": out.solver,
                 "solver_status": out.solver_status, "objective": out.objective,
                 "fit_time_s": out.fit_time_s, "tuning_time_s": out.tuning_time_s,
-                "n_train": out.n_train, "run_id": run_id, "l_eps": out.l_eps,
-                "l_eps_lower": out.l_eps_lower, "l_eps_status": out.l_eps_status,
-                "oos_bound_kwh": out.oos_bound_kwh, "certify_time_s": out.certify_time_s,
+                "n_train": out.n_train, "run_id": run_id, "validation_mae": out.validation_mae,
+                "l_eps": out.l_eps, "l_eps_lower": out.l_eps_lower,
+                "l_eps_status": out.l_eps_status, "oos_bound_kwh": out.oos_bound_kwh,
+                "certify_time_s": out.certify_time_s,
             })
             for trial in out.trials:
                 rows["tuning_trials"].append({
@@ -64,12 +80,24 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 **mkey, "mae": s.mae, "rmse": s.rmse, "mean_actual": s.mean_actual,
                 "n_hours": s.n_hours, "n_violations": s.n_violations,
                 "n_train_violations": s.n_train_violations, "run_id": run_id,
+                **{f"coverage_{_pct(level)}": value for level, value in s.interval_coverage.items()},
+                **{f"width_{_pct(level)}": value for level, value in s.interval_width.items()},
             })
-            forecasts.append(pd.DataFrame({
+            forecast = {
                 "building_id": res.building_id, "model": out.model, "target_week": res.week,
                 "ts": res.test_ts.to_numpy(), "y_hat": out.y_hat, "run_id": run_id,
-            }))
+            }
+            for level in LEVELS:
+                bounds = out.intervals.bounds(level)
+                forecast[f"y_lo_{_pct(level)}"] = np.nan if bounds is None else bounds[0]
+                forecast[f"y_hi_{_pct(level)}"] = np.nan if bounds is None else bounds[1]
+            forecasts.append(pd.DataFrame(forecast))
     frames = {table: pd.DataFrame(rows[table]) for table in RESULT_SLICE_TABLES}
+    if not frames["scores"].empty:  # every interval column, even when no model had intervals
+        for level in LEVELS:
+            for column in (f"coverage_{_pct(level)}", f"width_{_pct(level)}"):
+                if column not in frames["scores"]:
+                    frames["scores"][column] = np.nan
     if forecasts:
         frames["forecasts"] = pd.concat(forecasts, ignore_index=True)
     for frame in frames.values():
@@ -95,7 +123,7 @@ def write_results(
         for week, buildings in weeks.items():
             for table in RESULT_SLICE_TABLES:
                 where: dict[str, Sequence[Any]] = {"building_id": buildings, "target_week": [week]}
-                if table != "window_status":
+                if table not in PER_WEEK_TABLES:
                     where["model"] = list(models)
                 frame = frames[table]
                 if not frame.empty:
@@ -112,21 +140,29 @@ def rescore_forecasts(con: duckdb.DuckDBPyConnection, since: date) -> int:
     """Score stored forecasts again where actuals arrived after they were scored.
 
     A live forecast is written before its week happens, so it is scored on no hour at all;
-    once the readings are in, this recomputes MAE, RMSE, mean actual and hours scored of every
-    target week from ``since`` on whose forecasts now have more hours with actuals. Violations
-    depend on the forecasts alone and stay as they are. Returns the number of updated rows.
+    once the readings are in, this recomputes MAE, RMSE, mean actual, hours scored and the
+    intervals' coverage and width of every target week from ``since`` on whose forecasts now
+    have more hours with actuals. Violations depend on the forecasts alone and stay as they are.
+    Returns the number of updated rows.
     """
+    inside = "avg(CASE WHEN m.kwh BETWEEN f.y_lo_{0} AND f.y_hi_{0} THEN 1.0 ELSE 0.0 END) " \
+             "FILTER (WHERE f.y_lo_{0} IS NOT NULL) AS coverage_{0}, " \
+             "avg(f.y_hi_{0} - f.y_lo_{0}) AS width_{0}"
+    intervals = ", ".join(inside.format(_pct(level)) for level in LEVELS)
+    updates = ", ".join(f"{kind}_{_pct(level)} = fresh.{kind}_{_pct(level)}"
+                        for level in LEVELS for kind in ("coverage", "width"))
     return con.execute(
-        """
+        f"""
         UPDATE scores AS s
         SET mae = fresh.mae, rmse = fresh.rmse, mean_actual = fresh.mean_actual,
-            n_hours = fresh.n_hours
+            n_hours = fresh.n_hours, {updates}
         FROM (
             SELECT f.building_id, f.model, f.target_week,
                    avg(abs(f.y_hat - m.kwh))            AS mae,
                    sqrt(avg((f.y_hat - m.kwh) ^ 2))     AS rmse,
                    avg(m.kwh)                           AS mean_actual,
-                   count(*)                             AS n_hours
+                   count(*)                             AS n_hours,
+                   {intervals}
             FROM forecasts f
             JOIN meter_readings m USING (building_id, ts)
             WHERE f.target_week >= ? AND f.y_hat IS NOT NULL AND m.kwh IS NOT NULL
@@ -165,3 +201,24 @@ def load_stored_params(
     for building_id, model, params, tuned_week in rows:
         stored[building_id][model] = StoredParams(json.loads(params), tuned_week)
     return dict(stored)
+
+
+def load_track_record(
+    con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], before: date, weeks: int
+) -> dict[str, dict[date, dict[str, WeekScore]]]:
+    """Per building, each model's MAE and interval coverage in each of the ``weeks`` scored
+    target weeks before ``before``: the building's recent record."""
+    coverage = ", ".join(f"coverage_{_pct(level)}" for level in LEVELS)
+    rows = con.execute(
+        f"""
+        SELECT building_id, target_week, model, mae, {coverage} FROM scores
+        WHERE n_hours > 0 AND target_week < ? AND target_week >= ?
+          AND building_id IN (SELECT unnest(?::VARCHAR[]))
+        """,
+        [before, before - timedelta(weeks=weeks), list(building_ids)],
+    ).fetchall()
+    record: dict[str, dict[date, dict[str, WeekScore]]] = defaultdict(lambda: defaultdict(dict))
+    for building_id, week, model, mae, *covered in rows:
+        record[building_id][week][model] = WeekScore(
+            mae, {level: c for level, c in zip(LEVELS, covered) if c is not None})
+    return {b: dict(weeks_) for b, weeks_ in record.items()}

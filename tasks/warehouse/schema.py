@@ -87,7 +87,11 @@ RESULT_TABLES: dict[str, str] = {
             target_week  DATE NOT NULL,
             ts           TIMESTAMPTZ NOT NULL,
             y_hat        DOUBLE,
-            run_id       VARCHAR NOT NULL
+            run_id       VARCHAR NOT NULL,
+            y_lo_80      DOUBLE,
+            y_hi_80      DOUBLE,
+            y_lo_95      DOUBLE,
+            y_hi_95      DOUBLE
         )""",
     "scores": """
         CREATE TABLE IF NOT EXISTS scores (
@@ -100,7 +104,11 @@ RESULT_TABLES: dict[str, str] = {
             n_hours             INTEGER NOT NULL,
             n_violations        INTEGER NOT NULL,
             n_train_violations  INTEGER NOT NULL,
-            run_id              VARCHAR NOT NULL
+            run_id              VARCHAR NOT NULL,
+            coverage_80         DOUBLE,
+            coverage_95         DOUBLE,
+            width_80            DOUBLE,
+            width_95            DOUBLE
         )""",
     "tuning_trials": """
         CREATE TABLE IF NOT EXISTS tuning_trials (
@@ -131,37 +139,83 @@ RESULT_TABLES: dict[str, str] = {
             tuning_time_s  DOUBLE,
             n_train        INTEGER,
             run_id         VARCHAR NOT NULL,
+            validation_mae DOUBLE,
             l_eps          DOUBLE,
             l_eps_lower    DOUBLE,
             l_eps_status   VARCHAR,
             oos_bound_kwh  DOUBLE,
             certify_time_s DOUBLE
         )""",
+    "publications": """
+        CREATE TABLE IF NOT EXISTS publications (
+            building_id     VARCHAR NOT NULL,
+            target_week     DATE NOT NULL,
+            model           VARCHAR NOT NULL,
+            reason          VARCHAR NOT NULL,
+            expected_ratio  DOUBLE,
+            run_id          VARCHAR NOT NULL
+        )""",
 }
 """``model_fits.status``: 'ok' | 'failed' | 'skipped'; ``tuned_week`` is the target week whose
-tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``). The SCNN family's
-guarantees (``tasks.protocol.certification``): ``l_eps`` (kWh, a certified upper bound),
-``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' | 'failed: ...'),
-``oos_bound_kwh`` and ``certify_time_s``; NULL for other models or with certification off."""
+tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``);
+``validation_mae`` is the model's error on the validation week, fitted on the weeks before it.
+``forecasts.y_lo_80 ... y_hi_95`` are the 80 % and 95 % prediction intervals and
+``scores.coverage_*`` / ``width_*`` their share of actuals inside and mean width.
+``publications`` holds the one forecast per building-week an operator uses: its model, why it
+was chosen, and its expected MAE relative to seasonal naive. The SCNN family's guarantees
+(``tasks.protocol.certification``) are in ``model_fits``: ``l_eps`` (kWh, a certified upper
+bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' |
+'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models or with
+certification off."""
 
-ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "model_fits": (("l_eps", "DOUBLE"), ("l_eps_lower", "DOUBLE"), ("l_eps_status", "VARCHAR"),
-                   ("oos_bound_kwh", "DOUBLE"), ("certify_time_s", "DOUBLE")),
-}
-"""Columns added after a table was first released: added to warehouses created before them."""
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("forecasts", "y_lo_80", "DOUBLE"),
+    ("forecasts", "y_hi_80", "DOUBLE"),
+    ("forecasts", "y_lo_95", "DOUBLE"),
+    ("forecasts", "y_hi_95", "DOUBLE"),
+    ("scores", "coverage_80", "DOUBLE"),
+    ("scores", "coverage_95", "DOUBLE"),
+    ("scores", "width_80", "DOUBLE"),
+    ("scores", "width_95", "DOUBLE"),
+    ("model_fits", "validation_mae", "DOUBLE"),
+    ("model_fits", "l_eps", "DOUBLE"),
+    ("model_fits", "l_eps_lower", "DOUBLE"),
+    ("model_fits", "l_eps_status", "VARCHAR"),
+    ("model_fits", "oos_bound_kwh", "DOUBLE"),
+    ("model_fits", "certify_time_s", "DOUBLE"),
+)
+"""Columns added after the first release: a warehouse made before gets them on first use
+(always appended last, so the table's column order matches the DDL above)."""
 
 
-def leaderboard_sql(extra_filter: str = "") -> str:
-    """The fleet leaderboard of the paper's Table 3, plus error statistics, one row per model.
+PUBLISHED = "published"
+"""The leaderboard's name for the published forecast (whichever model each building-week used)."""
 
-    ``extra_filter`` is a fixed SQL condition with ``?`` placeholders (e.g. ``"run_id = ?"``).
-    Violations deviation is relative to the learned model with the fewest test violations;
-    ``seasonal_naive`` is left out of that comparison (its forecasts are past readings, never
-    negative), and the deviation is NULL when the best model has no violation at all.
+
+def leaderboard_sql(run_filter: bool = False) -> str:
+    """The fleet leaderboard of the paper's Table 3, plus error statistics, one row per model
+    and one for the published forecast.
+
+    With ``run_filter`` the scores of one run only (one ``?`` placeholder: its ``run_id``).
+    ``mae_vs_naive`` is the model's mean MAE over seasonal naive's on the building-weeks both
+    were scored on, ``beats_naive_share`` the share of those where it was better. Violations
+    deviation is relative to the learned model with the fewest test violations;
+    ``seasonal_naive`` and the published forecast are left out of that comparison, and the
+    deviation is NULL when the best model has no violation at all.
     """
-    condition = "n_hours > 0" + (f" AND {extra_filter}" if extra_filter else "")
+    condition = "n_hours > 0" + (" AND run_id = ?" if run_filter else "")
     return f"""
-        WITH per_model AS (
+        WITH s AS (SELECT * FROM scores WHERE {condition}),
+        scored AS (
+            SELECT * FROM s
+            UNION ALL BY NAME
+            SELECT s.* REPLACE ('{PUBLISHED}' AS model)
+            FROM s JOIN publications p USING (building_id, target_week, model)
+        ),
+        naive AS (
+            SELECT building_id, target_week, mae AS naive_mae FROM s WHERE model = 'seasonal_naive'
+        ),
+        per_model AS (
             SELECT model,
                    count(*)                              AS n_building_weeks,
                    avg(mae)                              AS mean_mae,
@@ -169,18 +223,23 @@ def leaderboard_sql(extra_filter: str = "") -> str:
                    avg(rmse)                             AS mean_rmse,
                    median(rmse)                          AS median_rmse,
                    avg(rmse / nullif(mean_actual, 0))    AS mean_cv_rmse,
+                   sum(mae) FILTER (WHERE naive_mae IS NOT NULL)
+                       / nullif(sum(naive_mae), 0)       AS mae_vs_naive,
+                   avg(CASE WHEN naive_mae IS NULL THEN NULL
+                            WHEN mae < naive_mae THEN 1.0 ELSE 0.0 END) AS beats_naive_share,
                    sum(n_violations)                     AS test_violations,
-                   sum(n_train_violations)               AS train_violations
-            FROM scores
-            WHERE {condition}
+                   sum(n_train_violations)               AS train_violations,
+                   avg(coverage_80)                      AS coverage_80,
+                   avg(coverage_95)                      AS coverage_95
+            FROM scored LEFT JOIN naive USING (building_id, target_week)
             GROUP BY model
         )
         SELECT *,
-               CASE WHEN model <> 'seasonal_naive' THEN
+               CASE WHEN model NOT IN ('seasonal_naive', '{PUBLISHED}') THEN
                    100.0 * (test_violations - min(test_violations) FILTER (
-                                WHERE model <> 'seasonal_naive') OVER ())
+                                WHERE model NOT IN ('seasonal_naive', '{PUBLISHED}')) OVER ())
                          / nullif(min(test_violations) FILTER (
-                                WHERE model <> 'seasonal_naive') OVER (), 0)
+                                WHERE model NOT IN ('seasonal_naive', '{PUBLISHED}')) OVER (), 0)
                END                                                AS violations_deviation_pct,
                rank() OVER (ORDER BY mean_mae)                    AS mae_rank
         FROM per_model
@@ -197,6 +256,13 @@ VIEWS: dict[str, str] = {
         FROM forecasts f
         LEFT JOIN meter_readings m USING (building_id, ts)
         WHERE f.y_hat < -{VIOLATION_TOLERANCE_KWH}""",
+    # The one forecast per building-week an operator uses, with its intervals and model.
+    "published_forecasts": """
+        CREATE OR REPLACE VIEW published_forecasts AS
+        SELECT f.building_id, f.target_week, f.ts, p.model, f.y_hat,
+               f.y_lo_80, f.y_hi_80, f.y_lo_95, f.y_hi_95, p.reason, p.run_id
+        FROM publications p
+        JOIN forecasts f USING (building_id, target_week, model)""",
     # Forecasts beside actuals, for plots and ad-hoc error analysis.
     "forecast_vs_actual": """
         CREATE OR REPLACE VIEW forecast_vs_actual AS
@@ -225,14 +291,17 @@ TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every table and (re)create the views; repeatable."""
+    """Create every table, add the columns a warehouse made by an earlier release lacks, and
+    (re)create the views; repeatable."""
     for statement in TABLES.values():
         con.execute(statement)
-    for table, columns in ADDED_COLUMNS.items():
-        for column, kind in columns:
-            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+    for table, column, kind in ADDED_COLUMNS:
+        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
     for statement in VIEWS.values():
         con.execute(statement)
 
 
-__all__ = ["ADDED_COLUMNS", "INPUT_TABLES", "RESULT_TABLES", "TABLES", "VIEWS", "ensure_schema", "leaderboard_sql"]
+__all__ = [
+    "ADDED_COLUMNS", "INPUT_TABLES", "PUBLISHED", "RESULT_TABLES", "TABLES", "VIEWS", "ensure_schema",
+    "leaderboard_sql",
+]

@@ -98,6 +98,8 @@ def test_progress_and_leaderboard_artifacts(backfill, warehouse):
     with connect(warehouse, read_only=True) as con:
         expected = dict(con.execute("SELECT model, count(*) FROM scores WHERE run_id = ? "
                                     "GROUP BY model", [backfill.run_id]).fetchall())
+        expected["published"] = con.execute(
+            "SELECT count(*) FROM publications WHERE run_id = ?", [backfill.run_id]).fetchone()[0]
     table = boards[0].data
     rows = json.loads(table) if isinstance(table, str) else table
     assert {r["model"]: r["n_building_weeks"] for r in rows} == expected

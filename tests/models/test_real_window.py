@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from cambridge_window import load_window
 
-from wadiro_models import make_model
+from wadiro_models import make_model, solve_clarabel
+
+TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +53,22 @@ def test_physics_constrained_fit_has_zero_training_violations(window, wasserstei
     )
     # the paper finds no significant accuracy cost for the constraint
     assert mae_constrained <= 1.1 * mae_free
+
+
+@pytest.mark.parametrize("wasserstein", ["l1", "l2"])
+def test_target_week_as_bound_points_leaves_no_negative_forecast(window, wasserstein):
+    """The test week's inputs are known when the forecast is issued: imposed as bound points,
+    y_hat >= 0 holds there too, and the fast solver reaches the tight reference's optimum on
+    that program by itself."""
+    params = {"radius": 0.01, "max_neurons": 20, "wasserstein": wasserstein}
+    points = {"bound_X": window.X_test, "bound_lower": 0.0}
+    model = make_model("wadiro_pcscnn", **params, solver="ipm")
+    model.fit(window.X_train, window.y_train, **points)
+    assert model.solver_name_ == "ipm" and model.solver_status_ == "optimal"
+    assert np.count_nonzero(model.predict(window.X_test) < 0) == 0
+    assert np.count_nonzero(model.predict(window.X_train) < 0) == 0
+
+    program = model.build_program(window.X_train, window.y_train, **points)
+    reference = solve_clarabel(program, **TIGHT)
+    assert reference.status == "optimal"
+    assert abs(model.objective_ - reference.objective) <= 1e-6 * abs(reference.objective)

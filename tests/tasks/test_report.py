@@ -38,8 +38,8 @@ def warehouse(tmp_path):
             ts = start + timedelta(hours=h)
             con.execute("INSERT INTO meter_readings VALUES ('b1', ?, ?)", [ts, 10.0 + h])
             for model, y in (("gp", 9.0 + h), ("wadiro_pcscnn", 10.5 + h)):
-                con.execute("INSERT INTO forecasts VALUES ('b1', ?, ?, ?, ?, 'r1')",
-                            [model, WEEK, ts, y])
+                con.execute("INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, "
+                            "run_id) VALUES ('b1', ?, ?, ?, ?, 'r1')", [model, WEEK, ts, y])
     return path
 
 
@@ -71,15 +71,38 @@ def test_report_files(warehouse, tmp_path):
     out = tmp_path / "report"
     report = write_report(warehouse, out, ["b1"])
     names = sorted(p.relative_to(out).as_posix() for p in report.files)
-    assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png"]
+    assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png", "report.html"]
     assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert pd.read_csv(out / "leaderboard.csv")["model"].tolist() == ["wadiro_pcscnn", "gp"]
 
 
 def test_seasonal_naive_is_not_the_violations_reference(warehouse):
     with connect(warehouse) as con:
-        con.execute("INSERT INTO scores VALUES ('b1', 'seasonal_naive', ?, 6.0, 7.0, 10.0, 168, "
-                    "0, 0, 'r3')", [WEEK])
+        con.execute("INSERT INTO scores (building_id, model, target_week, mae, rmse, mean_actual, "
+                    "n_hours, n_violations, n_train_violations, run_id) VALUES ('b1', "
+                    "'seasonal_naive', ?, 6.0, 7.0, 10.0, 168, 0, 0, 'r3')", [WEEK])
         board = fleet_leaderboard(con).set_index("model")
     assert pd.isna(board.loc["seasonal_naive", "violations_deviation_pct"])
     assert board.loc["gp", "violations_deviation_pct"] == pytest.approx(400.0)
+
+
+def test_leaderboard_against_seasonal_naive_and_the_published_forecast(warehouse):
+    """Seasonal naive scored on b1 only: ratios use the building-weeks both have; the published
+    forecast of b1 is gp, of b2 wadiro_pcscnn."""
+    with connect(warehouse) as con:
+        con.execute("INSERT INTO scores (building_id, model, target_week, mae, rmse, mean_actual, "
+                    "n_hours, n_violations, n_train_violations, run_id) VALUES ('b1', "
+                    "'seasonal_naive', ?, 2.5, 3.0, 10.0, 168, 0, 0, 'r1')", [WEEK])
+        for building, model in (("b1", "gp"), ("b2", "wadiro_pcscnn")):
+            con.execute("INSERT INTO publications VALUES (?, ?, ?, 'by hand', 0.9, 'r1')",
+                        [building, WEEK, model])
+        board = fleet_leaderboard(con).set_index("model")
+    assert board.loc["wadiro_pcscnn", "mae_vs_naive"] == pytest.approx(2.0 / 2.5)  # b1 only
+    assert board.loc["gp", "mae_vs_naive"] == pytest.approx(3.0 / 2.5)
+    assert board.loc["wadiro_pcscnn", "beats_naive_share"] == 1.0
+    assert board.loc["gp", "beats_naive_share"] == 0.0
+    published = board.loc["published"]
+    assert published["n_building_weeks"] == 2
+    assert published["mean_mae"] == pytest.approx((3.0 + 4.0) / 2)  # gp on b1, pcscnn on b2
+    assert published["test_violations"] == 4 + 2
+    assert pd.isna(published["violations_deviation_pct"])

@@ -6,6 +6,8 @@ gate cones are two (N, P) elementwise constraints ``(2 D - 1) * (X nu^T) >= 0`` 
 and ``y_hat = X_hat u + b`` with ``u = vec(nu - omega)`` and ``y_hat`` as auxiliary variables
 of their own (see :func:`build_problem`). The dual norm bounds (vec nu, vec omega, b, 1), which
 has the same norm as beta. Clarabel settings (e.g. ``tol_gap_abs=1e-10``) pass straight through.
+Bound points add one-sided rows ``X_hat_B u + b >= lower_B`` (and ``<= upper_B``) on their
+lifted features ``X_hat_B = [D_B,1 * X_B, ..., D_B,P * X_B]``, only where a bound is finite.
 
 ``formulation="direct"`` writes the same program without the auxiliary variables
 (``y_hat = X_hat vec(nu) - X_hat vec(omega) + b`` inside the objective and the bounds). It has
@@ -95,6 +97,33 @@ def _physical_constraints(program: ScnnProgram, y_hat: cp.Expression) -> list[cp
     return constraints
 
 
+def _bound_point_constraints(
+    program: ScnnProgram, u: cp.Expression, b: cp.Variable | None
+) -> list[cp.Constraint]:
+    """``lower_B <= y_hat_B <= upper_B`` with ``y_hat_B = X_hat_B u + b``, finite entries only
+    (``u = vec(nu - omega)``, or that difference itself in the direct formulation)."""
+    if not program.has_bound_points:
+        return []
+    constraints: list[cp.Constraint] = []
+    for values, lower in ((program.bound_lower, True), (program.bound_upper, False)):
+        if values is None:
+            continue
+        idx = np.flatnonzero(np.isfinite(values))
+        if not idx.size:
+            continue
+        X_hat_B = _lifted_rows(program.bound_X[idx], program.bound_patterns[idx])
+        y_hat_B = X_hat_B @ u
+        if b is not None:
+            y_hat_B = y_hat_B + b
+        constraints.append(y_hat_B >= values[idx] if lower else y_hat_B <= values[idx])
+    return constraints
+
+
+def _lifted_rows(X: np.ndarray, patterns: np.ndarray) -> np.ndarray:
+    """Lifted features ``[D_1 * X, ..., D_P * X]`` of some rows (gate-major, as X_hat)."""
+    return (patterns.astype(float)[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1)
+
+
 FORMULATIONS = ("auxiliary", "direct")
 
 
@@ -116,6 +145,7 @@ def build_problem(
         if v.b is not None:
             y_hat = y_hat + v.b
         definitions = []
+        u: cp.Expression = cp.vec(v.nu, order="C") - cp.vec(v.omega, order="C")
     else:
         # u = vec(nu - omega) and y_hat as variables of their own: each dense lifted row
         # then touches P(d+1) variables once instead of 2P(d+1) twice (inside both sides of
@@ -133,6 +163,7 @@ def build_problem(
         objective = objective + program.lambda_reg * _penalty(program, v)
     constraints = (
         definitions + _cone_constraints(program, v) + _physical_constraints(program, y_hat)
+        + _bound_point_constraints(program, u, v.b)
     )
     return cp.Problem(cp.Minimize(objective), constraints), v
 

@@ -141,7 +141,7 @@ def test_rows_keep_their_order_and_index():
 
 def test_label_is_carried_when_present():
     out = build_features(hourly("2019-07-01", "2019-07-02", kwh=True), **LONDON)
-    assert out.columns[-1] == "kwh"
+    assert list(out.columns[-2:]) == ["kwh", "kwh_persistence"]
     assert out["kwh"].iloc[0] == (31 + 28 + 31 + 30 + 31 + 30) * 24  # hours from 1 Jan to 1 Jul
 
 
@@ -192,14 +192,47 @@ def test_lags_of_any_local_week_are_known_before_that_week_starts():
 
 
 def test_lags_beyond_the_frame_are_missing_and_lookback_says_how_far_to_load():
-    fs = get_feature_set("paper_lags")
-    assert fs.lookback == pd.Timedelta(hours=337)
-    assert get_feature_set("paper").lookback == pd.Timedelta(0)
+    # every set loads four weeks before its history: the persistence forecast reads that far
+    for name in ("paper", "paper_lags", "recent"):
+        assert get_feature_set(name).lookback == pd.Timedelta(hours=4 * 168 + 1)
     out = build_features(
         hourly("2019-07-01", "2019-07-22", kwh=True), **LONDON, feature_set="paper_lags"
     )
     assert out["kwh_lag_168"].isna().sum() == 168
     assert out["kwh_lag_336"].isna().sum() == 336
+
+
+def test_persistence_falls_back_to_earlier_weeks_and_the_median_ignores_gaps():
+    frame = hourly("2019-06-03", "2019-07-15", kwh=True)  # kwh = hours since 1 January
+    at = pd.Timestamp("2019-07-10 09:00Z")
+    for weeks_back in (1, 2):  # the same hour one and two weeks back are missing
+        frame.loc[frame["ts"] == at - pd.Timedelta(weeks=weeks_back), "kwh"] = np.nan
+    out = build_features(frame, **LONDON, feature_set="recent").set_index("ts")
+    hour = out.loc[at, "kwh"]
+    assert out.loc[at, "kwh_persistence"] == hour - 3 * 168  # three weeks back
+    assert out.loc[at, "kwh_lag_median"] == np.median([hour - 3 * 168, hour - 4 * 168])
+    assert out.loc[at + pd.Timedelta(hours=1), "kwh_persistence"] == hour + 1 - 168
+
+
+def test_a_holiday_in_the_lag_week_is_recognised():
+    """Monday 26 August 2019 was England's summer bank holiday: a week later, on Monday
+    2 September, the lag reads a holiday, and the row says so; Tuesday 3 September's does not."""
+    frame = hourly("2019-08-05", "2019-09-09", kwh=True)
+    out = build_features(frame, **LONDON, feature_set="recent").set_index("ts")
+    assert out.loc[pd.Timestamp("2019-09-02 09:00Z"), "lag_week_is_off"] == 1.0
+    assert out.loc[pd.Timestamp("2019-09-02 09:00Z"), "is_holiday_or_weekend"] == 0.0
+    assert out.loc[pd.Timestamp("2019-09-03 09:00Z"), "lag_week_is_off"] == 0.0
+    assert out.loc[pd.Timestamp("2019-09-08 09:00Z"), "lag_week_is_off"] == 1.0  # a Sunday
+
+
+def test_last_weeks_mean_is_constant_within_a_local_week():
+    frame = hourly("2019-07-01", "2019-07-22", kwh=True)
+    out = build_features(frame, **LONDON, feature_set="recent")
+    week2 = out[(out["ts"] >= pd.Timestamp("2019-07-07 23:00Z")) & (out["ts"] < pd.Timestamp("2019-07-14 23:00Z"))]
+    week1 = out[(out["ts"] >= pd.Timestamp("2019-06-30 23:00Z")) & (out["ts"] < pd.Timestamp("2019-07-07 23:00Z"))]
+    assert week2["kwh_last_week_mean"].nunique() == 1
+    assert week2["kwh_last_week_mean"].iloc[0] == pytest.approx(week1["kwh"].mean())
+    assert week1["kwh_last_week_mean"].isna().all()  # its previous week is not in the frame
 
 
 def test_missing_load_gives_missing_lags_not_zero():

@@ -12,6 +12,7 @@ from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION, cert
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import PAPER_COLUMNS
 from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
+from wadiro_fleet.tasks.protocol.publication import Candidate, choose_publication
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.results import write_results
@@ -132,3 +133,21 @@ def test_certification_can_be_turned_off(warehouse):
     result = _run(warehouse, ForecastConfig(models=("wadiro_scnn",), trials=2, certify_nodes=0))
     [scnn] = result.outcomes
     assert scnn.status == "ok" and scnn.l_eps is None and scnn.certify_time_s is None
+
+
+def test_publication_can_require_a_certificate_below_a_threshold():
+    hours, y = np.ones(168, dtype=bool), np.full(168, 10.0)
+    candidates = [
+        Candidate("seasonal_naive", y, 2.0),
+        Candidate("wadiro_pcscnn", y, 1.0, l_eps=80.0, l_eps_status="node_limit"),
+        Candidate("wadiro_scnn", y, 1.2, l_eps=None, l_eps_status="failed: RuntimeError: x"),
+        Candidate("gp", y, 1.5),  # no certificate to require
+    ]
+    assert choose_publication(candidates, hours).model == "wadiro_pcscnn"
+    strict = choose_publication(candidates, hours, max_l_eps=50.0)
+    assert strict.model == "gp"
+    assert "wadiro_pcscnn: L_eps 80 kWh above 50" in strict.reason
+    assert "wadiro_scnn: no stability certificate (failed: RuntimeError: x)" in strict.reason
+    assert choose_publication(candidates, hours, max_l_eps=100.0).model == "wadiro_pcscnn"
+    with pytest.raises(ValidationError):
+        ForecastConfig(max_l_eps=0)

@@ -123,11 +123,12 @@ def test_parts_are_contiguous_and_disjoint():
     assert w.test["hour_cos"].iloc[0] == pytest.approx(1.0)  # local midnight
 
 
-def test_load_range_adds_the_feature_sets_lookback():
+def test_load_range_adds_the_lookback_of_the_lags_and_the_persistence_forecast():
     b = window_bounds("2019-07-01", TZ)
-    assert window_load_range("2019-07-01", TZ) == (b.history_start, b.test_end)
-    start, end = window_load_range("2019-07-01", TZ, feature_set="paper_lags")
-    assert (start, end) == (b.history_start - pd.Timedelta(hours=337), b.test_end)
+    four_weeks = pd.Timedelta(hours=4 * 168 + 1)  # persistence reads up to four weeks back
+    for feature_set in ("paper", "paper_lags", "recent"):
+        start, end = window_load_range("2019-07-01", TZ, feature_set=feature_set)
+        assert (start, end) == (b.history_start - four_weeks, b.test_end)
 
 
 # --- coverage and the skip rules ------------------------------------------------------------
@@ -201,9 +202,33 @@ def test_gap_at_the_edge_of_the_window_is_not_extrapolated():
     frame = featured("2019-07-01")
     b = window_bounds("2019-07-01", TZ)
     frame = set_kwh(frame, str(b.test_end - pd.Timedelta(hours=1)), str(b.test_end), column="wind_speed_ms")
-    w = build_window(frame, "2019-07-01", TZ)
+    w = build_window(frame, "2019-07-01", TZ, test_weather_profile_days=0)
     assert w.status == WindowStatus.NO_WEATHER
     assert "167 of 168 hours" in w.reason
+    # with the default profile fill the week goes out, and says so
+    w = build_window(frame, "2019-07-01", TZ)
+    assert w.ok and w.coverage["test"].weather_filled == 1
+    assert "weather filled for 1" in w.reason and w.test["wind_speed_ms"].iloc[-1] == 4.0
+
+
+def test_test_week_weather_gaps_are_filled_from_the_last_weeks_daily_profile():
+    """58 hours of a week's forecast weather missing (as in a real week of 2021): the week is
+    still forecast, each hour taking the mean of the same local hour over the last 7 days."""
+    frame = featured("2019-07-01")  # temperature rises linearly over the frame
+    missing = ("2019-07-03 10:00Z", "2019-07-05 20:00Z")  # 58 hours
+    gappy = set_kwh(frame, *missing, column="temperature_c")
+    w = build_window(gappy, "2019-07-01", TZ)
+    assert w.ok and w.coverage["test"].weather_filled == 58
+    # by hand: the last 7 days before Monday 1 July 00:00 BST, by London hour of day
+    last_week = frame[(frame["ts"] >= UTC("2019-06-23 23:00Z")) & (frame["ts"] < UTC("2019-06-30 23:00Z"))]
+    profile = last_week.groupby(last_week["ts"].dt.tz_convert(TZ).dt.hour)["temperature_c"].mean()
+    filled = w.test[(w.test["ts"] >= UTC(missing[0])) & (w.test["ts"] < UTC(missing[1]))]
+    expected = profile.loc[filled["ts"].dt.tz_convert(TZ).dt.hour].to_numpy()
+    np.testing.assert_allclose(filled["temperature_c"].to_numpy(), expected)
+    untouched = w.test[w.test["ts"] < UTC(missing[0])]
+    np.testing.assert_array_equal(
+        untouched["temperature_c"].to_numpy(),
+        frame.set_index("ts").loc[untouched["ts"], "temperature_c"].to_numpy())
 
 
 def test_test_week_without_weather_is_no_weather():
@@ -222,16 +247,16 @@ def test_history_without_weather_is_no_weather_not_missing_labels():
     assert w.coverage["fit"].labelled == 1848 and w.coverage["fit"].usable == 0
 
 
-def test_missing_lag_in_the_test_week_is_incomplete_features():
+def test_a_missing_lag_reading_falls_back_to_the_week_before():
     frame = featured("2019-07-01", feature_set="paper_lags")
-    # One validation-week reading is missing: the matching test hour has no one-week lag.
+    # One validation-week reading is missing: the matching test hour's one-week lag reads two
+    # weeks back instead (kwh counts hours, so that is the hour's own kwh minus 336).
     frame = set_kwh(frame, "2019-06-26 10:00Z", "2019-06-26 11:00Z")
     again = build_features(frame, **CALENDAR, feature_set="paper_lags")
     w = build_window(again, "2019-07-01", TZ, feature_set="paper_lags")
-    assert w.status == WindowStatus.INCOMPLETE_FEATURES
-    assert w.coverage["test"].complete_features == 167
-    lags = w.test.set_index("ts")["kwh_lag_168"]
-    assert np.isnan(lags[UTC("2019-07-03 10:00Z")])
+    assert w.ok and w.coverage["test"].complete_features == 168
+    row = w.test.set_index("ts").loc[UTC("2019-07-03 10:00Z")]
+    assert row["kwh_lag_168"] == row["kwh"] - 336 == row["kwh_lag_336"]
     assert w.feature_columns[-2:] == ("kwh_lag_168", "kwh_lag_336")
 
 
@@ -271,3 +296,22 @@ def test_real_building_window_across_the_spring_change(cambridge_archive):
     assert w.coverage["train"].hours == 2016
     assert w.status == WindowStatus.OK
     assert (w.train["kwh"] > 0).all()
+
+
+def test_filled_weather_also_fills_its_change_since_last_week():
+    start, end = window_load_range("2019-07-01", TZ, feature_set="recent_change")
+    ts = pd.date_range(start, end, freq="h", inclusive="left")
+    hours = pd.DataFrame({"ts": ts, "temperature_c": np.linspace(0.0, 10.0, len(ts)),
+                          "irradiance_wm2": 100.0, "wind_speed_ms": 4.0,
+                          "kwh": np.arange(1.0, len(ts) + 1.0)})
+    gap = (ts >= UTC("2019-07-03 10:00Z")) & (ts < UTC("2019-07-03 20:00Z"))
+    gappy = hours.assign(temperature_c=hours["temperature_c"].where(~gap))
+    features = build_features(gappy, **CALENDAR, feature_set="recent_change")
+    assert features["temperature_c_change_168"].isna().sum() == 10
+    w = build_window(features, "2019-07-01", TZ, feature_set="recent_change")
+    assert w.ok and w.coverage["test"].weather_filled == 10
+    test = w.test.set_index("ts")
+    at = UTC("2019-07-03 12:00Z")
+    last_week = hours.set_index("ts").loc[at - pd.Timedelta(weeks=1), "temperature_c"]
+    assert test.loc[at, "temperature_c_change_168"] == pytest.approx(
+        test.loc[at, "temperature_c"] - last_week)

@@ -15,6 +15,7 @@ from wadiro_fleet.tasks.protocol.features import build_features
 from wadiro_fleet.tasks.protocol.windows import (
     WindowStatus,
     build_window,
+    window_bounds,
     window_load_range,
 )
 from wadiro_fleet.tasks.warehouse.connection import connect
@@ -192,7 +193,9 @@ def test_loaded_hours_feed_features_and_a_window(con):
     grid = pd.date_range(start, end, freq="h", inclusive="left")
     rng = np.random.default_rng(1)
     kwh = rng.uniform(5, 50, len(grid))
-    kwh[200:210] = np.nan  # ten readings on 1 January, the week before the history
+    history_start = window_bounds(week, "Europe/London").history_start  # Monday 7 January
+    gap = (grid >= history_start - pd.Timedelta(hours=137)) & (grid < history_start - pd.Timedelta(hours=127))
+    kwh[gap] = np.nan  # ten readings on 1 January, the week before the history
     new_readings = pd.DataFrame({"building_id": "b1", "ts": grid, "kwh": kwh})
     new_weather = pd.DataFrame({"site_id": "bedford", "ts": grid, "t": rng.normal(8, 4, len(grid))})
     con.execute("INSERT INTO meter_readings SELECT building_id, ts, kwh FROM new_readings")
@@ -210,9 +213,14 @@ def test_loaded_hours_feed_features_and_a_window(con):
     assert w.status == WindowStatus.OK
     assert w.coverage["train"].hours == 2015  # the validation week holds 31 March
     assert w.coverage["train"].labelled == 2015  # the ten gaps lie before the history
-    # The ten missing readings leave their one- and two-week lags missing inside the history.
-    assert w.coverage["train"].complete_features == 2015 - 20
+    # The ten missing readings' one- and two-week lags inside the history fall back to the
+    # week before (the loaded range reaches four weeks back), so no history hour is lost.
+    assert w.coverage["train"].complete_features == 2015
     assert w.coverage["test"].usable == 168
+    load = pd.Series(kwh, index=grid)
+    first_gap_hour = history_start - pd.Timedelta(hours=137)
+    row = w.train.set_index("ts").loc[first_gap_hour + pd.Timedelta(weeks=1)]
+    assert row["kwh_lag_168"] == load[first_gap_hour - pd.Timedelta(weeks=1)]
 
 
 # --- the real archive, through the ingest --------------------------------------------------

@@ -91,9 +91,17 @@ def test_seasonal_naive_is_the_same_local_hour_last_week(warehouse):
     assert checked[168] > 100 and checked[167] > 15
 
 
-def test_window_without_history_is_skipped_with_reason(warehouse):
+def test_a_week_without_history_still_gets_last_weeks_load(warehouse):
+    """The fleet starts on 2024-01-01: the second week has too little history for the learned
+    models, but last week's load exists, so seasonal naive is forecast and published."""
     res = _run(warehouse, "synthetic_b00000", ForecastConfig(models=FAST), week=date(2024, 1, 8))
-    assert res.status == "insufficient_data" and res.reason and res.outcomes == []
+    assert res.status == "insufficient_data" and "fit weeks have 0 usable hours" in res.reason
+    assert [o.model for o in res.outcomes] == ["seasonal_naive"] and res.outcomes[0].status == "ok"
+    assert res.publication.model == "seasonal_naive"
+    # the first week has no earlier load at all: nothing is published, and the reason says so
+    first = _run(warehouse, "synthetic_b00000", ForecastConfig(models=FAST), week=date(2024, 1, 1))
+    assert first.publication is None
+    assert first.outcomes[0].status == "failed" and "no load" in first.outcomes[0].error
 
 
 def test_unknown_model_name_and_feature_set():
@@ -173,3 +181,37 @@ def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
     np.testing.assert_array_equal(live.outcomes[0].y_hat, res.outcomes[0].y_hat)
     assert n == expected.n_hours
     assert mae == pytest.approx(expected.mae) and rmse == pytest.approx(expected.rmse)
+
+
+def test_a_week_with_a_weather_gap_still_publishes(warehouse):
+    """58 hours of the target week's weather missing: filled from the last week's daily
+    profile, every model runs, and a forecast is published."""
+    config = ForecastConfig(models=FAST, trials=2)
+    [job] = load_jobs(warehouse, ["synthetic_b00001"], [WEEK], config)
+    hours = job.hours.copy()
+    gap = (hours["ts"] >= pd.Timestamp("2024-03-26 10:00Z")) & (hours["ts"] < pd.Timestamp("2024-03-28 20:00Z"))
+    hours.loc[gap, ["temperature_c", "irradiance_wm2"]] = np.nan
+    res = forecast_building_week(
+        hours, building_id="synthetic_b00001", timezone=job.info.timezone,
+        holiday_country=job.info.holiday_country, holiday_subdiv=job.info.holiday_subdiv,
+        week=WEEK, config=config,
+    )
+    assert res.status == "ok" and "weather filled for 58" in res.reason
+    assert all(o.status == "ok" for o in res.outcomes)
+    assert res.publication is not None and np.isfinite(
+        next(o for o in res.outcomes if o.model == res.publication.model).y_hat).all()
+
+
+def test_residual_target_keeps_the_constrained_network_at_or_above_zero(warehouse):
+    config = ForecastConfig(models=("wadiro_pcscnn", "seasonal_naive"), trials=2,
+                            target="residual", feature_set="recent")
+    res = _run(warehouse, "synthetic_b00000", config)
+    network = res.outcomes[0]
+    assert network.status == "ok", network.error
+    assert network.scores.n_train_violations == 0
+    # the bound holds at every forecast hour too: the target week's inputs are bound points
+    assert np.isfinite(network.y_hat).all() and (network.y_hat >= -1e-6).all()
+    assert network.scores.n_violations == 0
+    assert network.validation_mae is not None and network.intervals.bounds(0.8) is not None
+    lower, upper = network.intervals.bounds(0.95)
+    assert (lower >= 0).all() and (upper >= lower).all()

@@ -18,13 +18,17 @@ nonnegative, except the last one for l2) are::
     upper     s = upper - y_hat                   >= 0
     ramp_hi   s = ramp - (y_hat_j - y_hat_{j-1})  >= 0     finite entries only
     ramp_lo   s = ramp + (y_hat_j - y_hat_{j-1})  >= 0
+    bound_lo  s = y_hat_B - lower_B               >= 0     bound points, finite entries only
+    bound_up  s = upper_B - y_hat_B               >= 0
     l1 norm   s = tau - 1, tau - e, tau + e       >= 0     e = (vec nu, vec omega, b) entrywise
     l2 norm   s = tau - e, tau + e                >= 0     implied by the cone, see below
               s = (tau, e, 1)                     in SOC   the constant 1 is beta's -1
 
 (omega's sign in beta does not matter for either norm). The gate cone rows are stored
 sample-major as one ``N x 2P`` block so that ``G`` and ``G^T`` touch them with one matrix
-product each.
+product each. ``y_hat_B = X_hat_B vec(nu - omega) + b`` is the output at the bound points
+(only those with a finite bound are kept); their rows touch no ``t`` and no cone, so they
+enter the Newton system exactly as extra rows of the output block (see :mod:`._newton`).
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ class LiftedProgram:
         self.lower_idx, self.lower = _finite(program.lower, N)
         self.upper_idx, self.upper = _finite(program.upper, N)
         self.ramp_idx, self.ramp = _finite(program.ramp, N - 1)
+        self._bound_points(program)
         self._blocks = self._row_blocks()
         # For the Newton matrix's output block X_hat^T M X_hat (without ramp rows): per gate
         # pair i <= j the indicator D_i D_j, and the distinct entries of x_j x_j^T, so that its
@@ -117,9 +122,23 @@ class LiftedProgram:
         self.sym_index = sym.ravel()  # full d1 x d1 entry -> column of XX_sym
         self.gate_pairs = np.triu_indices(P)
         self.pair_masks = None
+        # the rows of the output block: the training samples, then the bound points
+        self.XX_output = self.XX_sym
+        output_D = D
+        if self.n_bound:
+            XB = self.bound_X
+            self.XX_output = np.vstack([self.XX_sym, XB[:, a] * XB[:, b]])
+            output_D = np.vstack([D, self.bound_D.astype(bool)])
         if self.ramp_idx.size == 0:
             iu, ju = self.gate_pairs
-            self.pair_masks = np.ascontiguousarray((D[:, iu] & D[:, ju]).T, dtype=float)
+            self.pair_masks = np.ascontiguousarray(
+                (output_D[:, iu] & output_D[:, ju]).T, dtype=float
+            )
+        self.bound_X_hat = None  # the bound points' lifted features, for the ramp path only
+        if self.n_bound and self.pair_masks is None:
+            self.bound_X_hat = (self.bound_D[:, :, None] * self.bound_X[:, None, :]).reshape(
+                self.n_bound, P * d1
+            )
         n_beta = self.layout.beta.stop
         n_lp = self._blocks["norm_lo"].stop
         self.cones = ConeSet(n_lp, 0 if self.l1 else n_beta + 2)
@@ -127,6 +146,23 @@ class LiftedProgram:
         self.c[self.layout.t] = 1.0
         self.c[self.layout.tau] = N * float(program.radius)
         self.h = self._offsets()
+
+    def _bound_points(self, program: ScnnProgram) -> None:
+        """Keep the bound points with a finite bound; index their finite bounds."""
+        M = program.n_bound_points if program.has_bound_points else 0
+        lower_idx, lower = _finite(program.bound_lower, M)
+        upper_idx, upper = _finite(program.bound_upper, M)
+        kept = np.union1d(lower_idx, upper_idx)  # sorted
+        self.n_bound = int(kept.size)
+        self.bound_X = np.zeros((0, self.X.shape[1]))
+        self.bound_D = np.zeros((0, self.D.shape[1]))
+        if self.n_bound:
+            self.bound_X = np.ascontiguousarray(program.bound_X[kept], dtype=float)
+            self.bound_D = np.asarray(program.bound_patterns, dtype=bool)[kept].astype(float)
+        # positions of the finite bounds among the kept points
+        self.bound_lower_idx = np.searchsorted(kept, lower_idx)
+        self.bound_upper_idx = np.searchsorted(kept, upper_idx)
+        self.bound_lower, self.bound_upper = lower, upper
 
     # -- row layout -------------------------------------------------------------------------
     def _row_blocks(self) -> dict[str, slice]:
@@ -140,6 +176,8 @@ class LiftedProgram:
             ("upper", self.upper_idx.size),
             ("ramp_hi", self.ramp_idx.size),
             ("ramp_lo", self.ramp_idx.size),
+            ("bound_lo", self.bound_lower_idx.size),
+            ("bound_up", self.bound_upper_idx.size),
         ]
         n_beta = lay.beta.stop
         if self.l1:
@@ -168,6 +206,8 @@ class LiftedProgram:
         h[blk["upper"]] = self.upper
         h[blk["ramp_hi"]] = self.ramp
         h[blk["ramp_lo"]] = self.ramp
+        h[blk["bound_lo"]] = -self.bound_lower
+        h[blk["bound_up"]] = self.bound_upper
         if self.l1:
             h[blk["norm_one"]] = -1.0
         else:
@@ -187,6 +227,26 @@ class LiftedProgram:
     def output_adjoint(self, q: np.ndarray) -> np.ndarray:
         """``X_hat^T q``, gate-major."""
         return (self.D.T @ (q[:, None] * self.X)).ravel()
+
+    def bound_output(self, u: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``y_hat_B = X_hat_B u + b`` at the kept bound points."""
+        lay = self.layout
+        gated = self.bound_X @ u.reshape(lay.n_gates, lay.n_cols).T
+        y_hat_B = np.einsum("mp,mp->m", self.bound_D, gated)
+        if b.size:
+            y_hat_B += b[0]
+        return y_hat_B
+
+    def bound_output_adjoint(self, q: np.ndarray) -> np.ndarray:
+        """``X_hat_B^T q``, gate-major."""
+        return (self.bound_D.T @ (q[:, None] * self.bound_X)).ravel()
+
+    def bound_rows_adjoint(self, z: np.ndarray) -> np.ndarray:
+        """The bound points' rows of ``z`` mapped onto ``y_hat_B`` (``d y_hat_B`` per row)."""
+        q = np.zeros(self.n_bound)
+        q[self.bound_lower_idx] -= z[self._blocks["bound_lo"]]
+        q[self.bound_upper_idx] += z[self._blocks["bound_up"]]
+        return q
 
     def ramp_diff(self, y_hat: np.ndarray) -> np.ndarray:
         k = self.ramp_idx
@@ -225,6 +285,10 @@ class LiftedProgram:
         dy = self.ramp_diff(y_hat)
         out[blk["ramp_hi"]] = dy
         out[blk["ramp_lo"]] = -dy
+        if self.n_bound:
+            y_hat_B = self.bound_output(x[lay.nu] - x[lay.omega], x[lay.b])
+            out[blk["bound_lo"]] = -y_hat_B[self.bound_lower_idx]
+            out[blk["bound_up"]] = y_hat_B[self.bound_upper_idx]
         e = x[lay.beta]
         out[blk["norm_hi"]] = e - tau
         out[blk["norm_lo"]] = -e - tau
@@ -252,10 +316,15 @@ class LiftedProgram:
         coef = (z[blk["cones"]].reshape(N, 2, P) * self.neg_signs).reshape(N, 2 * P)
         gates = (self.X.T @ coef).T.reshape(2, P * lay.n_cols)
         lifted_q = self.output_adjoint(q)
+        bias = q.sum() if lay.n_bias else 0.0
+        if self.n_bound:
+            q_B = self.bound_rows_adjoint(z)
+            lifted_q += self.bound_output_adjoint(q_B)
+            bias += q_B.sum()
         out[lay.nu] = gates[0] + lifted_q
         out[lay.omega] = gates[1] - lifted_q
         if lay.n_bias:
-            out[lay.b] = q.sum()
+            out[lay.b] = bias
         out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
         zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
         out[lay.beta] += zh - zl

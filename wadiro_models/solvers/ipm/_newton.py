@@ -10,7 +10,10 @@ Reduction, in order (``x = (nu, omega, b, t, tau)``, weights ``w = z / s`` per o
    ``Delta^T w_r Delta``. The output part of ``H`` is ``K = [X_hat 1]^T M [X_hat 1]``.
    Without ramps its gate block ``ij`` is ``X^T diag(m D_i D_j) X``: one product of the
    fixed ``D_i D_j`` indicators (``i <= j``) with the distinct entries of ``m_j x_j x_j^T``,
-   cheaper than forming ``X_hat^T M X_hat``.
+   cheaper than forming ``X_hat^T M X_hat``. Bound points have no ``t``: the weights of
+   their bound rows are their ``m_B`` directly, and they add ``[X_hat_B 1]^T M_B
+   [X_hat_B 1]`` to ``K``, i.e. ``M`` more rows of the same product (their pair masks and
+   distinct entries are appended to the samples'), so ``H`` keeps its size and structure.
 2. Change variables ``u = nu - omega``, ``v = nu + omega`` (``nu = (u+v)/2``,
    ``omega = (v-u)/2``). ``K`` only involves ``u``; the gate cones give per-gate blocks
    ``X^T diag(w_nu,i +- w_om,i) X / 4``, so the ``v`` block of ``H`` is block diagonal
@@ -62,13 +65,21 @@ class NormalEquations:
         m[lifted.lower_idx] += w[blk("lower")]
         m[lifted.upper_idx] += w[blk("upper")]
         w_ramp = w[blk("ramp_hi")] + w[blk("ramp_lo")]
+        m_B = None
+        if lifted.n_bound:  # the bound points' rows: weights on y_hat_B
+            m_B = np.zeros(lifted.n_bound)
+            m_B[lifted.bound_lower_idx] += w[blk("bound_lo")]
+            m_B[lifted.bound_upper_idx] += w[blk("bound_up")]
         nk = lay.n_lifted + lay.n_bias + 1
         nl = lay.n_lifted
         S = np.zeros((nk, nk))
         S_gates = S[:nl, :nl].reshape(P, d1, P, d1)  # a view: S_gates[i, :, j, :] is block ij
-        _weighted_gram(lifted, m, w_ramp, S_gates)
+        _weighted_gram(lifted, m, w_ramp, S_gates, m_B)
         K_ub = lifted.output_adjoint(m)
         K_bb = m.sum()
+        if m_B is not None:
+            K_ub += lifted.bound_output_adjoint(m_B)
+            K_bb += m_B.sum()
 
         # 2. per-gate blocks of the two cones
         w_cones = lifted.cone_rows(w)
@@ -227,14 +238,17 @@ class _GateBlocks:
 
 
 def _weighted_gram(
-    lifted: LiftedProgram, m: np.ndarray, w_ramp: np.ndarray, out: np.ndarray
+    lifted: LiftedProgram, m: np.ndarray, w_ramp: np.ndarray, out: np.ndarray,
+    m_B: np.ndarray | None = None,
 ) -> None:
-    """Write ``X_hat^T (diag(m) + Delta^T diag(w_ramp) Delta) X_hat`` into ``out``
-    (``(P, d1, P, d1)``, block ``ij`` at ``out[i, :, j, :]``); at least the blocks ``i <= j``
-    are written, which is all the upper-triangle Cholesky reads."""
+    """Write ``X_hat^T (diag(m) + Delta^T diag(w_ramp) Delta) X_hat + X_hat_B^T diag(m_B)
+    X_hat_B`` into ``out`` (``(P, d1, P, d1)``, block ``ij`` at ``out[i, :, j, :]``); at
+    least the blocks ``i <= j`` are written, which is all the upper-triangle Cholesky reads.
+    ``m_B`` (the bound points' weights) is ``None`` when there are no bound points."""
     P, d1 = lifted.layout.n_gates, lifted.layout.n_cols
     if lifted.pair_masks is not None:  # no ramps: block ij = X^T diag(m D_i D_j) X
-        pair_grams = lifted.pair_masks @ (lifted.XX_sym * m[:, None])
+        weights = m if m_B is None else np.concatenate([m, m_B])
+        pair_grams = lifted.pair_masks @ (lifted.XX_output * weights[:, None])
         iu, ju = lifted.gate_pairs
         out[iu, :, ju, :] = pair_grams[:, lifted.sym_index].reshape(-1, d1, d1)
         return
@@ -244,7 +258,11 @@ def _weighted_gram(
     weighted = X_hat * m[:, None]
     weighted[k + 1] += steps
     weighted[k] -= steps
-    out[...] = (X_hat.T @ weighted).reshape(P, d1, P, d1)
+    gram = X_hat.T @ weighted
+    if m_B is not None:
+        X_hat_B = lifted.bound_X_hat
+        gram += X_hat_B.T @ (X_hat_B * m_B[:, None])
+    out[...] = gram.reshape(P, d1, P, d1)
 
 
 def newton_step(

@@ -1,0 +1,116 @@
+"""Which forecast of a building-week is published: the paper's select-check-deploy loop.
+
+Only what is known when the forecast is issued decides: each model's error on the validation
+week (fitted on the weeks before it, as in tuning), its record on this building's earlier
+weeks, its solver status and whether its forecast is physically sane (complete, never
+negative). A learned model is published only when it is expected to beat the persistence
+forecast (``seasonal_naive``, last week's load); otherwise seasonal naive is published, and so
+whenever every learned model failed. Every choice carries its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
+from wadiro_fleet.tasks.protocol.scoring import count_violations
+from wadiro_fleet.tasks.protocol.track_record import TrackRecord, track_ratio
+
+@dataclass(frozen=True)
+class Candidate:
+    """What is known of one model's forecast when it is issued."""
+
+    model: str
+    y_hat: np.ndarray | None
+    validation_mae: float | None
+    solver_status: str | None = None
+    failed: str | None = None
+    """Why the model produced nothing (``None`` when it did)."""
+    l_eps: float | None = None
+    l_eps_status: str | None = None
+    """Its stability certificate (kWh) and status; ``None`` for models that have none."""
+
+
+@dataclass(frozen=True)
+class Publication:
+    """The forecast published for a building-week, and why."""
+
+    model: str
+    reason: str
+    expected_ratio: float | None = None
+    """The published model's expected MAE relative to seasonal naive (1.0 for seasonal naive)."""
+
+
+def _problem(candidate: Candidate, forecastable: np.ndarray,
+             max_l_eps: float | None = None) -> str | None:
+    """Why a learned candidate cannot be trusted this week (``None`` when it can)."""
+    if candidate.failed is not None or candidate.y_hat is None:
+        return f"failed ({candidate.failed})"
+    if max_l_eps is not None and candidate.l_eps_status is not None:
+        if candidate.l_eps is None:
+            return f"no stability certificate ({candidate.l_eps_status})"
+        if candidate.l_eps > max_l_eps:
+            return f"L_eps {candidate.l_eps:.3g} kWh above {max_l_eps:g}"
+    if candidate.solver_status not in (None, "optimal"):
+        return f"solver status {candidate.solver_status}"
+    if not np.isfinite(candidate.y_hat[forecastable]).all():
+        return "incomplete forecast"
+    if count_violations(candidate.y_hat):
+        return "negative forecasts"
+    if candidate.validation_mae is None:
+        return "no validation error"
+    return None
+
+
+def choose_publication(
+    candidates: Sequence[Candidate],
+    forecastable: np.ndarray,
+    record: TrackRecord | None = None,
+    max_l_eps: float | None = None,
+) -> Publication | None:
+    """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
+    when not even seasonal naive has a value (last week's load is missing).
+
+    ``forecastable`` marks the target week's hours that have every input; ``record`` is the
+    building's recent record (a model's MAE relative to seasonal naive over up to 8 earlier
+    weeks is averaged with its validation-week ratio once there are at least 2). With
+    ``max_l_eps``, a model whose stability certificate is above it (or failed) is not trusted.
+    """
+    by_model = {c.model: c for c in candidates}
+    naive = by_model.get(SEASONAL_NAIVE)
+    if naive is None or naive.y_hat is None or not np.isfinite(naive.y_hat).any():
+        return None
+    if not naive.validation_mae:
+        return Publication(SEASONAL_NAIVE, "no validation week to compare the models on", 1.0)
+    scored: list[tuple[float, str, str]] = []
+    rejected: list[str] = []
+    for candidate in candidates:
+        if candidate.model == SEASONAL_NAIVE:
+            continue
+        problem = _problem(candidate, forecastable, max_l_eps)
+        if problem is not None:
+            rejected.append(f"{candidate.model}: {problem}")
+            continue
+        ratio = candidate.validation_mae / naive.validation_mae
+        why = f"validation MAE {ratio:.2f}x seasonal naive"
+        track = track_ratio(candidate.model, record or {})
+        if track is not None:
+            ratio = (ratio + track[0]) / 2.0
+            why += f", {track[0]:.2f}x over the {track[1]} previous weeks"
+        scored.append((ratio, candidate.model, why))
+    skipped = f"; not trusted: {'; '.join(rejected)}" if rejected else ""
+    if not scored:
+        return Publication(SEASONAL_NAIVE, f"no learned model to publish{skipped}", 1.0)
+    ratio, model, why = min(scored)
+    if ratio >= 1.0:
+        return Publication(
+            SEASONAL_NAIVE,
+            f"no model expected to beat seasonal naive (best: {model}, {why}){skipped}", 1.0,
+        )
+    return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why}){skipped}", ratio)
+
+
+__all__ = ["Candidate", "Publication", "choose_publication"]

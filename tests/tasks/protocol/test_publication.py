@@ -1,0 +1,89 @@
+"""Which forecast is published: hand-built candidates, each rule in turn."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import pytest
+
+from wadiro_fleet.tasks.protocol.publication import Candidate, choose_publication
+from wadiro_fleet.tasks.protocol.track_record import WeekScore, adapted_levels, track_ratio
+
+HOURS = np.ones(168, dtype=bool)
+GOOD = np.full(168, 10.0)
+
+
+def naive(mae=2.0, y_hat=GOOD):
+    return Candidate("seasonal_naive", y_hat, mae)
+
+
+def test_the_learned_model_expected_to_beat_seasonal_naive_is_published():
+    choice = choose_publication([naive(), Candidate("gp", GOOD, 1.5), Candidate("svr", GOOD, 1.8)],
+                                HOURS)
+    assert choice.model == "gp" and choice.expected_ratio == 0.75
+    assert "validation MAE 0.75x seasonal naive" in choice.reason
+
+
+def test_seasonal_naive_when_no_model_is_expected_to_beat_it():
+    choice = choose_publication([naive(), Candidate("gp", GOOD, 2.5)], HOURS)
+    assert choice.model == "seasonal_naive" and "best: gp" in choice.reason
+
+
+def test_untrustworthy_forecasts_are_never_published():
+    negative = GOOD.copy()
+    negative[5] = -0.5
+    gap = GOOD.copy()
+    gap[7] = np.nan
+    choice = choose_publication([
+        naive(),
+        Candidate("wadiro_scnn", negative, 0.5),  # best validation, but a negative hour
+        Candidate("svr", gap, 0.6),  # a forecastable hour without a value
+        Candidate("gp", GOOD, 0.9, solver_status="optimal_inaccurate"),
+        Candidate("wadiro_linreg", None, None, failed="SolverError: failed"),
+        Candidate("wadiro_pcscnn", GOOD, 1.0),
+    ], HOURS)
+    assert choice.model == "wadiro_pcscnn"
+    for why in ("negative forecasts", "incomplete forecast", "solver status optimal_inaccurate",
+                "failed (SolverError"):
+        assert why in choice.reason
+
+
+def test_a_run_where_every_learned_model_failed_still_publishes():
+    choice = choose_publication([naive(), Candidate("gp", None, None, failed="tuning failed")],
+                                HOURS)
+    assert choice.model == "seasonal_naive" and "no learned model" in choice.reason
+
+
+def test_nothing_is_published_without_last_weeks_load():
+    assert choose_publication([naive(y_hat=np.full(168, np.nan)), Candidate("gp", GOOD, 1.0)],
+                              HOURS) is None
+    assert choose_publication([Candidate("gp", GOOD, 1.0)], HOURS) is None
+
+
+def test_the_track_record_weighs_in_once_there_are_two_weeks():
+    week = date(2019, 4, 1)
+    record = {week - timedelta(weeks=k): {"seasonal_naive": WeekScore(2.0), "gp": WeekScore(3.0)}
+              for k in (1, 2)}
+    assert track_ratio("gp", record) == (1.5, 2)
+    assert track_ratio("gp", dict(list(record.items())[:1])) is None
+    # validation says 0.9x, the record 1.5x: expected (0.9 + 1.5) / 2 = 1.2 -> seasonal naive
+    choice = choose_publication([naive(), Candidate("gp", GOOD, 1.8)], HOURS, record)
+    assert choice.model == "seasonal_naive" and "1.50x over the 2 previous weeks" in choice.reason
+    # only the last eight weeks count
+    old = {week - timedelta(weeks=k): {"seasonal_naive": WeekScore(2.0), "gp": WeekScore(1.0)}
+           for k in range(3, 20)}
+    assert track_ratio("gp", {**old, **record})[1] == 8
+
+
+def test_interval_levels_adapt_to_the_coverage_missed_in_earlier_weeks():
+    week = date(2019, 4, 1)
+    record = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.8: c, 0.95: 0.97})}
+              for k, c in ((1, 0.70), (2, 0.74))}
+    levels = adapted_levels("gp", record, (0.8, 0.95))
+    assert levels[0.8] == pytest.approx(0.8 + (0.8 - 0.72))  # under-covered: wider
+    assert levels[0.95] == pytest.approx(0.95 - 0.02)  # over-covered: narrower
+    assert adapted_levels("svr", record, (0.8,)) == {0.8: 0.8}  # no record of its own
+    assert adapted_levels("gp", dict(list(record.items())[:1]), (0.8,)) == {0.8: 0.8}
+    bad = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.95: 0.5})} for k in (1, 2)}
+    assert adapted_levels("gp", bad, (0.95,)) == {0.95: 0.99}  # capped

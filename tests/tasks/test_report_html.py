@@ -1,0 +1,86 @@
+"""The HTML report, opened in a real headless browser: it renders what it claims."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from wadiro_fleet.tasks.report import write_report
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+WEEK = date(2019, 4, 1)
+NASTY = "b<script>alert(1)</script>"  # ids are operator data: the page must escape them
+
+
+def _browser() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("CI installs Chromium (.ci/run) for this test, but none was found")
+    pytest.skip("no Chromium on this machine (CI installs it)")
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    """Two buildings, one week of 24 hours: gp published on b1, seasonal naive on NASTY."""
+    path = tmp_path / "w.duckdb"
+    start = datetime(2019, 4, 1, tzinfo=timezone.utc)
+    with connect(path) as con:
+        ensure_schema(con)
+        for building, published in (("b1", "gp"), (NASTY, "seasonal_naive")):
+            for model, mae, level in (("gp", 2.0, 0.0), ("seasonal_naive", 4.0, 1.0)):
+                con.execute(
+                    "INSERT INTO scores (building_id, model, target_week, mae, rmse, mean_actual,"
+                    " n_hours, n_violations, n_train_violations, run_id, coverage_80) VALUES "
+                    "(?, ?, ?, ?, ?, 10.0, 24, 0, 0, 'r1', 0.75)", [building, model, WEEK, mae, mae])
+                for h in range(24):
+                    ts = start + timedelta(hours=h)
+                    y = 10.0 + level + h % 3
+                    con.execute(
+                        "INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id,"
+                        " y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, ?, ?, ?, ?, 'r1', ?, ?, ?, ?)",
+                        [building, model, WEEK, ts, y, y - 1, y + 1, y - 2, y + 2])
+            for h in range(24):
+                con.execute("INSERT INTO meter_readings VALUES (?, ?, ?)",
+                            [building, start + timedelta(hours=h), 10.5])
+            con.execute("INSERT INTO publications VALUES (?, ?, ?, 'by hand', 0.5, 'r1')",
+                        [building, WEEK, published])
+    return path
+
+
+def test_report_page_is_self_contained_and_escapes_ids(warehouse, tmp_path):
+    report = write_report(warehouse, tmp_path / "out", None)
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert tmp_path / "out" / "report.html" in report.files
+    assert "<script>alert(1)</script>" not in page and "b&lt;script&gt;" in page
+    assert page.count("data:image/png;base64,") == 2  # both buildings' published weeks
+    assert "src='http" not in page and 'src="http' not in page  # nothing fetched from outside
+
+
+def test_a_headless_browser_renders_the_tables_and_plots(warehouse, tmp_path):
+    browser = _browser()
+    write_report(warehouse, tmp_path / "out", None)
+    page = tmp_path / "out" / "report.html"
+    dom = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    # the page's own check ran in the browser: every plot decoded, every table laid out
+    assert 'data-plots-rendered="2"' in body, body
+    assert 'data-tables-rendered="2"' in body, body  # leaderboard, published models (no violations)
+    board = re.search(r"<h2>Leaderboard against seasonal naive</h2><table>(.*?)</table>", dom).group(1)
+    published = re.search(r'<tr class="published">(.*?)</tr>', board).group(1)
+    cells = re.findall(r"<td>(.*?)</td>", published)
+    assert cells[:3] == ["published", "2", "3.000"]  # gp on b1 (2.0) and naive on NASTY (4.0)
+    assert "b1, published model per week: 2019-04-01: gp" in dom
