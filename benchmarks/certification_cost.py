@@ -46,8 +46,9 @@ def main() -> None:
     base = {"models": tuple(args.models.split(",")), "trials": args.trials}
     with tempfile.TemporaryDirectory() as tmp:
         warehouse = Path(tmp) / "bench.duckdb"
+        # the window's 12 weeks, and 4 more for the lag features' lookback
         ingest_cambridge(warehouse, ARCHIVE, buildings=buildings,
-                         start=weeks[0] - timedelta(weeks=13), end=weeks[-1] + timedelta(days=7))
+                         start=weeks[0] - timedelta(weeks=17), end=weeks[-1] + timedelta(days=7))
         jobs = load_jobs(warehouse, buildings, weeks, ForecastConfig(**base))
     off, _ = cpu_of(jobs, ForecastConfig(**base, certify_nodes=0))
     n = len(buildings) * len(weeks)
