@@ -9,10 +9,12 @@ the orchestration overhead dominates. Timed with ``time.perf_counter``:
 * ``bare``: the flow's work without Prefect, one batch after another: read the batch's hours
   (read-only), ``run_jobs``, write its results in one transaction;
 * ``flow``: ``weekly_forecast_flow`` on the threads runner (and the processes runner) for each
-  batch size; at most ``max_in_flight`` batches are submitted at a time.
+  batch size; at most ``max_in_flight`` batches are submitted at a time. Through Prefect
+  (``prefect``), and as the command line runs it without a Prefect server (``direct``:
+  :class:`~wadiro_fleet.flows.engine.LocalEngine`, no Prefect API).
 
-Overhead = flow - bare, also per building. Flows talk to a temporary local Prefect server
-(started here) unless ``--api-url`` names a running one::
+Overhead = flow - bare, also per building. Flows through Prefect talk to a temporary local
+Prefect server (started here) unless ``--api-url`` names a running one::
 
     python benchmarks/orchestration_overhead.py
     python benchmarks/orchestration_overhead.py --buildings 200 --batch-sizes 1,10 --runners threads
@@ -86,15 +88,18 @@ def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, 
     return time.perf_counter() - started, ok
 
 
-def time_flow(warehouse: Path, runner: str, batch_size: int, max_in_flight: int) -> tuple[float, int]:
+def time_flow(warehouse: Path, runner: str, batch_size: int, max_in_flight: int,
+              engine: str = "prefect") -> tuple[float, int]:
+    from wadiro_fleet.flows.engine import LocalEngine, PrefectEngine, run_flow
     from wadiro_fleet.flows.forecast import weekly_forecast_flow
     from wadiro_fleet.flows.settings import WeeklySettings
 
     started = time.perf_counter()
-    summary = weekly_forecast_flow(week=WEEK, settings=WeeklySettings(
-        warehouse=str(warehouse), models=MODELS, runner=runner, batch_size=batch_size,
-        max_in_flight=max_in_flight,
-    ))
+    summary = run_flow(
+        weekly_forecast_flow, PrefectEngine() if engine == "prefect" else LocalEngine(),
+        week=WEEK, settings=WeeklySettings(
+            warehouse=str(warehouse), models=MODELS, runner=runner, batch_size=batch_size,
+            max_in_flight=max_in_flight))
     return time.perf_counter() - started, summary.ok
 
 
@@ -105,7 +110,10 @@ def main() -> None:
     parser.add_argument("--runners", default="threads,processes", help="threads and/or processes")
     parser.add_argument("--max-in-flight", type=int, default=8)
     parser.add_argument("--api-url", default=None, help="a running Prefect server's API URL")
+    parser.add_argument("--engines", default="prefect,direct",
+                        help="prefect (through a Prefect API) and/or direct (no Prefect API)")
     args = parser.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     runners = [r for r in args.runners.split(",") if r]
     n = args.buildings
@@ -127,12 +135,18 @@ def main() -> None:
         for size in batch_sizes:
             bare[size], ok = time_bare(warehouse, ids, size)
             rows.append(("bare read+compute+write", size, bare[size], ok))
-        with prefect_api(args.api_url) as where:
-            print(f"Prefect API: {where}", flush=True)
+        if "direct" in engines:
             for runner in runners:
                 for size in batch_sizes:
-                    elapsed, ok = time_flow(warehouse, runner, size, args.max_in_flight)
-                    rows.append((f"flow, {runner} runner", size, elapsed, ok))
+                    elapsed, ok = time_flow(warehouse, runner, size, args.max_in_flight, "direct")
+                    rows.append((f"flow direct, {runner}", size, elapsed, ok))
+        if "prefect" in engines:
+            with prefect_api(args.api_url) as where:
+                print(f"Prefect API: {where}", flush=True)
+                for runner in runners:
+                    for size in batch_sizes:
+                        elapsed, ok = time_flow(warehouse, runner, size, args.max_in_flight)
+                        rows.append((f"flow, {runner} runner", size, elapsed, ok))
 
     print(f"\n{'what':<26}{'batch':>6}{'tasks':>7}{'wall s':>9}{'ok':>6}"
           f"{'vs bare':>9}{'overhead ms/bldg':>18}{'ms/task':>9}")

@@ -1,37 +1,60 @@
-"""The ``wadiro`` command line: parses options and runs the Prefect flows."""
+"""The ``wadiro`` command line: parses options and runs the Prefect flows.
+
+A command runs its flow through the Prefect server configured with ``PREFECT_API_URL`` (its
+history and UI then show the run), or, with none configured, directly in this process: no
+temporary server is started (:mod:`~wadiro_fleet.flows.engine`). Modules are imported when a
+command needs them, so that a short command starts in about a second.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Annotated, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Protocol, TypeVar
 
 import typer
 
-# A local run starts Prefect's temporary server; it must not try to phone home (batch machines
-# are often offline, which makes it log errors). Set before Prefect is imported: its settings,
-# which the processes runner hands to its workers, are read at import. Users can override.
+# Prefect must not try to phone home (batch machines are often offline, which makes it log
+# errors). Set before Prefect is imported: its settings, which the processes runner hands to
+# its workers, are read at import. Users can override.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from wadiro_fleet.flows.cli_options import DATE_FORMATS, split_list, with_settings  # noqa: E402
-from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow  # noqa: E402
-from wadiro_fleet.flows.ingest import ingest_cambridge_flow, ingest_synthetic_flow  # noqa: E402
-from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings  # noqa: E402
-from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
-from wadiro_fleet.tasks.forecast_tasks import RunSummary  # noqa: E402
-from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection  # noqa: E402
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec  # noqa: E402
-from wadiro_fleet.tasks.report import read_run_leaderboard, write_report  # noqa: E402
+from wadiro_fleet.flows.cli_options import (  # noqa: E402
+    DATE_FORMATS,
+    OnDemandCommands,
+    split_list,
+    with_settings,
+)
+from wadiro_fleet.flows.stopping import (  # noqa: E402
+    STOP,
+    handle_stop_signals,
+    quiet_resource_tracker,
+    stop_child_processes,
+)
+from wadiro_fleet.tasks.errors import PipelineError, RunStoppedError  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE  # noqa: E402
-from wadiro_fleet.tasks.warehouse.selection import has_buildings  # noqa: E402
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Fleet-scale week-ahead load forecasting.")
-ingest_app = typer.Typer(no_args_is_help=True, help="Fill the warehouse's input tables.")
+if TYPE_CHECKING:
+    from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings
+    from wadiro_fleet.tasks.forecast_tasks import RunSummary
+    from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
+    from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
+
+commands = OnDemandCommands()
+ingest_commands = OnDemandCommands()
+app = typer.Typer(no_args_is_help=True, add_completion=False, cls=commands.group_class(),
+                  help="Fleet-scale week-ahead load forecasting.")
+ingest_app = typer.Typer(no_args_is_help=True, cls=ingest_commands.group_class(),
+                         help="Fill the warehouse's input tables.")
 app.add_typer(ingest_app, name="ingest")
+
+_SETTINGS = "wadiro_fleet.flows.settings"
+_USER_LOG = "wadiro_fleet"
 
 Warehouse = Annotated[
     Path, typer.Option("--warehouse", help="DuckDB warehouse file (created on first use).")
@@ -40,36 +63,92 @@ def _day_option(flag: str, help_text: str) -> typer.models.OptionInfo:
     return typer.Option(flag, formats=DATE_FORMATS, help=help_text)
 
 
+class _UserFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
 @app.callback()
 def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's run logs.")] = False,
 ) -> None:
     """Fleet-scale week-ahead load forecasting."""
+    STOP.reset()
+    STOP.may_end_process = True  # a stopped command ends, whatever it is waiting for
+    quiet_resource_tracker()
+    user_log = logging.getLogger(_USER_LOG)  # what a run tells its user (locks, stops)
+    if not any(getattr(h, "_wadiro", False) for h in user_log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_UserFormatter())
+        handler._wadiro = True  # type: ignore[attr-defined]
+        user_log.addHandler(handler)
+        user_log.propagate = False
+    user_log.setLevel(logging.INFO if verbose else logging.WARNING)
+    global _VERBOSE
+    _VERBOSE = verbose
     if not verbose:
-        # Prefect logs every failed run with its traceback; for input errors the one-line
-        # message printed below is the whole story, so keep Prefect to warnings and quieter.
-        logging.getLogger("prefect").setLevel(logging.WARNING)
-        for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
         # Worker processes (the processes runner) configure their own logging from this.
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    _quiet_prefect()
+
+
+_VERBOSE = False
+
+
+def _quiet_prefect() -> None:
+    """Prefect logs every failed run with its traceback; for input errors the one-line message
+    printed below is the whole story, so keep Prefect to warnings and quieter (unless
+    ``--verbose``). Applied again once Prefect has configured its logging, which it does when
+    the flows are first imported (after the options are read)."""
+    if _VERBOSE:
+        return
+    logging.getLogger("prefect").setLevel(logging.WARNING)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 T = TypeVar("T")
 
 
+def _stopped(exit_code: int, message: str) -> None:
+    """A run stopped by a signal or a lost server: say so and end now (threads still computing
+    abandoned batches, or a Prefect server that no longer answers, are not waited for)."""
+    typer.echo(f"error: {message}", err=True)
+    stop_child_processes()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
+
+
 def run_guarded(call: Callable[[], T]) -> T:
     """``call()``, with a pipeline error (bad input, busy warehouse) turned into one line and
-    exit code 1."""
+    exit code 1, and a stop (Ctrl-C, SIGTERM, a lost Prefect server) into one line and its
+    exit code (128 + the signal's number after a signal)."""
     try:
-        return call()
+        with handle_stop_signals():
+            return call()
     except PipelineError as error:
+        if STOP.requested is not None:
+            code = error.exit_code if isinstance(error, RunStoppedError) else STOP.requested.exit_code
+            _stopped(code, str(error))
         typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=1) from None
+        raise typer.Exit(code=getattr(error, "exit_code", 1)) from None
+    except BaseException as error:  # KeyboardInterrupt, Prefect's TerminationSignal, ...
+        if STOP.requested is None or isinstance(error, typer.Exit):
+            raise
+        _stopped(STOP.requested.exit_code, STOP.requested.reason)
+        raise  # not reached
 
 
 def _as_date(value: datetime | None) -> date | None:
     return value.date() if value is not None else None
+
+
+def _run_flow(flow: Any, **parameters: Any) -> Any:
+    from wadiro_fleet.flows.engine import run_flow
+
+    _quiet_prefect()
+    return run_flow(flow, **parameters)
 
 
 # --- ingest ------------------------------------------------------------------------------
@@ -88,30 +167,38 @@ def _ingest(label: str, call: Callable[[], _IngestSummary]) -> None:
     typer.echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
 
 
-@ingest_app.command("cambridge")
-@with_settings(ArchiveSelection)
+@ingest_commands.command("cambridge")
+@with_settings("wadiro_fleet.tasks.ingest.cambridge_archive:ArchiveSelection")
 def ingest_cambridge(settings: ArchiveSelection, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Ingest the real Cambridge archive (electricity and Bedford weather)."""
-    _ingest("cambridge", lambda: ingest_cambridge_flow(settings, warehouse=str(warehouse)))
+    from wadiro_fleet.flows.ingest import ingest_cambridge_flow
+
+    _ingest("cambridge", lambda: _run_flow(ingest_cambridge_flow, selection=settings,
+                                           warehouse=str(warehouse)))
 
 
-@ingest_app.command("synthetic")
-@with_settings(FleetSpec)
+@ingest_commands.command("synthetic")
+@with_settings("wadiro_fleet.tasks.ingest.synthetic_fleet:FleetSpec")
 def ingest_synthetic(settings: FleetSpec, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Generate and ingest a synthetic fleet of non-residential buildings."""
-    _ingest("synthetic", lambda: ingest_synthetic_flow(settings, warehouse=str(warehouse)))
+    from wadiro_fleet.flows.ingest import ingest_synthetic_flow
+
+    _ingest("synthetic", lambda: _run_flow(ingest_synthetic_flow, spec=settings,
+                                           warehouse=str(warehouse)))
 
 
 # --- forecasting -------------------------------------------------------------------------
 
 def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     """Run a forecasting flow; print its summary, its failures and its leaderboard."""
+    from wadiro_fleet.tasks.report import read_run_leaderboard
+
     began = time.perf_counter()
     summary = run_guarded(call)
     typer.echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         typer.echo(f"  failed: {failure}", err=True)
-    board = read_run_leaderboard(warehouse, summary.run_id)
+    board = run_guarded(lambda: read_run_leaderboard(warehouse, summary.run_id))
     if board.empty:
         typer.echo("no scored forecasts in this run (no actuals in the target week?)")
         return
@@ -120,31 +207,64 @@ def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
-@app.command("forecast")
-@with_settings(WeeklySettings)
+@commands.command("forecast")
+@with_settings(f"{_SETTINGS}:WeeklySettings")
 def forecast(
     settings: WeeklySettings,
     week: Annotated[Optional[datetime], _day_option(
         "--week", "Target week's local Monday (default: the latest week that can be forecast).")] = None,
 ) -> None:
     """Forecast one target week for the fleet (the weekly run) and score it where actuals exist."""
-    _report_run(lambda: weekly_forecast_flow(week=_as_date(week), settings=settings),
+    from wadiro_fleet.flows.forecast import weekly_forecast_flow
+
+    _report_run(lambda: _run_flow(weekly_forecast_flow, week=_as_date(week), settings=settings),
                 settings.warehouse)
 
 
-@app.command("backfill")
-@with_settings(BackfillSettings)
+@commands.command("backfill")
+@with_settings(f"{_SETTINGS}:BackfillSettings")
 def backfill(
     settings: BackfillSettings,
     start: Annotated[datetime, _day_option("--start", "First target week's local Monday.")],
     end: Annotated[datetime, _day_option("--end", "Last target week's local Monday (inclusive).")],
 ) -> None:
     """Forecast and score every target week from --start to --end."""
-    _report_run(lambda: backfill_flow(start=start.date(), end=end.date(), settings=settings),
-                settings.warehouse)
+    from wadiro_fleet.flows.forecast import backfill_flow
+
+    _report_run(lambda: _run_flow(backfill_flow, start=start.date(), end=end.date(),
+                                  settings=settings), settings.warehouse)
 
 
-@app.command("report")
+@commands.command("load-pending")
+def load_pending(warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+    """Write the results that runs kept beside the warehouse while it was locked.
+
+    Building-weeks that a later run has written since are left out.
+    """
+    from wadiro_fleet.tasks.forecast_tasks import load_pending_results
+
+    typer.echo(f"load-pending: {run_guarded(lambda: load_pending_results(str(warehouse))).line()}")
+
+
+@commands.command("runs")
+def runs(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs to show.")] = 20,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """The latest forecasting runs in the warehouse: when, what, how they ended."""
+    from wadiro_fleet.tasks.forecast_tasks import run_history
+
+    rows = run_guarded(lambda: run_history(str(warehouse), limit))
+    if not rows:
+        typer.echo("no runs yet")
+    for run_id, flow, started, minutes, status, done, failed, message in rows:
+        took = f"{minutes:g} min" if minutes is not None else "-"
+        line = (f"{started}  {run_id}  {flow:<8}  {status:<23}  {took:>9}  "
+                f"{done if done is not None else '-'} building-weeks, {failed or 0} failed")
+        typer.echo(line + (f"  ({message[:120]})" if message else ""))
+
+
+@commands.command("report")
 def report(
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("reports"),
     buildings: Annotated[Optional[str], typer.Option(
@@ -152,6 +272,8 @@ def report(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Write the fleet leaderboard, per-building errors and forecast plots."""
+    from wadiro_fleet.tasks.report import write_report
+
     ids = split_list(buildings, "--buildings")
     result = run_guarded(lambda: write_report(warehouse, out, ids))
     typer.echo(result.leaderboard.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -159,18 +281,25 @@ def report(
         typer.echo(f"wrote {path}")
 
 
-@app.command("demo")
+@commands.command("demo")
 def demo(
     buildings: Annotated[int, typer.Option("--buildings", min=1, help="Demo fleet size.")] = 6,
-    trials: Annotated[int, typer.Option("--trials", min=1, help=WeeklySettings.model_fields[
-        "trials"].description)] = WeeklySettings.model_fields["trials"].default,
+    trials: Annotated[Optional[int], typer.Option(
+        "--trials", min=1, help="TPE trials per model and window (default: the weekly run's).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The whole job on the embedded default: a generated demo fleet, its latest week
     forecast with every model, and the leaderboard."""
-    if not has_buildings(warehouse):
+    from wadiro_fleet.flows.forecast import weekly_forecast_flow
+    from wadiro_fleet.flows.ingest import ingest_synthetic_flow
+    from wadiro_fleet.flows.settings import WeeklySettings
+    from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
+    from wadiro_fleet.tasks.warehouse.selection import has_buildings
+
+    if not run_guarded(lambda: has_buildings(warehouse)):
         typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse} ...")
         spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=14)
-        run_guarded(lambda: ingest_synthetic_flow(spec, warehouse=str(warehouse)))
-    settings = WeeklySettings(warehouse=str(warehouse), trials=trials)
-    _report_run(lambda: weekly_forecast_flow(settings=settings), settings.warehouse)
+        run_guarded(lambda: _run_flow(ingest_synthetic_flow, spec=spec, warehouse=str(warehouse)))
+    settings = WeeklySettings(warehouse=str(warehouse),
+                              **({"trials": trials} if trials is not None else {}))
+    _report_run(lambda: _run_flow(weekly_forecast_flow, settings=settings), settings.warehouse)

@@ -5,12 +5,18 @@ and description (a field without a default is a required option); lists are give
 comma-separated and dates as ``YYYY-MM-DD``. A field holding a mapping (per-model solver
 options) is not an option: set it through a flow parameter or a deployment. The values are
 validated by the model itself; a bad one is a usage error naming the option.
+
+A command starts in about a second because nothing is imported before it is needed: a
+settings model may be named by its import path (``"package.module:Class"``) and is imported
+only when its command's options are built, and :class:`OnDemandCommands` builds a command's
+options only when that command runs (or when a help page lists it).
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import importlib
 import inspect
 import types
 import typing
@@ -18,9 +24,12 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Annotated, Any, Literal, Optional, TypeVar
 
+import click
 import typer
+import typer.main
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
+from typer.core import TyperGroup
 
 F = TypeVar("F", bound=Callable[..., Any])
 DATE_FORMATS = ["%Y-%m-%d"]
@@ -115,31 +124,102 @@ def settings_problems(error: ValidationError) -> str:
     return "; ".join(clauses)
 
 
-def with_settings(settings: type[BaseModel]) -> Callable[[F], F]:
-    """Give a command one option per field of ``settings``; the command receives the validated
-    model as its ``settings`` argument."""
+def _resolve(settings: type[BaseModel] | str) -> type[BaseModel]:
+    if not isinstance(settings, str):
+        return settings
+    module, _, name = settings.partition(":")
+    return getattr(importlib.import_module(module), name)
 
-    def decorate(command: F) -> F:
-        signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "settings"]
+
+class _SettingsCommand:
+    """A command taking ``settings``, seen by Typer as one taking an option per field.
+
+    The settings model is imported, and the options made from it, the first time Typer asks
+    for the command's signature (building that one command).
+    """
+
+    def __init__(self, command: Callable[..., Any], settings: type[BaseModel] | str) -> None:
+        functools.update_wrapper(self, command,
+                                 assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+        self._command = command
+        self._settings_ref = settings
+
+    @functools.cached_property
+    def _parts(self) -> tuple[type[BaseModel], inspect.Signature, list[inspect.Parameter]]:
+        settings = _resolve(self._settings_ref)
+        signature = inspect.signature(self._command)  # `settings` may name an unimported class
+        scope = getattr(self._command, "__globals__", {})
+        own = [p.replace(annotation=eval(p.annotation, scope))  # noqa: S307 -- as eval_str does
+               if isinstance(p.annotation, str) else p
+               for p in signature.parameters.values() if p.name != "settings"]
         generated = [p for name, field in settings.model_fields.items()
                      if (p := _option(name, field)) is not None]
+        return settings, signature.replace(parameters=own + generated), generated
 
-        @functools.wraps(command)
-        def wrapper(**kwargs: Any) -> Any:
-            given = {p.name: kwargs.pop(p.name) for p in generated}
-            try:
-                value = settings(**_settings_values(settings, given))
-            except ValidationError as error:
-                raise typer.BadParameter(settings_problems(error)) from None
-            return command(settings=value, **kwargs)
+    @property
+    def __signature__(self) -> inspect.Signature:  # what inspect.signature() returns
+        return self._parts[1]
 
-        parameters = own + generated
-        wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
-        return wrapper  # type: ignore[return-value]
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # what typing.get_type_hints() reads
+        return {p.name: p.annotation for p in self._parts[1].parameters.values()}
+
+    def __call__(self, **kwargs: Any) -> Any:
+        settings, _, generated = self._parts
+        given = {p.name: kwargs.pop(p.name) for p in generated}
+        try:
+            value = settings(**_settings_values(settings, given))
+        except ValidationError as error:
+            raise typer.BadParameter(settings_problems(error)) from None
+        return self._command(settings=value, **kwargs)
+
+
+def with_settings(settings: type[BaseModel] | str) -> Callable[[F], F]:
+    """Give a command one option per field of ``settings`` (a model, or its import path
+    ``"package.module:Class"``, imported when the command is built); the command receives the
+    validated model as its ``settings`` argument."""
+
+    def decorate(command: F) -> F:
+        return _SettingsCommand(command, settings)  # type: ignore[return-value]
 
     return decorate
 
 
-__all__ = ["DATE_FORMATS", "settings_problems", "split_list", "with_settings"]
+class OnDemandCommands:
+    """Commands registered like Typer's, but turned into Click commands one at a time, when
+    they run or a help page lists them, so that running one imports nothing the others need.
+
+    Register with :meth:`command`; give :meth:`group_class` as the ``cls`` of the Typer app
+    (or sub-app) they belong to.
+    """
+
+    def __init__(self) -> None:
+        self.registry = typer.Typer()  # never turned into a Click group as a whole
+
+    def command(self, name: str, **options: Any) -> Callable[[F], F]:
+        return self.registry.command(name, **options)
+
+    def group_class(self) -> type[TyperGroup]:
+        registry = self.registry
+
+        class OnDemandGroup(TyperGroup):
+            def list_commands(self, ctx: click.Context) -> list[str]:
+                names = [info.name for info in registry.registered_commands if info.name]
+                return [*super().list_commands(ctx), *names]
+
+            def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+                if (known := super().get_command(ctx, cmd_name)) is not None:
+                    return known
+                for info in registry.registered_commands:
+                    if info.name == cmd_name:
+                        command = typer.main.get_command_from_info(
+                            info, pretty_exceptions_short=registry.pretty_exceptions_short,
+                            rich_markup_mode=registry.rich_markup_mode)
+                        self.commands[cmd_name] = command
+                        return command
+                return None
+
+        return OnDemandGroup
+
+
+__all__ = ["DATE_FORMATS", "OnDemandCommands", "settings_problems", "split_list", "with_settings"]

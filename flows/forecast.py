@@ -5,22 +5,39 @@ batch of buildings read its data, submit its forecasts to the task runner (threa
 or a Dask cluster) and write its results as soon as they are back, at most
 ``settings.max_in_flight`` batches in the air -- which bounds memory and the load on Prefect's
 API however large the fleet -- and close the run.
+
+The flows run through Prefect or directly (:mod:`~wadiro_fleet.flows.engine`). Either way a
+run:
+
+* stops cleanly on the first Ctrl-C or SIGTERM: it submits nothing more, abandons the batches
+  in flight and ends their worker processes, writes what is finished, records the run as
+  ``interrupted`` and raises :class:`~wadiro_fleet.tasks.errors.RunStoppedError`
+  (:mod:`~wadiro_fleet.flows.stopping`);
+* stops the same way, recorded as ``crashed``, when the Prefect server it reports to stops
+  answering;
+* never throws computed results away because another process holds the warehouse: they are
+  kept on disk and written when the lock clears; the run waits for that at its end, at most
+  ``settings.lock_wait_minutes``, saying so, and otherwise says how to load them later.
 """
 
 from __future__ import annotations
 
-import uuid
+import logging
+import queue
+import time
 from collections.abc import Iterator
 from datetime import date, timedelta
 
-from prefect import flow, get_run_logger, runtime
-from prefect.futures import PrefectFuture, as_completed
+from prefect import flow
+from wadiro_fleet.flows.engine import Engine, current_engine
 from wadiro_fleet.flows.progress import RunProgress
-from wadiro_fleet.flows.runners import make_task_runner, shared_local_api
 from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
+from wadiro_fleet.flows.stopping import STOP, stop_child_processes
+from wadiro_fleet.tasks.errors import RunStoppedError
 from wadiro_fleet.tasks.forecast_tasks import (
     OpenRun,
     RunSummary,
+    WriteOutcome,
     close_run,
     forecast_batch,
     latest_forecastable_week,
@@ -29,6 +46,7 @@ from wadiro_fleet.tasks.forecast_tasks import (
     read_batch,
     rescore_earlier_forecasts,
     write_batch,
+    write_pending_results,
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
@@ -36,60 +54,207 @@ from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
 RESCORE_WEEKS = 8
 """How far back the weekly run looks for forecasts whose actuals arrived after scoring."""
 
+POLL_S = 0.5
+"""How often a run waiting for its batches checks for a stop request."""
 
-def _batch_results(run: OpenRun, settings: RunSettings) -> Iterator[list[BuildingWeekResult]]:
+PENDING_RETRY_S = 10.0
+"""How often a run with results kept on disk tries to write them while it computes."""
+
+LOCK_NOTICE_S = 60.0
+"""How often a run waiting for the warehouse at its end says so."""
+
+
+class _Writer:
+    """Writes finished batches; keeps them on disk while the warehouse is locked and says so."""
+
+    def __init__(self, engine: Engine, run: OpenRun) -> None:
+        self.engine = engine
+        self.run = run
+        self.pending = 0
+        self._told = False
+        self._last_try = 0.0
+
+    def write(self, results: list[BuildingWeekResult]) -> None:
+        self._note(self.engine.call(write_batch, self.run, results))
+
+    def retry(self) -> None:
+        """Try to write what is kept, at most every :data:`PENDING_RETRY_S`."""
+        if self.pending and time.monotonic() - self._last_try >= PENDING_RETRY_S:
+            self._note(self.engine.call(write_pending_results, self.run))
+
+    def _note(self, outcome: WriteOutcome) -> None:
+        self._last_try = time.monotonic()
+        if outcome.pending and not self._told:
+            holder = f" ({outcome.holder})" if outcome.holder else ""
+            self.engine.warn(
+                "warehouse %s is locked by another process%s: finished results are kept in %s "
+                "and written as soon as it is free", self.run.warehouse, holder, outcome.folder)
+            self._told = True
+        elif self.pending and not outcome.pending:
+            self.engine.warn("warehouse free again: wrote the %d kept building-week(s)", self.pending)
+            self._told = False
+        self.pending = outcome.pending
+
+    def how_to_load(self) -> str:
+        return (f"{self.pending} building-week(s) of run {self.run.run_id} are kept in "
+                f"{self.run.pending_folder}; load them with `wadiro load-pending --warehouse "
+                f"{self.run.warehouse}` once the warehouse is free")
+
+
+def _batch_results(
+    run: OpenRun, settings: RunSettings, engine: Engine, writer: _Writer
+) -> Iterator[list[BuildingWeekResult]]:
     """Each batch's results as it finishes; buildings whose data cannot be read come back at
-    once as failed results."""
+    once as failed results. Stops (raising) when a stop is requested."""
     batches = run.batches(settings.batch_size)
-    pending: set[PrefectFuture] = set()
-    while True:
-        while len(pending) < settings.max_in_flight and (ids := next(batches, None)):
-            batch = read_batch(run, ids)
-            if batch.unreadable:
-                yield batch.unreadable
-            if batch.jobs:
-                pending.add(forecast_batch.submit(batch.jobs, run.config, batch.label))
-        if not pending:
+    pending: set = set()
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    try:
+        while True:
+            while (not STOP.requested and len(pending) < settings.max_in_flight
+                   and (ids := next(batches, None))):
+                batch = engine.call(read_batch, run, ids)
+                if batch.unreadable:
+                    yield batch.unreadable
+                if batch.jobs:
+                    future = engine.submit(forecast_batch, batch.jobs, run.config, batch.label)
+                    future.add_done_callback(finished.put)
+                    pending.add(future)
+            if STOP.requested:
+                raise _stopped()
+            if not pending:
+                return
+            try:
+                done = finished.get(timeout=POLL_S)
+            except queue.Empty:
+                writer.retry()
+                continue
+            pending.discard(done)
+            try:
+                results = done.result()
+            except BaseException:
+                if STOP.requested or STOP.wait(0.2):  # its worker was ended by the same signal
+                    raise _stopped() from None
+                raise
+            yield results
+    finally:
+        for future in pending:  # abandoned: they are not waited for
+            _abandon(future)
+
+
+def _abandon(future: object) -> None:
+    """Cancel a future that has not started (a Prefect future through the one it wraps)."""
+    target = getattr(future, "wrapped_future", future)
+    cancel = getattr(target, "cancel", None)
+    if cancel is not None:
+        cancel()
+
+
+def _stopped() -> RunStoppedError:
+    stop = STOP.requested
+    assert stop is not None
+    return RunStoppedError(stop.reason, status=stop.status, exit_code=stop.exit_code)
+
+
+def _close(engine: Engine, run: OpenRun, summary: RunSummary, writer: _Writer,
+           error: BaseException | None, lock_wait_s: float) -> str:
+    """Record the run's end after its results, waiting (at most ``lock_wait_s``) for the
+    warehouse when it is locked; raises when its results stay kept on disk. After an error the
+    step runs as a plain call, whatever failed (Prefect itself, maybe)."""
+    status, outcome = (close_run.fn(run, summary, error) if error is not None
+                       else engine.call(close_run, run, summary))
+    writer._note(outcome)
+    if writer.pending and error is None:
+        began = last_notice = time.monotonic()
+        while writer.pending and time.monotonic() - began < lock_wait_s and not STOP.requested:
+            if time.monotonic() - last_notice >= LOCK_NOTICE_S:
+                engine.warn("still waiting for the warehouse (%.0f of at most %.0f s); "
+                            "%d building-week(s) kept", time.monotonic() - began, lock_wait_s,
+                            writer.pending)
+                last_notice = time.monotonic()
+            STOP.wait(min(PENDING_RETRY_S, max(lock_wait_s - (time.monotonic() - began), 0.1)))
+            writer._note(write_pending_results.fn(run))
+    if writer.pending:
+        message = writer.how_to_load()
+        if error is None and (stop := STOP.requested) is not None:
+            raise RunStoppedError(f"{stop.reason} while waiting for the warehouse; {message}",
+                                  status=status, exit_code=stop.exit_code)
+        if error is None:
+            raise RunStoppedError(f"the warehouse stayed locked; {message}", status=status)
+        engine.warn(message)
+    return status
+
+
+def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
+    """The protocol for every (building, week); results are stored batch by batch."""
+    engine = current_engine()
+    weeks = check_mondays(weeks)
+    if not STOP.polled:
+        STOP.reset()  # a stop of an earlier run in this process is not this run's
+    run = engine.call(
+        open_run, settings.warehouse, engine.run_id(), label, weeks, settings.buildings,
+        settings.forecast_config(), settings.record(weeks, label),
+    )
+    engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
+               len(run.building_ids), len(weeks), ", ".join(run.config.models))
+    if run.earlier_pending:
+        engine.warn("results of %d earlier run(s) are still kept beside the warehouse (%s); "
+                    "load them with `wadiro load-pending --warehouse %s`",
+                    len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
+    summary = RunSummary(run_id=run.run_id, weeks=weeks)
+    writer = _Writer(engine, run)
+    lock_wait_s = 60.0 * settings.lock_wait_minutes
+    closing = []  # set once a close has begun: the run is closed once
+
+    def close_at_once() -> None:  # the process is being ended before the loop could close
+        if closing:
             return
-        done = next(as_completed(list(pending)))
-        pending.remove(done)
-        yield done.result()
+        closing.append(True)
+        try:
+            close_run.fn(run, summary, _stopped() if STOP.requested else
+                         RunStoppedError("stopped at once"))
+        except Exception as error:  # kept on disk by then: say how to write it
+            raise RuntimeError(f"run {run.run_id} not closed ({error}); its closing record is "
+                               f"kept in {run.pending_folder}: `wadiro load-pending --warehouse "
+                               f"{run.warehouse}` writes it") from error
+
+    try:
+        with STOP.polling(), STOP.last_words(close_at_once), engine.watch(), \
+                RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
+            for results in _batch_results(run, settings, engine, writer):
+                writer.write(results)
+                summary.add(results)
+                progress.update(summary.building_weeks)
+    except BaseException as error:
+        if closing:
+            raise
+        closing.append(True)
+        if isinstance(error, RunStoppedError):
+            stop_child_processes()  # the batches in flight are abandoned
+        try:
+            _close(engine, run, summary, writer, error, lock_wait_s)
+        except Exception as close_error:  # keep the original error; say why it was not closed
+            engine.warn("run %s not closed: %s", run.run_id, close_error)
+        raise
+    closing.append(True)
+    status = _close(engine, run, summary, writer, None, lock_wait_s)
+    for failure in summary.failures:
+        engine.log(logging.WARNING, "failed: %s", failure)
+    engine.log(logging.INFO, "run %s %s", run.run_id, status)
+    if engine.prefect:
+        publish_leaderboard(run)
+    return summary
 
 
 @flow(name="forecast-weeks")
 def forecast_weeks_flow(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
     """The protocol for every (building, week); results are stored batch by batch."""
-    logger = get_run_logger()
-    weeks = check_mondays(weeks)
-    run = open_run(
-        settings.warehouse, str(runtime.flow_run.id or uuid.uuid4()), label, weeks,
-        settings.buildings, settings.forecast_config(), settings.record(weeks, label),
-    )
-    logger.info("run %s: %d building(s) x %d week(s), models %s", run.run_id,
-                len(run.building_ids), len(weeks), ", ".join(run.config.models))
-    summary = RunSummary(run_id=run.run_id, weeks=weeks)
-    try:
-        with RunProgress(label, run.n_building_weeks) as progress:
-            for results in _batch_results(run, settings):
-                write_batch(run, results)
-                summary.add(results)
-                progress.update(summary.building_weeks)
-    except BaseException as error:
-        close_run.fn(run, summary, error)  # without Prefect, which may be what is failing
-        raise
-    close_run(run, summary)
-    for failure in summary.failures:
-        logger.warning("failed: %s", failure)
-    publish_leaderboard(run)
-    return summary
+    return forecast_weeks(weeks, settings, label)
 
 
 def _run_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
     """``forecast_weeks_flow`` as a subflow on the settings' task runner."""
-    task_runner = make_task_runner(settings.runner, max_workers=settings.workers,
-                                   dask_address=settings.dask_address)
-    with shared_local_api():
-        return forecast_weeks_flow.with_options(task_runner=task_runner)(weeks, settings, label)
+    return current_engine().run_subflow(forecast_weeks_flow, settings, weeks, settings, label)
 
 
 @flow(name="weekly-forecast")
@@ -100,10 +265,12 @@ def weekly_forecast_flow(
 
     First scores the last weeks' forecasts again where their actuals have arrived since.
     """
+    engine = current_engine()
     if week is None:
-        week = latest_forecastable_week(settings.warehouse, settings.buildings)
-    rescored = rescore_earlier_forecasts(settings.warehouse, week - timedelta(weeks=RESCORE_WEEKS))
-    get_run_logger().info("rescored %d earlier forecast(s) whose actuals have arrived", rescored)
+        week = engine.call(latest_forecastable_week, settings.warehouse, settings.buildings)
+    rescored = engine.call(rescore_earlier_forecasts, settings.warehouse,
+                           week - timedelta(weeks=RESCORE_WEEKS))
+    engine.log(logging.INFO, "rescored %d earlier forecast(s) whose actuals have arrived", rescored)
     return _run_weeks([week], settings, "forecast")
 
 

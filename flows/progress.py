@@ -18,13 +18,14 @@ from rich.progress import (
 
 class RunProgress:
     """Building-weeks done out of ``total``: a Prefect progress artifact (``{label}-progress``)
-    and, when standard error is a terminal, a progress bar."""
+    when the run reports to Prefect (``artifact``) and, when standard error is a terminal, a
+    progress bar."""
 
-    def __init__(self, label: str, total: int) -> None:
+    def __init__(self, label: str, total: int, *, artifact: bool = True) -> None:
         self.total = total
         self._artifact = create_progress_artifact(
             0.0, key=f"{label}-progress", description="building-weeks done (%)"
-        )
+        ) if artifact else None
         console = Console(file=sys.stderr)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
@@ -41,4 +42,5 @@ class RunProgress:
 
     def update(self, done: int) -> None:
         self._bar.update(self._bar_task, completed=done)
-        update_progress_artifact(self._artifact, 100.0 * done / max(self.total, 1))
+        if self._artifact is not None:
+            update_progress_artifact(self._artifact, 100.0 * done / max(self.total, 1))

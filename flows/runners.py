@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
+from wadiro_fleet.flows.stopping import worker_init
 
 
 def make_task_runner(
@@ -18,13 +19,15 @@ def make_task_runner(
     Solver-heavy tasks pin BLAS to one thread themselves, so the default worker count is the
     number of cores. Processes are the pipeline's default: tuning spends much of its time in
     Python (optuna, the solvers' iteration logic), which threads share under one interpreter
-    lock (README, "Scale", compares the two).
+    lock (README, "Scale", compares the two). Worker processes leave Ctrl-C to the flow's
+    process and end with it (:func:`~wadiro_fleet.flows.stopping.worker_init`).
     """
     workers = max_workers or os.cpu_count() or 1
     if kind == "threads":
         return ThreadPoolTaskRunner(max_workers=workers)
     if kind == "processes":
-        return ProcessPoolTaskRunner(max_workers=workers)
+        return ProcessPoolTaskRunner(max_workers=workers, initializer=worker_init,
+                                     initargs=(os.getpid(),))
     if kind != "dask":
         raise ValueError(f"unknown task runner {kind!r}; expected threads, processes or dask")
     if not dask_address:

@@ -36,6 +36,11 @@ class RunSettings(ForecastConfig):
     workers: int | None = Field(None, ge=1, description="Parallel workers (default: cores).")
     batch_size: int = Field(2, ge=1, description="Buildings per task run.")
     max_in_flight: int = Field(8, ge=1, description="Task runs submitted at a time.")
+    lock_wait_minutes: float = Field(
+        10.0, ge=0,
+        description="How long a run waits at its end for a warehouse that another process "
+        "keeps locked; results not written by then stay kept beside it (wadiro load-pending).",
+    )
 
     @model_validator(mode="after")
     def _dask_needs_an_address(self) -> RunSettings:

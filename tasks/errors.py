@@ -30,4 +30,25 @@ class BuildingDataError(PipelineError, ValueError):
     """
 
 
-__all__ = ["BuildingDataError", "EmptySelectionError", "PipelineError", "UnknownBuildingError"]
+class RunStoppedError(PipelineError):
+    """A run stopped before its end on purpose: a signal (Ctrl-C, SIGTERM) asked it to, or it
+    lost the Prefect server it reports to. What it had finished is written; the message says
+    what happened and what to do.
+
+    ``status`` is what the ``runs`` table records (``interrupted`` or ``crashed``) and
+    ``exit_code`` the command line's exit status (128 + the signal's number after a signal).
+    """
+
+    def __init__(self, message: str, *, status: str = "interrupted", exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.exit_code = exit_code
+
+
+__all__ = [
+    "BuildingDataError",
+    "EmptySelectionError",
+    "PipelineError",
+    "RunStoppedError",
+    "UnknownBuildingError",
+]

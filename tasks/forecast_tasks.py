@@ -4,8 +4,12 @@ The storage side of a run -- open it, read a batch, write a batch, close it, sco
 forecasts again -- runs in the flow's own process, the warehouse's single writer. Each storage
 task either only reads or changes the warehouse in one transaction that replaces what it owns,
 so running it again is safe: it is retried when the warehouse stays locked by another process.
-The compute task, :func:`forecast_batch`, receives its data as arguments and returns plain
-results, so the task runner may send it to a thread, a process or a Dask worker.
+Writing results is the exception: computed results are never thrown away because another
+process holds the warehouse, so a batch that cannot be written within a short wait is kept on
+disk beside the warehouse and written as soon as the lock clears
+(:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
+receives its data as arguments and returns plain results, so the task runner may send it to a
+thread, a process or a Dask worker.
 """
 
 from __future__ import annotations
@@ -26,17 +30,16 @@ from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.provenance import code_version
 from wadiro_fleet.tasks.report import run_leaderboard
 from wadiro_fleet.tasks.warehouse.batches import load_batch
-from wadiro_fleet.tasks.warehouse.connection import (
-    WarehouseLockedError,
-    connect,
-    transaction,
+from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError, connect
+from wadiro_fleet.tasks.warehouse.pending import (
+    LoadReport,
+    PendingResults,
+    pending_root,
+    pending_runs,
+    write_pending,
 )
 from wadiro_fleet.tasks.warehouse.results import rescore_forecasts, write_results
-from wadiro_fleet.tasks.warehouse.runs import (
-    RunSummary,
-    record_run_end,
-    record_run_start,
-)
+from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_start
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import (
     default_target_week,
@@ -57,6 +60,9 @@ _STORAGE: dict[str, Any] = {
 }
 """Storage tasks always run (never served from a cache) and retry while the file is locked."""
 
+SHORT_LOCK_WAIT: dict[str, Any] = {"retries": 3, "backoff_s": 0.25}
+"""How long a write waits for the warehouse lock (under 2 s) before keeping its batch on disk."""
+
 
 @dataclass(frozen=True)
 class OpenRun:
@@ -68,6 +74,13 @@ class OpenRun:
     weeks: tuple[date, ...]
     building_ids: tuple[str, ...]
     config: ForecastConfig
+    earlier_pending: tuple[str, ...] = ()
+    """Runs whose results are kept beside the warehouse, not written yet (``wadiro load-pending``)."""
+
+    @property
+    def pending_folder(self) -> str:
+        """Where this run keeps results the warehouse could not take yet."""
+        return str(pending_root(self.warehouse) / self.run_id)
 
     @property
     def n_building_weeks(self) -> int:
@@ -106,8 +119,9 @@ def open_run(
         ids = fleet_building_ids(con, buildings)
         record_run_start(con, run_id=run_id, flow=label, parameters=parameters,
                          code_version=code_version())
+    earlier = tuple(p.run_id for p in pending_runs(warehouse) if p.run_id != run_id)
     return OpenRun(run_id=run_id, warehouse=warehouse, label=label, weeks=tuple(weeks),
-                   building_ids=tuple(ids), config=config)
+                   building_ids=tuple(ids), config=config, earlier_pending=earlier)
 
 
 @task(name="read-batch", **_STORAGE)
@@ -127,18 +141,76 @@ def forecast_batch(
     return run_jobs(jobs, config)
 
 
-@task(name="write-batch", **_STORAGE)
-def write_batch(run: OpenRun, results: list[BuildingWeekResult]) -> int:
-    """Replace the batch's slice of every result table in one transaction; rows written."""
-    with connect(run.warehouse) as con:
-        return write_results(con, results, run_id=run.run_id, models=run.config.models)
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What a write did: building-weeks written now, building-weeks still kept on disk (the
+    warehouse was locked by ``holder``), and where they are kept."""
+
+    written: int
+    pending: int = 0
+    holder: str = ""
+    folder: str = ""
 
 
-@task(name="close-run", **_STORAGE)
-def close_run(run: OpenRun, summary: RunSummary, error: BaseException | None = None) -> str:
-    """Write the run's counts and final status; returns the status."""
-    with connect(run.warehouse) as con, transaction(con):
-        return record_run_end(con, summary, error)
+@task(name="write-batch", cache_policy=NO_CACHE)
+def write_batch(run: OpenRun, results: list[BuildingWeekResult]) -> WriteOutcome:
+    """Replace the batch's slice of every result table in one transaction -- after the batches
+    kept earlier, in order. When the warehouse stays locked past a short wait the batch is kept
+    on disk instead, to be written by a later write or :func:`write_pending_results`."""
+    pending = PendingResults(run.warehouse, run.run_id)
+    if pending:
+        pending.keep(results, run.config.models)
+        return write_pending_results.fn(run)
+    try:
+        with connect(run.warehouse, **SHORT_LOCK_WAIT) as con:
+            write_results(con, results, run_id=run.run_id, models=run.config.models)
+    except WarehouseLockedError as locked:
+        pending.keep(results, run.config.models)
+        return WriteOutcome(0, len(results), locked.holder, run.pending_folder)
+    return WriteOutcome(len(results))
+
+
+@task(name="write-pending", cache_policy=NO_CACHE)
+def write_pending_results(run: OpenRun) -> WriteOutcome:
+    """Write what the run keeps on disk (results, then its closing record) if the warehouse
+    can be had within a short wait; what is left pending is counted."""
+    pending = PendingResults(run.warehouse, run.run_id)
+    if not pending:
+        return WriteOutcome(0)
+    kept = pending.building_weeks()
+    try:
+        with connect(run.warehouse, **SHORT_LOCK_WAIT) as con:
+            pending.write_to(con)
+    except WarehouseLockedError as locked:
+        return WriteOutcome(0, kept, locked.holder, run.pending_folder)
+    return WriteOutcome(kept)
+
+
+@task(name="close-run", cache_policy=NO_CACHE)
+def close_run(
+    run: OpenRun, summary: RunSummary, error: BaseException | None = None
+) -> tuple[str, WriteOutcome]:
+    """Record the run's counts and final status after its results; returns the status and
+    what is still kept on disk (everything is kept while the warehouse is locked)."""
+    status, message = summary.final_status(error)
+    PendingResults(run.warehouse, run.run_id).keep_closing(summary, status, message)
+    return status, write_pending_results.fn(run)
+
+
+def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
+    """The latest runs, newest first: id, flow, start, minutes, status, building-weeks done and
+    failed, message."""
+    with connect(warehouse, read_only=True) as con:
+        return con.execute(
+            "SELECT run_id, flow, strftime(started_at, '%Y-%m-%d %H:%M:%S UTC'), "
+            "round(epoch(finished_at - started_at) / 60.0, 1), status, n_building_weeks, "
+            "n_failed, message FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
+
+
+def load_pending_results(warehouse: str) -> LoadReport:
+    """Write what interrupted runs left pending beside the warehouse (``wadiro load-pending``)."""
+    with connect(warehouse) as con:
+        return write_pending(con, warehouse)
 
 
 @task(name="latest-forecastable-week", **_STORAGE)
@@ -169,15 +241,21 @@ def publish_leaderboard(run: OpenRun) -> None:
 
 
 __all__ = [
+    "SHORT_LOCK_WAIT",
     "Batch",
+    "LoadReport",
     "OpenRun",
     "RunSummary",
+    "WriteOutcome",
     "close_run",
     "forecast_batch",
     "latest_forecastable_week",
+    "load_pending_results",
     "open_run",
     "publish_leaderboard",
     "read_batch",
     "rescore_earlier_forecasts",
+    "run_history",
     "write_batch",
+    "write_pending_results",
 ]

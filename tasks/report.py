@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +16,7 @@ matplotlib.use("Agg")  # files only; no display on batch machines
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from wadiro_fleet.tasks.report_html import render_report  # noqa: E402
-from wadiro_fleet.tasks.warehouse.connection import connect  # noqa: E402
+from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect  # noqa: E402
 from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
 
 
@@ -67,6 +69,27 @@ def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, path: Path) 
     return path
 
 
+class NothingToReportError(WarehouseError):
+    """The warehouse holds no scored forecast yet."""
+
+
+_UNSAFE_FILE_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_FILE_STEM = 80
+"""Characters of a building id kept in its plot's file name (file systems allow 255 bytes)."""
+
+
+def plot_file_name(building_id: str, taken: set[str]) -> str:
+    """A file name for a building's plot: letters, digits, ``._-`` only, at most
+    :data:`MAX_FILE_STEM` characters of the id, never hidden or a path, and not in ``taken``
+    (compared without case, as some file systems do); the id's hash is appended whenever the
+    name is not the id itself or is taken. The name is added to ``taken``."""
+    stem = _UNSAFE_FILE_CHARACTERS.sub("_", building_id).lstrip(".")[:MAX_FILE_STEM] or "building"
+    if stem != building_id or stem.lower() in taken:
+        stem = f"{stem}-{hashlib.sha256(building_id.encode()).hexdigest()[:10]}"
+    taken.add(stem.lower())
+    return f"{stem}.png"
+
+
 @dataclass
 class Report:
     leaderboard: pd.DataFrame
@@ -93,8 +116,12 @@ def read_run_leaderboard(warehouse: str | Path, run_id: str) -> pd.DataFrame:
 def _write_report(
     con: duckdb.DuckDBPyConnection, out_dir: Path, buildings: Sequence[str] | None
 ) -> Report:
-    out_dir.mkdir(parents=True, exist_ok=True)
     report = Report(fleet_leaderboard(con), building_errors(con))
+    if report.leaderboard.empty:
+        raise NothingToReportError(
+            "the warehouse holds no scored forecast yet; run `wadiro forecast` or "
+            "`wadiro backfill` first (a week is scored once its actual readings are ingested)")
+    out_dir.mkdir(parents=True, exist_ok=True)
     for name, frame in (("leaderboard", report.leaderboard),
                         ("building_errors", report.building_errors)):
         csv = out_dir / f"{name}.csv"
@@ -103,8 +130,9 @@ def _write_report(
     page = out_dir / "report.html"
     page.write_text(render_report(con, buildings), encoding="utf-8")
     report.files.append(page)
+    taken: set[str] = set()
     for building_id in buildings or default_plot_buildings(con):
-        png = plot_building(con, building_id, out_dir / "plots" / f"{building_id}.png")
+        png = plot_building(con, building_id, out_dir / "plots" / plot_file_name(building_id, taken))
         if png is not None:
             report.files.append(png)
     return report

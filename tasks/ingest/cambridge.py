@@ -22,6 +22,7 @@ from wadiro_fleet.tasks.ingest.cambridge_archive import (
     CambridgeBatch,
     load_cambridge,
 )
+from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
@@ -40,11 +41,15 @@ class IngestSummary:
     weather_hours_without_wind: int
     seconds: float
     """Time spent reading, checking and writing (excluding orchestration)."""
+    implausible_values: int = 0
+    """Values stored as missing because they were implausible (``--implausible missing``)."""
 
     def line(self) -> str:
+        implausible = (f"; {self.implausible_values:,} implausible value(s) stored as missing"
+                       if self.implausible_values else "")
         return (
             f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
-            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
+            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours{implausible}"
         )
 
 
@@ -78,6 +83,7 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         weather_hours=batch.weather.num_rows,
         weather_hours_without_wind=batch.weather["wind_speed_ms"].null_count,
         seconds=batch.read_seconds + time.perf_counter() - began,
+        implausible_values=batch.implausible_values,
     )
 
 
@@ -87,9 +93,10 @@ def ingest_cambridge(
     buildings: Sequence[str] | None = None,
     start: date | None = None,
     end: date | None = None,
+    implausible: ImplausiblePolicy = "refuse",
 ) -> IngestSummary:
     """Load the archive selection, then write it to the warehouse file in one transaction."""
-    batch = load_cambridge(path, buildings, start, end)
+    batch = load_cambridge(path, buildings, start, end, implausible)
     with connect(warehouse) as con:
         return write_cambridge(con, batch)
 
@@ -97,7 +104,8 @@ def ingest_cambridge(
 @task(name="load-cambridge-archive", cache_policy=NO_CACHE)
 def load_cambridge_task(selection: ArchiveSelection) -> CambridgeBatch:
     """Prefect wrapper of :func:`load_cambridge`."""
-    return load_cambridge(selection.path, selection.buildings, selection.start, selection.end)
+    return load_cambridge(selection.path, selection.buildings, selection.start, selection.end,
+                          selection.implausible)
 
 
 @task(name="write-cambridge-archive", cache_policy=NO_CACHE)

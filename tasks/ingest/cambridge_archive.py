@@ -20,6 +20,11 @@ Rules (also in ``data/README.md``):
 * Every yearly file must hold exactly the hours of its year, each once; anything else (a
   truncated file, a duplicated timestamp, a non-numeric value) is an error naming the file, and
   nothing is written.
+* Every value must be finite and physically plausible
+  (:mod:`~wadiro_fleet.tasks.ingest.plausibility`: no negative energy or irradiance, no
+  temperature no weather station has recorded, ...). Otherwise the ingest stops with an error
+  naming file, line and column and writes nothing -- or, when the selection says
+  ``implausible="missing"``, stores such values as missing and counts them.
 
 Everything is read and checked into Arrow tables (:class:`CambridgeBatch`), with no
 warehouse: the ingest (:mod:`~wadiro_fleet.tasks.ingest.cambridge`), the tests and the
@@ -46,6 +51,15 @@ from wadiro_fleet.tasks.ingest.errors import (
     EmptyRangeError,
     MalformedSourceError,
     SourceNotFoundError,
+)
+from wadiro_fleet.tasks.ingest.plausibility import (
+    ENERGY_KWH,
+    HUMIDITY_PCT,
+    IRRADIANCE_WM2,
+    TEMPERATURE_C,
+    WIND_MS,
+    ImplausiblePolicy,
+    check_column,
 )
 
 __all__ = [
@@ -78,6 +92,9 @@ WEATHER_COLUMNS = ("datetime", "air_temperature [degC]", "rltv_hum [%]", "glbl_i
 _UTC_TS = pa.timestamp("us", tz="UTC")
 _YEAR_FILE = re.compile(r"^(\d{4})\.csv$")
 _MIDAS_YEAR = re.compile(r"qcv-1_(\d{4})\.csv$")
+_IMPLAUSIBLE = "__implausible"
+"""A row's count of values stored as missing because they were implausible (dropped before
+the rows leave this module)."""
 
 
 class ArchiveSelection(BaseModel):
@@ -89,6 +106,12 @@ class ArchiveSelection(BaseModel):
     buildings: tuple[str, ...] | None = Field(None, description="Building ids (default: all).")
     start: date | None = Field(None, description="First UTC day (inclusive).")
     end: date | None = Field(None, description="Last UTC day (inclusive).")
+    implausible: ImplausiblePolicy = Field(
+        "refuse",
+        description="A non-finite or physically implausible value (negative energy or "
+        "irradiance, a temperature no station has recorded, ...): refuse it (an error naming "
+        "file, line and column; nothing is written) or store it as missing and count it.",
+    )
 
 
 @dataclass(frozen=True)
@@ -131,6 +154,8 @@ class CambridgeBatch:
     start: datetime | None
     end: datetime | None
     read_seconds: float = 0.0
+    implausible_values: int = 0
+    """Values stored as missing because they were implausible (``implausible="missing"``)."""
 
 
 def _building_number(building_id: str) -> tuple[int, str]:
@@ -191,7 +216,10 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pa.Table:
     try:
         table = pcsv.read_csv(
             str(path),
-            convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True),
+            # Only a blank cell is missing: "nan", "NA", "null" are values, checked (and refused)
+            # like any other.
+            convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True,
+                                                null_values=[""]),
         )
     except pa.ArrowInvalid as error:
         raise MalformedSourceError(f"{path}: {error}") from error
@@ -241,36 +269,60 @@ def _in_range(table: pa.Table, lo: datetime | None, hi: datetime | None) -> pa.T
     return table if mask is None else table.filter(mask)
 
 
-def read_electricity_file(path: Path, building_id: str, year: int) -> pa.Table:
-    """One building-year as (building_id, ts, kwh), exact zeros and blanks as NULL."""
+def _csv_lines(table: pa.Table) -> np.ndarray:
+    """Each row's line in its file (the header is line 1)."""
+    return np.arange(table.num_rows) + 2
+
+
+def _electricity(path: Path, building_id: str, year: int, implausible: ImplausiblePolicy) -> pa.Table:
     raw = _read_csv(path, ELECTRICITY_COLUMNS)
     _check_full_year(path, year, raw["datetime"])
-    kwh = raw["equipment load [kWh]"]
+    column = ELECTRICITY_COLUMNS[1]
+    kwh, bad = check_column(raw[column], ENERGY_KWH, path=path, column=column,
+                            lines=_csv_lines(raw), policy=implausible)
     kwh = pc.if_else(pc.equal(kwh, 0.0), pa.scalar(None, pa.float64()), kwh)
     return pa.table(
         {
             "building_id": pa.repeat(pa.scalar(building_id), raw.num_rows),
             "ts": _utc(raw["datetime"]),
             "kwh": kwh,
+            _IMPLAUSIBLE: pa.array(bad.astype(np.int64)),
         }
     )
 
 
-def read_bedford_weather(path: Path, year: int) -> pa.Table:
-    """One processed Bedford year as (ts, temperature_c, humidity_pct, irradiance_wm2)."""
+def read_electricity_file(
+    path: Path, building_id: str, year: int, implausible: ImplausiblePolicy = "refuse"
+) -> pa.Table:
+    """One building-year as (building_id, ts, kwh), exact zeros and blanks as NULL."""
+    return _electricity(path, building_id, year, implausible).drop_columns([_IMPLAUSIBLE])
+
+
+_WEATHER_BOUNDS = {
+    "air_temperature [degC]": ("temperature_c", TEMPERATURE_C),
+    "rltv_hum [%]": ("humidity_pct", HUMIDITY_PCT),
+    "glbl_irad_amt [W/m2]": ("irradiance_wm2", IRRADIANCE_WM2),
+}
+
+
+def _bedford(path: Path, year: int, implausible: ImplausiblePolicy) -> pa.Table:
     raw = _read_csv(path, WEATHER_COLUMNS)
     _check_full_year(path, year, raw["datetime"])
-    return pa.table(
-        {
-            "ts": _utc(raw["datetime"]),
-            "temperature_c": raw["air_temperature [degC]"],
-            "humidity_pct": raw["rltv_hum [%]"],
-            "irradiance_wm2": raw["glbl_irad_amt [W/m2]"],
-        }
-    )
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {"ts": _utc(raw["datetime"])}
+    replaced = np.zeros(raw.num_rows, np.int64)
+    for source, (name, bound) in _WEATHER_BOUNDS.items():
+        columns[name], bad = check_column(raw[source], bound, path=path, column=source,
+                                          lines=_csv_lines(raw), policy=implausible)
+        replaced += bad
+    return pa.table({**columns, _IMPLAUSIBLE: pa.array(replaced)})
 
 
-def _midas_body(path: Path) -> bytes:
+def read_bedford_weather(path: Path, year: int, implausible: ImplausiblePolicy = "refuse") -> pa.Table:
+    """One processed Bedford year as (ts, temperature_c, humidity_pct, irradiance_wm2)."""
+    return _bedford(path, year, implausible).drop_columns([_IMPLAUSIBLE])
+
+
+def _midas_body(path: Path) -> tuple[bytes, int]:
     text = path.read_bytes()
     lines = text.splitlines(keepends=True)
     stripped = [line.strip() for line in lines]
@@ -282,17 +334,12 @@ def _midas_body(path: Path) -> bytes:
         end = stripped.index(b"end data", begin + 1)
     except ValueError:
         raise MalformedSourceError(f"{path}: truncated, no 'end data' line") from None
-    return b"".join(lines[begin + 1 : end])
+    return b"".join(lines[begin + 1 : end]), begin + 3  # the CSV's header follows "data"
 
 
-def read_midas_wind(path: Path) -> pa.Table:
-    """Hourly wind speed (ts, wind_speed_ms) from one raw MIDAS file.
-
-    Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
-    on the hour are ignored. Wind is converted from knots to m/s.
-    """
+def _midas_wind(path: Path, implausible: ImplausiblePolicy) -> pa.Table:
     wanted = ["ob_time", "version_num", "wind_speed_unit_id", "wind_speed"]
-    body = _midas_body(path)
+    body, first_line = _midas_body(path)
     try:
         raw = pcsv.read_csv(
             pa.BufferReader(body),
@@ -312,18 +359,31 @@ def read_midas_wind(path: Path) -> pa.Table:
     units = raw["wind_speed_unit_id"].drop_null()
     if len(units) and not pc.all(pc.equal(units, MIDAS_KNOTS_UNIT_ID)).as_py():
         raise MalformedSourceError(f"{path}: wind_speed_unit_id other than knots (4) found")
-    frame = raw.to_pandas()
+    frame = raw.to_pandas().assign(line=np.arange(raw.num_rows) + first_line)
     frame = frame[frame["ob_time"].notna()]
     frame = frame[frame["ob_time"].dt.floor("h") == frame["ob_time"]]
     frame = frame.assign(order=np.arange(len(frame)), version_num=frame["version_num"].fillna(-1))
     frame = frame.sort_values(["ob_time", "version_num", "order"], kind="stable")
     frame = frame.drop_duplicates("ob_time", keep="last")
+    knots, bad = check_column(pa.array(frame["wind_speed"], pa.float64()), WIND_MS, path=path,
+                              column="wind_speed", lines=frame["line"].to_numpy(),
+                              policy=implausible, scale=KNOT_IN_MS)
     return pa.table(
         {
             "ts": _utc(pa.chunked_array([pa.array(frame["ob_time"], pa.timestamp("s"))])),
-            "wind_speed_ms": pa.array(frame["wind_speed"] * KNOT_IN_MS, pa.float64()),
+            "wind_speed_ms": pc.multiply(knots, KNOT_IN_MS),
+            _IMPLAUSIBLE: pa.array(bad.astype(np.int64)),
         }
     )
+
+
+def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse") -> pa.Table:
+    """Hourly wind speed (ts, wind_speed_ms) from one raw MIDAS file.
+
+    Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
+    on the hour are ignored. Wind is converted from knots to m/s.
+    """
+    return _midas_wind(path, implausible).drop_columns([_IMPLAUSIBLE])
 
 
 _HOURLY_WEATHER = pa.schema(
@@ -337,30 +397,44 @@ _HOURLY_WEATHER = pa.schema(
 )
 
 
-def _weather_year(path: Path, year: int, midas: Path | None) -> pa.Table:
-    """One year of processed Bedford weather with the MIDAS wind joined on the hour."""
-    hourly = read_bedford_weather(path, year)
+def _weather_year(path: Path, year: int, midas: Path | None,
+                  implausible: ImplausiblePolicy) -> pa.Table:
+    """One year of processed Bedford weather with the MIDAS wind joined on the hour (and the
+    count of implausible values stored as missing, per hour)."""
+    hourly = _bedford(path, year, implausible)
     if midas is None:
         wind = pa.nulls(hourly.num_rows, pa.float64())
-        return hourly.append_column("wind_speed_ms", wind).select(_HOURLY_WEATHER.names)
-    joined = hourly.join(read_midas_wind(midas), "ts", join_type="left outer")
-    return joined.select(_HOURLY_WEATHER.names).cast(_HOURLY_WEATHER)
+        table = hourly.append_column("wind_speed_ms", wind)
+        return table.select([*_HOURLY_WEATHER.names, _IMPLAUSIBLE])
+    wind = _midas_wind(midas, implausible).rename_columns(["ts", "wind_speed_ms", "wind_bad"])
+    joined = hourly.join(wind, "ts", join_type="left outer")
+    replaced = pc.add(joined[_IMPLAUSIBLE], pc.fill_null(joined["wind_bad"], 0))
+    table = joined.select(_HOURLY_WEATHER.names).cast(_HOURLY_WEATHER)
+    return table.append_column(_IMPLAUSIBLE, replaced)
 
 
-def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None) -> pa.Table:
-    """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
+def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None,
+             implausible: ImplausiblePolicy = "refuse") -> tuple[pa.Table, int]:
+    """Observed Bedford weather of every archive year overlapping the range, sorted by time,
+    and how many of its values were stored as missing because they were implausible."""
     years = _year_files(layout.weather_dir, _YEAR_FILE)
     midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
     parts = [
-        _in_range(_weather_year(path, year, midas.get(year)), lo, hi)
+        _in_range(_weather_year(path, year, midas.get(year), implausible), lo, hi)
         for year, path in sorted(years.items())
         if _overlaps(year, lo, hi)
     ]
-    table = pa.concat_tables(parts).sort_by("ts") if parts else _HOURLY_WEATHER.empty_table()
+    if not parts:
+        table, replaced = _HOURLY_WEATHER.empty_table(), 0
+    else:
+        table = pa.concat_tables(parts).sort_by("ts")
+        replaced = int(pc.sum(table[_IMPLAUSIBLE]).as_py() or 0)
+        table = table.drop_columns([_IMPLAUSIBLE])
     n = table.num_rows
-    return table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
+    table = table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
         "kind", pa.repeat(pa.scalar("observed"), n)
     )
+    return table, replaced
 
 
 def load_cambridge(
@@ -368,8 +442,10 @@ def load_cambridge(
     buildings: Sequence[str] | None = None,
     start: date | None = None,
     end: date | None = None,
+    implausible: ImplausiblePolicy = "refuse",
 ) -> CambridgeBatch:
-    """Read and validate the archive's buildings, readings and weather for the selection."""
+    """Read and validate the archive's buildings, readings and weather for the selection
+    (``implausible``: refuse implausible values, or store them as missing and count them)."""
     began = time.perf_counter()
     layout = ArchiveLayout.at(path)
     lo, hi = utc_range(start, end)
@@ -379,7 +455,7 @@ def load_cambridge(
         files = _year_files(layout.buildings_dir / building_id / "electricity", _YEAR_FILE)
         for year, file in sorted(files.items()):
             if _overlaps(year, lo, hi):
-                readings.append(_in_range(read_electricity_file(file, building_id, year), lo, hi))
+                readings.append(_in_range(_electricity(file, building_id, year, implausible), lo, hi))
     if not readings:
         raise EmptyRangeError(
             f"no electricity readings between {start or 'the beginning'} and {end or 'the end'} "
@@ -395,14 +471,17 @@ def load_cambridge(
             "source": pa.repeat(pa.scalar(ARCHIVE_SOURCE), len(ids)),
         }
     )
+    readings_table = pa.concat_tables(readings)
+    weather, weather_replaced = _weather(layout, lo, hi, implausible)
     return CambridgeBatch(
         buildings=meta,
-        readings=pa.concat_tables(readings),
-        weather=_weather(layout, lo, hi),
+        readings=readings_table.drop_columns([_IMPLAUSIBLE]),
+        weather=weather,
         building_ids=tuple(ids),
         start=lo,
         end=hi,
         read_seconds=time.perf_counter() - began,
+        implausible_values=int(pc.sum(readings_table[_IMPLAUSIBLE]).as_py() or 0) + weather_replaced,
     )
 
 

@@ -38,7 +38,6 @@ import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from scipy.signal import lfilter
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
@@ -215,6 +214,8 @@ def _ar1(rng: np.random.Generator, shape: tuple[int, int], phi: float, sd: float
     """AR(1) rows with stationary standard deviation ``sd`` along the last axis."""
     shocks = rng.standard_normal(shape) * sd * np.sqrt(1.0 - phi**2)
     shocks[:, 0] = rng.standard_normal(shape[0]) * sd
+    from scipy.signal import lfilter  # imported here: it costs a second at every command's start
+
     return lfilter([1.0], [1.0, -phi], shocks, axis=1)
 
 

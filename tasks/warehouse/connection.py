@@ -3,10 +3,17 @@
 DuckDB admits one writing process, and while it holds the file no other process can open it,
 not even read-only. :func:`connect` therefore retries on the file lock with exponential backoff
 and always closes the connection on exit; writers keep their transactions short.
+
+Inside :func:`connect`, DuckDB's own errors about the file itself become one-line
+:class:`WarehouseError` s that say what to do: a warehouse that does not exist yet, a table
+that is not there yet (DuckDB would otherwise look for a Python variable of that name: its
+replacement scans are switched off), a damaged file.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +21,8 @@ from pathlib import Path
 
 import duckdb
 from wadiro_fleet.tasks.errors import PipelineError
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_WAREHOUSE = "warehouse.duckdb"
 """The embedded default warehouse, created on first use (relative to the working directory)."""
@@ -26,9 +35,96 @@ class WarehouseError(PipelineError, RuntimeError):
 class WarehouseLockedError(WarehouseError):
     """Another process holds the DuckDB file lock for longer than the retries allow."""
 
+    def __init__(self, message: str, holder: str = "") -> None:
+        super().__init__(message)
+        self.holder = holder
+        """Who holds the lock, as DuckDB names it (a program and its PID), if it says."""
+
+
+class WarehouseMissingError(WarehouseError, FileNotFoundError):
+    """The warehouse file does not exist (and a read-only command will not create it)."""
+
+    def __str__(self) -> str:  # FileNotFoundError would format its arguments
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingTableError(WarehouseError, LookupError):
+    """The warehouse lacks a table a command reads: nothing of that kind was written yet."""
+
+    def __str__(self) -> str:  # LookupError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class WarehouseDamagedError(WarehouseError):
+    """The warehouse file is not a readable DuckDB database (truncated, overwritten, ...)."""
+
+
+_INGEST_FIRST = "run `wadiro ingest cambridge` or `wadiro ingest synthetic` first"
+_FORECAST_FIRST = "run `wadiro forecast` or `wadiro backfill` first"
+_DAMAGE_MARKERS = ("corrupt database", "not a valid duckdb database", "could not read enough bytes",
+                   "checksum", "database has been invalidated", "serialization error")
+_MISSING_TABLE = re.compile(r"Table with name (\w+) does not exist")
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?\(PID \d+\))")
+
 
 def _is_lock_error(error: duckdb.Error) -> bool:
     return isinstance(error, duckdb.IOException) and "lock" in str(error).lower()
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def lock_holder(error: BaseException) -> str:
+    """The process DuckDB names as holding the lock (``/usr/bin/python3 (PID 123)``), or ``""``."""
+    match = _LOCK_HOLDER.search(str(error))
+    return match.group(1) if match else ""
+
+
+def _damaged(path: Path, error: duckdb.Error) -> WarehouseDamagedError:
+    return WarehouseDamagedError(
+        f"warehouse {path} is damaged ({_first_line(error)}); restore it from a backup, or move "
+        "it aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
+    )
+
+
+def _is_damage(error: duckdb.Error) -> bool:
+    text = str(error).lower()
+    return any(marker in text for marker in _DAMAGE_MARKERS)
+
+
+def _translated(path: Path, error: duckdb.Error) -> WarehouseError | None:
+    """A one-line :class:`WarehouseError` for DuckDB errors about the file or its tables."""
+    if _is_damage(error):
+        return _damaged(path, error)
+    match = _MISSING_TABLE.search(str(error))
+    if isinstance(error, duckdb.CatalogException) and match:
+        from wadiro_fleet.tasks.warehouse.schema import INPUT_TABLES  # schema imports no connection
+
+        table = match.group(1)
+        what, todo = (("input data", _INGEST_FIRST) if table in INPUT_TABLES
+                      else ("forecasts", _FORECAST_FIRST))
+        return MissingTableError(f"warehouse {path} has no table {table!r} (no {what} written "
+                                 f"yet); {todo}")
+    return None
+
+
+_FILE_HEADERS = 3 * 4096
+"""A DuckDB file starts with one main and two database headers of 4 KiB, then its blocks."""
+
+
+def _check_not_truncated(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a file shorter than the blocks its header promises: DuckDB opens a truncated
+    file and only fails (or, for a write, may not even fail) once a lost block is read."""
+    size = path.stat().st_size if path.exists() else 0
+    block_size, blocks = con.execute(
+        "SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
+    if blocks and size < _FILE_HEADERS + block_size * blocks:
+        raise WarehouseDamagedError(
+            f"warehouse {path} is damaged (the file holds {size:,} bytes, its header promises "
+            f"{_FILE_HEADERS + block_size * blocks:,}); restore it from a backup, or move it "
+            "aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
+        )
 
 
 @contextmanager
@@ -47,23 +143,43 @@ def connect(
     path = Path(path)
     if not read_only and path.parent and not path.parent.exists():
         raise WarehouseError(f"warehouse directory does not exist: {path.parent}")
+    if read_only and not path.exists():
+        raise WarehouseMissingError(f"warehouse {path} does not exist; {_INGEST_FIRST} "
+                                    "(or give the right --warehouse)")
     attempt = 0
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
             break
         except duckdb.Error as error:
+            if _is_damage(error):
+                raise _damaged(path, error) from error
             if not _is_lock_error(error):
-                raise WarehouseError(f"cannot open warehouse {path}: {error}") from error
+                raise WarehouseError(f"cannot open warehouse {path}: {_first_line(error)}") from error
+            holder = lock_holder(error)
+            patience = backoff_s * (2**retries - 1)
+            if attempt == 0 and patience >= 10:  # a wait worth telling the user about
+                _log.warning("warehouse %s is locked by another process%s; waiting up to %.0f s",
+                             path, f" ({holder})" if holder else "", patience)
             if attempt >= retries:
                 raise WarehouseLockedError(
-                    f"warehouse {path} is locked by another process (gave up after {retries} retries)"
+                    f"warehouse {path} is locked by another process"
+                    f"{f' ({holder})' if holder else ''} (gave up after {retries} retries)",
+                    holder,
                 ) from error
             time.sleep(backoff_s * 2**attempt)
             attempt += 1
     try:
+        _check_not_truncated(con, path)
+        # A missing table must be an error, not a Python variable of the same name.
+        con.execute("SET python_enable_replacements = false")
         con.execute("SET TimeZone = 'UTC'")
         yield con
+    except duckdb.Error as error:
+        translated = _translated(path, error)
+        if translated is None:
+            raise
+        raise translated from error
     finally:
         con.close()
 
@@ -80,4 +196,14 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.commit()
 
 
-__all__ = ["DEFAULT_WAREHOUSE", "WarehouseError", "WarehouseLockedError", "connect", "transaction"]
+__all__ = [
+    "DEFAULT_WAREHOUSE",
+    "MissingTableError",
+    "WarehouseDamagedError",
+    "WarehouseError",
+    "WarehouseLockedError",
+    "WarehouseMissingError",
+    "connect",
+    "lock_holder",
+    "transaction",
+]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
 import duckdb
+from wadiro_fleet.tasks.errors import RunStoppedError
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.warehouse.connection import transaction
 from wadiro_fleet.tasks.warehouse.results import to_json
@@ -51,8 +52,12 @@ class RunSummary:
                 f"{self.model_failures} model fit(s) failed")
 
     def final_status(self, error: BaseException | None = None) -> tuple[str, str | None]:
-        """The run's status and message: ``crashed`` on an error, ``completed_with_failures``
-        when a building-week failed, else ``completed``."""
+        """The run's status and message: the stop's own status when it was stopped on purpose
+        (``interrupted`` by a signal, ``crashed`` when its Prefect server was lost), ``crashed``
+        on any other error, ``completed_with_failures`` when a building-week failed, else
+        ``completed``."""
+        if isinstance(error, RunStoppedError):
+            return error.status, str(error)
         if error is not None:
             return "crashed", f"{type(error).__name__}: {error}"
         if self.failed:
@@ -74,11 +79,15 @@ def record_run_start(
 
 
 def record_run_end(
-    con: duckdb.DuckDBPyConnection, summary: RunSummary, error: BaseException | None = None
+    con: duckdb.DuckDBPyConnection,
+    summary: RunSummary,
+    error: BaseException | None = None,
+    *,
+    outcome: tuple[str, str | None] | None = None,
 ) -> str:
-    """Close the run's row with its counts and final status (see :meth:`RunSummary.final_status`);
-    returns the status."""
-    status, message = summary.final_status(error)
+    """Close the run's row with its counts and final status (see :meth:`RunSummary.final_status`,
+    or ``outcome`` as (status, message) when it was decided earlier); returns the status."""
+    status, message = outcome if outcome is not None else summary.final_status(error)
     counts = summary.counts()
     con.execute(
         "UPDATE runs SET finished_at = ?, status = ?, n_building_weeks = ?, n_ok = ?, "

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.settings import BackfillSettings
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
@@ -83,6 +84,12 @@ def test_backfill_on_dask_matches_threads(tmp_path, dask_cluster, prefect_backen
     # both workers computed batches (each logs the task runs it executed)
     for log in logs:
         assert "forecast-batch-synthetic_b" in log.read_text(errors="replace"), log
+    # The command line without a Prefect server sends the same work to the same cluster.
+    direct = tmp_path / "direct.duckdb"
+    shutil.copy(on_threads, direct)
+    run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1], settings=BackfillSettings(
+        warehouse=str(direct), runner="dask", dask_address=address, **run))
+    assert result_rows(direct) == result_rows(on_threads)
 
 
 def test_dask_runner_needs_an_address():

@@ -8,13 +8,9 @@ the worker's own working directory).
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -25,47 +21,6 @@ from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 POOL = "wadiro"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def prefect_server(tmp_path):
-    """A Prefect server on a free loopback port with its own home; the CLI's environment."""
-    port = _free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
-           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false"}
-    log = (tmp_path / "server.log").open("wb")
-    server = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{env['PREFECT_API_URL']}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "Prefect server did not start within 120 s"
-            time.sleep(0.5)
-        yield env
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
-        log.close()
 
 
 def _prefect(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> str:

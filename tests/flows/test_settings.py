@@ -41,8 +41,7 @@ def captured(monkeypatch):
         calls.append(kwargs)
         return Summary()
 
-    monkeypatch.setattr(cli, "weekly_forecast_flow", fake_flow)
-    monkeypatch.setattr(cli, "backfill_flow", fake_flow)
+    monkeypatch.setattr(cli, "_run_flow", lambda flow, **kwargs: fake_flow(**kwargs))
     monkeypatch.setattr(cli, "_report_run", lambda call, warehouse: call())
     return calls
 
@@ -78,6 +77,8 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
     # every field but the per-model mapping is an option of both commands
     options = {f"--{name.replace('_', '-')}" for name in RunSettings.model_fields} - {"--model-options"}
     group = typer.main.get_command(cli.app)
+    context = group.make_context("wadiro", ["forecast"], resilient_parsing=True)
     for command in ("forecast", "backfill"):
-        flags = {flag for param in group.commands[command].params for flag in param.opts}
+        flags = {flag for param in group.get_command(context, command).params
+                 for flag in param.opts}
         assert options <= flags, command

@@ -1,0 +1,314 @@
+"""Where a run's steps execute: through Prefect, or directly in this process.
+
+The flows are written once, against :class:`Engine`, and run two ways:
+
+* :class:`PrefectEngine` -- the flows as Prefect flows, each step a Prefect task run, the work on
+  a Prefect task runner. Used by deployments (a worker runs the flow), and by the command line
+  whenever a Prefect server is configured (``PREFECT_API_URL``, from the environment or the
+  active Prefect profile): every run is then in that server's history and UI.
+* :class:`LocalEngine` -- the same flow functions and task functions called directly, the work
+  on a ``concurrent.futures`` executor (processes, threads, or a Dask cluster's). No Prefect API
+  is contacted and no temporary server is started, so a command starts in about a second and
+  several commands at once on a loaded machine cannot time out waiting for one. The run's
+  history is the warehouse's ``runs`` table, as it always is.
+
+:func:`run_flow` picks the engine for a command: Prefect when a server is configured (it must
+answer: a configured server that is down is an error, never silently skipped), local otherwise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import logging
+import multiprocessing
+import os
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from wadiro_fleet.flows.stopping import STOP, GRACE_S, Stop, arm_exit_deadline, worker_init
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
+
+R = TypeVar("R")
+
+USER_LOG = logging.getLogger("wadiro_fleet.run")
+"""What a run tells its user (a locked warehouse, results kept, a stop); the command line shows
+it on standard error, Prefect's run logs get it too."""
+
+SERVER_CHECK_TIMEOUT_S = 5.0
+SERVER_WATCH_INTERVAL_S = 5.0
+SERVER_WATCH_MISSES = 3
+"""A configured server that misses this many health checks in a row is lost."""
+
+
+class PrefectServerError(PipelineError):
+    """The configured Prefect server does not answer."""
+
+
+def configured_api_url() -> str:
+    """The Prefect server's API URL from the environment or the active profile, or ``""``."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or ""
+
+
+def server_answers(api_url: str, timeout_s: float = SERVER_CHECK_TIMEOUT_S) -> bool:
+    """Whether the Prefect API at ``api_url`` answers its health check."""
+    import httpx
+    from prefect.settings import PREFECT_API_KEY
+
+    headers = {"Authorization": f"Bearer {key}"} if (key := PREFECT_API_KEY.value()) else {}
+    try:
+        return httpx.get(f"{api_url.rstrip('/')}/health", headers=headers,
+                         timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class Engine(ABC):
+    """How a flow's steps run. ``step`` is always one of the pipeline's Prefect tasks; a
+    :class:`LocalEngine` calls its function (``step.fn``)."""
+
+    prefect: bool
+
+    @abstractmethod
+    def run_id(self) -> str:
+        """The id of the run being executed (the flow run's id under Prefect)."""
+
+    @abstractmethod
+    def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a storage step in this process, with its retries while the warehouse is locked."""
+
+    @abstractmethod
+    def submit(self, step: Any, *args: Any) -> Any:
+        """Send a compute step to the task runner; a future with ``add_done_callback``,
+        ``result`` and ``cancel``."""
+
+    @abstractmethod
+    def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
+        """Run ``flow(*args)`` with the task runner the run settings ask for."""
+
+    def watch(self) -> AbstractContextManager[None]:
+        """Watch what the run depends on while the block runs (its Prefect server)."""
+        return nullcontext()
+
+    def log(self, level: int, message: str, *args: Any) -> None:
+        USER_LOG.log(level, message, *args)
+
+    def warn(self, message: str, *args: Any) -> None:
+        """Tell the user (standard error under the command line)."""
+        self.log(logging.WARNING, message, *args)
+
+
+class PrefectEngine(Engine):
+    """Steps as Prefect task runs, the flow reporting to a Prefect server."""
+
+    prefect = True
+
+    def run_id(self) -> str:
+        from prefect import runtime
+
+        return str(runtime.flow_run.id or uuid.uuid4())
+
+    def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        return step(*args, **kwargs)
+
+    def submit(self, step: Any, *args: Any) -> Any:
+        return step.submit(*args)
+
+    def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
+        from wadiro_fleet.flows.runners import make_task_runner, shared_local_api
+
+        task_runner = make_task_runner(settings.runner, max_workers=settings.workers,
+                                       dask_address=settings.dask_address)
+        with shared_local_api():
+            return flow.with_options(task_runner=task_runner)(*args)
+
+    def log(self, level: int, message: str, *args: Any) -> None:
+        from prefect import get_run_logger
+        from prefect.exceptions import MissingContextError
+
+        super().log(level, message, *args)
+        try:
+            get_run_logger().log(level, message, *args)  # into the run's logs on the server
+        except MissingContextError:
+            pass
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        url = configured_api_url()
+        if not url:  # Prefect's own temporary server: it lives and dies with this process
+            yield
+            return
+        watch = _ServerWatch(url)
+        watch.start()
+        try:
+            yield
+        finally:
+            watch.stop()
+
+
+class _ServerWatch:
+    """Checks the Prefect server's health every few seconds; when it misses
+    :data:`SERVER_WATCH_MISSES` checks in a row, the run is asked to stop (status ``crashed``)
+    and the process ends within :data:`~wadiro_fleet.flows.stopping.GRACE_S` seconds."""
+
+    def __init__(self, api_url: str) -> None:
+        import threading
+
+        self.api_url = api_url
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wadiro-server-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _run(self) -> None:
+        misses = 0
+        while not self._done.wait(SERVER_WATCH_INTERVAL_S):
+            misses = 0 if server_answers(self.api_url) else misses + 1
+            if misses >= SERVER_WATCH_MISSES:
+                reason = (f"lost the Prefect server at {self.api_url} (no answer for "
+                          f"{misses * SERVER_WATCH_INTERVAL_S:.0f} s); start it again and rerun "
+                          "the command (finished batches are written)")
+                if STOP.request(Stop(reason, status="crashed", exit_code=1)):
+                    arm_exit_deadline(GRACE_S, 1, reason)
+                return
+
+
+def _call_step(module: str, name: str, *args: Any) -> Any:
+    """Run a step's function by its module and name (how a worker process finds it)."""
+    return getattr(importlib.import_module(module), name).fn(*args)
+
+
+class LocalEngine(Engine):
+    """Steps as plain function calls; compute steps on a ``concurrent.futures`` executor."""
+
+    prefect = False
+
+    def __init__(self) -> None:
+        self._executor: cf.Executor | None = None
+
+    def run_id(self) -> str:
+        return str(uuid.uuid4())  # asked once per run
+
+    def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        delays = step.retry_delay_seconds
+        retries = step.retries or 0
+        for attempt in range(retries + 1):
+            try:
+                return step.fn(*args, **kwargs)
+            except WarehouseLockedError:
+                if attempt == retries or STOP.requested:
+                    raise
+                delay = (delays[min(attempt, len(delays) - 1)] if isinstance(delays, list)
+                         else delays or 0)
+                self.warn("warehouse still locked; trying again in %s s (%d of %d)",
+                          delay, attempt + 1, retries)
+                STOP.wait(delay)
+        raise AssertionError("unreachable")
+
+    def submit(self, step: Any, *args: Any) -> cf.Future:
+        if self._executor is None:
+            raise RuntimeError("no executor: submit() belongs inside run_subflow()")
+        return self._executor.submit(_call_step, step.fn.__module__, step.fn.__name__, *args)
+
+    def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
+        with self._executor_for(settings) as executor:
+            self._executor = executor
+            try:
+                return flow.fn(*args)
+            finally:
+                self._executor = None
+
+    @contextmanager
+    def _executor_for(self, settings: Any) -> Iterator[cf.Executor]:
+        workers = settings.workers or os.cpu_count() or 1
+        if settings.runner == "threads":
+            executor: cf.Executor = cf.ThreadPoolExecutor(max_workers=workers)
+        elif settings.runner == "processes":
+            executor = cf.ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=worker_init, initargs=(os.getpid(),))
+        elif settings.runner == "dask":
+            from distributed import Client
+
+            client = Client(settings.dask_address)
+            executor = client.get_executor(pure=False)
+            try:
+                yield executor
+            finally:
+                executor.shutdown(wait=STOP.requested is None)  # a stop cancels what is running
+                client.close()
+            return
+        else:
+            raise ValueError(f"unknown task runner {settings.runner!r}")
+        try:
+            yield executor
+        finally:
+            # A stopped run does not wait for the work in flight (its workers are ended).
+            executor.shutdown(wait=STOP.requested is None, cancel_futures=True)
+
+
+_ENGINE: ContextVar[Engine | None] = ContextVar("wadiro_engine", default=None)
+
+
+def current_engine() -> Engine:
+    """The engine of the flow being run: Prefect unless :func:`run_flow` chose otherwise."""
+    return _ENGINE.get() or PrefectEngine()
+
+
+def choose_engine() -> Engine:
+    """Prefect when a Prefect server is configured (and answers), else local."""
+    url = configured_api_url()
+    if not url:
+        return LocalEngine()
+    if not server_answers(url):
+        raise PrefectServerError(
+            f"PREFECT_API_URL is {url} but no Prefect server answers there; start it "
+            "(`prefect server start`), or unset PREFECT_API_URL to run without one")
+    return PrefectEngine()
+
+
+def run_flow(flow: Any, engine: Engine | None = None, **parameters: Any) -> Any:
+    """Run ``flow`` with ``parameters`` on ``engine`` (default: :func:`choose_engine`)."""
+    engine = engine or choose_engine()
+    token = _ENGINE.set(engine)
+    try:
+        if engine.prefect:
+            return flow(**parameters)
+        return flow.fn(**parameters)
+    finally:
+        _ENGINE.reset(token)
+
+
+def on_engine(call: Callable[[], R], engine: Engine) -> R:
+    """``call()`` with ``engine`` as the current engine (tests, benchmarks)."""
+    token = _ENGINE.set(engine)
+    try:
+        return call()
+    finally:
+        _ENGINE.reset(token)
+
+
+__all__ = [
+    "USER_LOG",
+    "Engine",
+    "LocalEngine",
+    "PrefectEngine",
+    "PrefectServerError",
+    "choose_engine",
+    "configured_api_url",
+    "current_engine",
+    "on_engine",
+    "run_flow",
+    "server_answers",
+]

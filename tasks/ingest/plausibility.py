@@ -1,0 +1,103 @@
+"""Which values an input file may hold: finite numbers within what the quantity allows.
+
+A value outside its :class:`Bound` (``inf``, ``nan``, a negative energy, a temperature no
+weather station has recorded, ...) is never stored silently. By default the ingest refuses the
+file with an :class:`ImplausibleValueError` naming file, line and column, and writes nothing;
+with ``implausible="missing"`` (``--implausible missing``) such values are stored as missing
+(NULL, like a blank cell) and counted in the ingest's summary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
+
+ImplausiblePolicy = Literal["refuse", "missing"]
+
+
+class ImplausibleValueError(MalformedSourceError):
+    """A value that cannot be a measurement of its quantity."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values a measured quantity can take (inclusive), and why."""
+
+    low: float
+    high: float
+    unit: str
+    why: str
+
+    def describe(self) -> str:
+        return f"a finite value from {self.low:g} to {self.high:g} {self.unit} ({self.why})"
+
+
+ENERGY_KWH = Bound(0.0, 1.0e6, "kWh", "an hour's consumption is never negative, and a building "
+                   "drawing 1 GW is a power station")
+TEMPERATURE_C = Bound(-90.0, 60.0, "degC", "the coldest and hottest air ever recorded were "
+                      "-89.2 and 56.7 degC")
+HUMIDITY_PCT = Bound(0.0, 100.0, "%", "relative humidity")
+IRRADIANCE_WM2 = Bound(0.0, 1500.0, "W/m2", "sunlight never makes it negative, and it reaches "
+                       "about 1361 W/m2 above the atmosphere")
+WIND_MS = Bound(0.0, 115.0, "m/s", "the strongest gust ever measured was 113 m/s")
+
+
+def check_column(
+    values: pa.ChunkedArray | pa.Array,
+    bound: Bound,
+    *,
+    path: Path,
+    column: str,
+    lines: np.ndarray,
+    policy: ImplausiblePolicy,
+    scale: float = 1.0,
+) -> tuple[pa.ChunkedArray | pa.Array, np.ndarray]:
+    """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``.
+
+    Nulls pass. Under ``"refuse"`` the first implausible value raises, naming ``path``, its
+    line (``lines[i]`` for row ``i``) and ``column``; under ``"missing"`` every implausible
+    value becomes null. Returns the values and a boolean mask of those made null.
+    """
+    numbers = pc.multiply(pc.cast(values, pa.float64()), scale).to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isnan(numbers) & ~((numbers >= bound.low) & (numbers <= bound.high))
+    bad |= _nan_not_null(values)
+    if not bad.any():
+        return values, bad
+    if policy == "refuse":
+        row = int(np.flatnonzero(bad)[0])
+        value = pc.cast(values, pa.float64())[row].as_py()
+        shown = "nan" if value is not None and math.isnan(value) else f"{value:g}"
+        if scale != 1.0 and shown != "nan":
+            shown += f" ({value * scale:g} {bound.unit})"
+        raise ImplausibleValueError(
+            f"{path}: line {int(lines[row])}, column {column!r}: {shown} is not {bound.describe()}"
+            f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
+            "--implausible missing to store such values as missing")
+    return pc.if_else(pa.array(bad), pa.scalar(None, values.type), values), bad
+
+
+def _nan_not_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """NaN cells (``nan`` written in the file), as opposed to blank ones."""
+    floats = pc.cast(values, pa.float64())
+    return pc.fill_null(pc.is_nan(floats), False).to_numpy(zero_copy_only=False)
+
+
+__all__ = [
+    "ENERGY_KWH",
+    "HUMIDITY_PCT",
+    "IRRADIANCE_WM2",
+    "TEMPERATURE_C",
+    "WIND_MS",
+    "Bound",
+    "ImplausiblePolicy",
+    "ImplausibleValueError",
+    "check_column",
+]

@@ -1,0 +1,82 @@
+"""Helpers of the tests that start ``wadiro`` as a real process and signal it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+WADIRO = os.environ.get("WADIRO_TEST_COMMAND", str(Path(sys.executable).parent / "wadiro"))
+"""The command under test; point ``WADIRO_TEST_COMMAND`` at another build's ``wadiro`` to see
+how it behaves in these tests."""
+
+
+def local_env(**extra: str) -> dict[str, str]:
+    """The environment of a command without a configured Prefect server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
+    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **extra}
+
+
+def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    """``wadiro *args`` in a session of its own (its workers join that session)."""
+    return subprocess.Popen([WADIRO, *args], env=env, cwd=cwd, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def session_processes(session: int) -> list[int]:
+    """Live processes of a session (a command started by :func:`start` and everything it
+    started, even once they outlive it), from ``/proc``."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, sid = fields[0], int(fields[3])
+        if sid == session and state != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def wait_until_gone(session: int, within_s: float) -> list[int]:
+    """The session's processes still alive after ``within_s`` seconds (none, hopefully)."""
+    deadline = time.monotonic() + within_s
+    while (alive := session_processes(session)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def kill_session(session: int) -> None:
+    """Clean up after a failed test: SIGKILL whatever is left of the session."""
+    for pid in session_processes(session):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def count_rows(warehouse: Path, sql: str) -> int:
+    """A short read-only query (-1 while the file is locked or not there yet)."""
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            return con.execute(sql).fetchone()[0]
+    except duckdb.Error:
+        return -1
+
+
+def wait_for_rows(proc: subprocess.Popen, warehouse: Path, sql: str, at_least: int,
+                  within_s: float) -> int:
+    """Poll until ``sql`` counts ``at_least`` rows; fails if the command ends first."""
+    deadline = time.monotonic() + within_s
+    while (n := count_rows(warehouse, sql)) < at_least:
+        if proc.poll() is not None:
+            raise AssertionError(f"command ended early ({proc.returncode}): {proc.stderr.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {at_least} rows after {within_s} s")
+        time.sleep(0.3)
+    return n

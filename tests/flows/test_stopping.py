@@ -1,0 +1,144 @@
+"""A run stops cleanly on Ctrl-C or SIGTERM, fails fast when its Prefect server is lost, and
+leaves no process behind, not even after ``kill -9``.
+
+The slow tests start ``wadiro backfill`` as a real process in a session of its own (its worker
+processes join that session, and stay in it when they outlive the command), signal it as a
+user or a service manager would, and look for what is left in the session.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from processes import (
+    count_rows,
+    kill_session,
+    local_env,
+    session_processes,
+    start,
+    wait_for_rows,
+    wait_until_gone,
+)
+from wadiro_fleet.flows import forecast
+from wadiro_fleet.flows.engine import LocalEngine, PrefectEngine, run_flow
+from wadiro_fleet.flows.forecast import backfill_flow
+from wadiro_fleet.flows.settings import BackfillSettings
+from wadiro_fleet.flows.stopping import GRACE_S, STOP, Stop
+from wadiro_fleet.tasks.errors import RunStoppedError
+from wadiro_fleet.tasks.warehouse.connection import connect
+from warehouse_rows import WEEKS, make_warehouse
+
+BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--models",
+            "svr,seasonal_naive", "--trials", "2", "--batch-size", "1", "--max-in-flight", "2",
+            "--runner", "processes", "--workers", "2"]
+"""Three buildings x five weeks, one building per batch: minutes of work, first rows early."""
+
+WRITTEN = "SELECT count(*) FROM window_status"
+NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+STOPS_WITHIN_S = 10.0
+
+
+def _runs(warehouse) -> list[tuple]:
+    with connect(warehouse, read_only=True) as con:
+        return con.execute("SELECT status, n_building_weeks, message FROM runs").fetchall()
+
+
+# --- the stop itself, in this process --------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ["local", "prefect"])
+def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
+    tmp_path, monkeypatch, engine, request
+):
+    if engine == "prefect":
+        request.getfixturevalue("prefect_backend")
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
+    write = forecast.write_batch
+
+    @task(name="write-batch", cache_policy=NO_CACHE)
+    def write_then_stop(run, results):  # the signal arrives right after the first write
+        outcome = write.fn(run, results)
+        STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
+        return outcome
+
+    monkeypatch.setattr(forecast, "write_batch", write_then_stop)
+    settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
+                                runner="threads", batch_size=1, max_in_flight=1)
+    with pytest.raises(RunStoppedError) as stopped:
+        run_flow(backfill_flow, LocalEngine() if engine == "local" else PrefectEngine(),
+                 start=WEEKS[0], end=WEEKS[-1], settings=settings)
+    assert stopped.value.exit_code == 130 and stopped.value.status == "interrupted"
+    # the first batch (one building, both weeks) is written and counted; nothing else ran
+    assert _runs(warehouse) == [("interrupted", 2, "interrupted by Ctrl-C (SIGINT)")]
+    assert count_rows(warehouse, WRITTEN) == 2
+
+
+# --- real processes and signals ----------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "to_group", "server"), [
+    (signal.SIGINT, True, False), (signal.SIGTERM, False, False), (signal.SIGINT, True, True),
+], ids=["ctrl-c-to-the-terminal's-group", "sigterm-to-the-command", "ctrl-c-with-a-prefect-server"])
+def test_the_first_signal_stops_a_backfill_within_seconds(tmp_path, signum, to_group, server,
+                                                          request):
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
+    env = request.getfixturevalue("prefect_server") if server else local_env()
+    proc = start([*BACKFILL, "--warehouse", str(warehouse)], env, tmp_path)
+    try:
+        wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=300)
+        assert len(session_processes(proc.pid)) >= 3  # the command and its two workers
+        (os.killpg if to_group else os.kill)(proc.pid, signum)
+        began = time.monotonic()
+        _, err = proc.communicate(timeout=GRACE_S + 30)
+        took = time.monotonic() - began
+        assert proc.returncode == 128 + signum, err[-3000:]
+        assert took < STOPS_WITHIN_S, f"stopped after {took:.1f} s"
+        assert err.strip().splitlines()[-1] == f"error: interrupted by {NAMES[signum]}", err[-3000:]
+        assert "Traceback" not in err and "Warning" not in err, err[-3000:]
+        assert wait_until_gone(proc.pid, within_s=5) == []
+        [(status, counted, message)] = _runs(warehouse)
+        assert status == "interrupted" and message.startswith("interrupted by")
+        assert 0 < counted == count_rows(warehouse, WRITTEN) < 15  # what finished is written
+    finally:
+        kill_session(proc.pid)
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_no_process_behind(tmp_path):
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
+    proc = start([*BACKFILL, "--warehouse", str(warehouse)], local_env(), tmp_path)
+    try:
+        wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=300)
+        workers = [p for p in session_processes(proc.pid) if p != proc.pid]
+        assert len(workers) >= 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_until_gone(proc.pid, within_s=5) == []  # workers, resource tracker: all gone
+    finally:
+        kill_session(proc.pid)
+
+
+@pytest.mark.slow
+def test_a_lost_prefect_server_fails_the_run_quickly_with_a_clear_message(tmp_path, prefect_server):
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
+    proc = start([*BACKFILL, "--warehouse", str(warehouse)], prefect_server, tmp_path)
+    try:
+        wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=400)
+        os.killpg(int(prefect_server["WADIRO_TEST_SERVER_PID"]), signal.SIGKILL)
+        began = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - began
+        assert proc.returncode == 1, err[-3000:]
+        assert "lost the Prefect server" in err and "Traceback" not in err, err[-3000:]
+        # three missed health checks 5 s apart, then at most the grace period
+        assert took < 15 + GRACE_S + 10, f"ended {took:.1f} s after the server"
+        assert wait_until_gone(proc.pid, within_s=5) == []
+        [(status, counted, message)] = _runs(warehouse)
+        assert status == "crashed" and "lost the Prefect server" in message
+        assert counted == count_rows(warehouse, WRITTEN)
+    finally:
+        kill_session(proc.pid)
