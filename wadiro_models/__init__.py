@@ -4,7 +4,9 @@ Pure library: numpy, scipy, cvxpy, clarabel and scikit-learn only (no files, no 
 """
 
 from ._baselines import GaussianProcessBaseline, LinearSVRBaseline
+from ._certification import StabilityCertificate, certify_stability
 from ._constraints import PhysicalLimits, physical_limits
+from ._out_of_sample import OutOfSampleBound
 from ._program import (
     ScnnProgram,
     ScnnSolution,
@@ -46,6 +48,7 @@ __all__ = [
     "InvalidInputError",
     "LinearSVRBaseline",
     "LogUniform",
+    "OutOfSampleBound",
     "PhysicalLimits",
     "ReluNetwork",
     "ScnnProgram",
@@ -53,10 +56,12 @@ __all__ = [
     "ScnnSolver",
     "SolverError",
     "SolverNotAvailableError",
+    "StabilityCertificate",
     "UnknownModelError",
     "WaDiRoLinearRegression",
     "WaDiRoSCNN",
     "WadiroModelError",
+    "certify_stability",
     "get_solver",
     "make_model",
     "max_constraint_violation",

@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._bound_points import BoundPoints, bound_points
 from ._constraints import PhysicalLimits, physical_limits
 from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples, sample_gates
+from ._out_of_sample import OutOfSampleBound, out_of_sample_bound
 from ._program import ScnnProgram, ScnnSolution, bound_predictions, predictions
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
@@ -133,6 +134,11 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self.solve_time_ = float(solution.solve_time)
         self.n_iter_ = solution.iterations
         self.solver_info_ = dict(solution.info)
+        self.feature_min_, self.feature_max_ = X.min(axis=0), X.max(axis=0)
+        self.target_min_, self.target_max_ = float(y.min()), float(y.max())
+        residual = predictions(program, solution.nu, solution.omega, solution.b) - program.y
+        self.training_loss_ = float(np.mean(np.abs(residual)))
+        self.n_samples_fit_ = int(X.shape[0])
         self.fit_time_ = time.perf_counter() - started
         return self
 
@@ -252,6 +258,46 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         patterns = activation_patterns(X_aug, self.gates_)
         gated = np.einsum("np,np->n", patterns, X_aug @ (self.nu_ - self.omega_).T)
         return self.standardization_.inverse_y(gated + self.intercept_)
+
+    def out_of_sample_bound(
+        self,
+        delta: float = 0.05,
+        *,
+        norm: str | None = None,
+        feature_bounds: tuple | None = None,
+        target_bounds: tuple | None = None,
+        weight_bound: float | None = None,
+    ) -> OutOfSampleBound:
+        """The paper's bounds on the expected out-of-sample error (Propositions 3 and 4).
+
+        See :mod:`wadiro_models._out_of_sample` for the statement and every term.
+
+        Parameters
+        ----------
+        delta : float, default=0.05
+            The bounds hold with probability at least ``1 - delta`` over the training sample.
+        norm : {"l1", "l2"}, default=None
+            Ground norm of the samples (its dual measures the weights); default: the
+            estimator's ``wasserstein`` norm, ``"l1"`` for :class:`SCNN`.
+        feature_bounds : pair of array-like of shape (n_features,), default=None
+            Per-feature lower and upper bounds of the data, in the features' units;
+            default: the training range (``feature_min_``, ``feature_max_``).
+        target_bounds : pair of float, default=None
+            Lower and upper bounds of y; default: the training range.
+        weight_bound : float, default=None
+            B_*, at least the fitted weights' dual norm (the default).
+
+        Returns
+        -------
+        bound : OutOfSampleBound
+            ``modified`` (Prop. 3) and ``original`` (Prop. 4) in program units (standardised
+            y), ``bound_y`` in the units of y, and every term.
+        """
+        check_is_fitted(self)
+        return out_of_sample_bound(
+            self, delta, norm=norm, feature_bounds=feature_bounds,
+            target_bounds=target_bounds, weight_bound=weight_bound,
+        )
 
     def to_relu_network(self, *, rtol: float = 1e-10) -> ReluNetwork:
         """The equivalent non-convex ReLU network (eq. map1/map2), zero neurons dropped.

@@ -15,14 +15,35 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
 from wadiro_fleet.tasks.protocol.features import (
     FEATURE_SETS,
+    FEATURES,
     get_feature_set,
 )
 from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, MODELS, check_model_names
 
 TuningMode = Literal["per-window", "reuse"]
 Target = Literal["load", "residual"]
+
+
+def parse_perturbation(items: Sequence[str]) -> dict[str, float]:
+    """``["temperature_c=1", ...]`` -> ``{"temperature_c": 1.0}``, names and radii checked."""
+    radii: dict[str, float] = {}
+    for item in items:
+        name, sep, radius = str(item).partition("=")
+        name = name.strip()
+        if not sep or name not in FEATURES:
+            raise ValueError(f"perturbation {item!r}: expected FEATURE=RADIUS with FEATURE one "
+                             f"of {sorted(FEATURES)}")
+        try:
+            value = float(radius)
+        except ValueError:
+            raise ValueError(f"perturbation {item!r}: the radius is not a number") from None
+        if not value >= 0 or value == float("inf"):
+            raise ValueError(f"perturbation {item!r}: the radius must be finite and >= 0")
+        radii[name] = value
+    return radii
 
 
 def _default_model_options() -> dict[str, dict[str, Any]]:
@@ -69,6 +90,36 @@ class ForecastConfig(BaseModel):
         description="Fixed constructor arguments per model, not tuned (e.g. the solver).",
     )
 
+    perturbation: tuple[str, ...] = Field(
+        tuple(f"{name}={radius:g}" for name, radius in DEFAULT_PERTURBATION.items()),
+        description="Stability certificate of each SCNN-family fit: the input perturbation "
+        "as FEATURE=RADIUS in the feature's own units (an l_inf box); features not listed "
+        "(the calendar) are held fixed.",
+    )
+    certify_nodes: int = Field(
+        100, ge=0, description="Branch-and-bound nodes the stability certificate of each "
+        "SCNN-family fit may use (past them, an upper bound is recorded; a node budget keeps "
+        "reruns identical, a time limit would not); 0 turns certification off.",
+    )
+
+    max_l_eps: float | None = Field(
+        None, gt=0, description="Publish an SCNN-family forecast only when its stability "
+        "certificate L_eps (kWh) is at most this (default: no requirement).",
+    )
+
+    @field_validator("perturbation", mode="before")
+    @classmethod
+    def _feature_radii(cls, value: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(value, str):
+            raise ValueError("perturbation must be a sequence of FEATURE=RADIUS, not one string")
+        radii = parse_perturbation(value)
+        return tuple(f"{name}={radius:g}" for name, radius in radii.items())
+
+    @property
+    def perturbation_radii(self) -> dict[str, float]:
+        """:attr:`perturbation` as feature -> radius."""
+        return parse_perturbation(self.perturbation)
+
     @field_validator("models", mode="before")
     @classmethod
     def _known_models(cls, value: Sequence[str]) -> tuple[str, ...]:
@@ -95,4 +146,4 @@ class ForecastConfig(BaseModel):
         return record
 
 
-__all__ = ["ForecastConfig", "Target", "TuningMode"]
+__all__ = ["ForecastConfig", "Target", "TuningMode", "parse_perturbation"]

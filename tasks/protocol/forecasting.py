@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
+from wadiro_fleet.tasks.protocol.certification import certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import LABEL, PERSISTENCE, TS, build_features
 from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
@@ -70,6 +70,11 @@ class ModelOutcome:
     fit_time_s: float | None = None
     tuning_time_s: float | None = None
     n_train: int = 0
+    l_eps: float | None = None  # stability certificate (kWh) and out-of-sample bound
+    l_eps_lower: float | None = None
+    l_eps_status: str | None = None
+    oos_bound_kwh: float | None = None
+    certify_time_s: float | None = None
 
 
 @dataclass
@@ -214,6 +219,13 @@ def _run_model(
         info = _fit_info(model)
         outcome.solver, outcome.solver_status = info["solver"], info["solver_status"]
         outcome.objective = None if info["objective"] is None else float(info["objective"])
+        certificate = None if config.certify_nodes == 0 else certify_fit(
+            model, window.feature_columns, config.perturbation_radii, config.certify_nodes)
+        if certificate is not None:  # the SCNN family's guarantees
+            outcome.l_eps, outcome.l_eps_lower = certificate.l_eps, certificate.l_eps_lower
+            outcome.l_eps_status = certificate.l_eps_status
+            outcome.oos_bound_kwh = certificate.oos_bound_kwh
+            outcome.certify_time_s = certificate.certify_time_s
         outcome.status = "ok"
     except TuningFailedError as exc:
         outcome.trials = exc.trials
@@ -223,15 +235,16 @@ def _run_model(
     return outcome
 
 
-def _publish(window: Window, outcomes: list[ModelOutcome],
-             record: TrackRecord | None) -> Publication | None:
+def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
+             max_l_eps: float | None = None) -> Publication | None:
     forecastable = window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy()
     candidates = [
         Candidate(model=o.model, y_hat=o.y_hat, validation_mae=o.validation_mae,
-                  solver_status=o.solver_status, failed=o.error if o.status != "ok" else None)
+                  solver_status=o.solver_status, failed=o.error if o.status != "ok" else None,
+                  l_eps=o.l_eps, l_eps_status=o.l_eps_status)
         for o in outcomes
     ]
-    return choose_publication(candidates, forecastable, record)
+    return choose_publication(candidates, forecastable, record, max_l_eps)
 
 
 def forecast_building_week(
@@ -285,5 +298,5 @@ def forecast_building_week(
             stored = None
         result.outcomes.append(
             _run_model(name, window, config, building_id, stored, track_record))
-    result.publication = _publish(window, result.outcomes, track_record)
+    result.publication = _publish(window, result.outcomes, track_record, config.max_l_eps)
     return result

@@ -29,6 +29,9 @@ class Candidate:
     solver_status: str | None = None
     failed: str | None = None
     """Why the model produced nothing (``None`` when it did)."""
+    l_eps: float | None = None
+    l_eps_status: str | None = None
+    """Its stability certificate (kWh) and status; ``None`` for models that have none."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,16 @@ class Publication:
     """The published model's expected MAE relative to seasonal naive (1.0 for seasonal naive)."""
 
 
-def _problem(candidate: Candidate, forecastable: np.ndarray) -> str | None:
+def _problem(candidate: Candidate, forecastable: np.ndarray,
+             max_l_eps: float | None = None) -> str | None:
     """Why a learned candidate cannot be trusted this week (``None`` when it can)."""
     if candidate.failed is not None or candidate.y_hat is None:
         return f"failed ({candidate.failed})"
+    if max_l_eps is not None and candidate.l_eps_status is not None:
+        if candidate.l_eps is None:
+            return f"no stability certificate ({candidate.l_eps_status})"
+        if candidate.l_eps > max_l_eps:
+            return f"L_eps {candidate.l_eps:.3g} kWh above {max_l_eps:g}"
     if candidate.solver_status not in (None, "optimal"):
         return f"solver status {candidate.solver_status}"
     if not np.isfinite(candidate.y_hat[forecastable]).all():
@@ -60,13 +69,15 @@ def choose_publication(
     candidates: Sequence[Candidate],
     forecastable: np.ndarray,
     record: TrackRecord | None = None,
+    max_l_eps: float | None = None,
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
 
     ``forecastable`` marks the target week's hours that have every input; ``record`` is the
     building's recent record (a model's MAE relative to seasonal naive over up to 8 earlier
-    weeks is averaged with its validation-week ratio once there are at least 2).
+    weeks is averaged with its validation-week ratio once there are at least 2). With
+    ``max_l_eps``, a model whose stability certificate is above it (or failed) is not trusted.
     """
     by_model = {c.model: c for c in candidates}
     naive = by_model.get(SEASONAL_NAIVE)
@@ -79,7 +90,7 @@ def choose_publication(
     for candidate in candidates:
         if candidate.model == SEASONAL_NAIVE:
             continue
-        problem = _problem(candidate, forecastable)
+        problem = _problem(candidate, forecastable, max_l_eps)
         if problem is not None:
             rejected.append(f"{candidate.model}: {problem}")
             continue

@@ -63,6 +63,9 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 "solver_status": out.solver_status, "objective": out.objective,
                 "fit_time_s": out.fit_time_s, "tuning_time_s": out.tuning_time_s,
                 "n_train": out.n_train, "run_id": run_id, "validation_mae": out.validation_mae,
+                "l_eps": out.l_eps, "l_eps_lower": out.l_eps_lower,
+                "l_eps_status": out.l_eps_status, "oos_bound_kwh": out.oos_bound_kwh,
+                "certify_time_s": out.certify_time_s,
             })
             for trial in out.trials:
                 rows["tuning_trials"].append({

@@ -139,7 +139,12 @@ RESULT_TABLES: dict[str, str] = {
             tuning_time_s  DOUBLE,
             n_train        INTEGER,
             run_id         VARCHAR NOT NULL,
-            validation_mae DOUBLE
+            validation_mae DOUBLE,
+            l_eps          DOUBLE,
+            l_eps_lower    DOUBLE,
+            l_eps_status   VARCHAR,
+            oos_bound_kwh  DOUBLE,
+            certify_time_s DOUBLE
         )""",
     "publications": """
         CREATE TABLE IF NOT EXISTS publications (
@@ -157,7 +162,11 @@ tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``);
 ``forecasts.y_lo_80 ... y_hi_95`` are the 80 % and 95 % prediction intervals and
 ``scores.coverage_*`` / ``width_*`` their share of actuals inside and mean width.
 ``publications`` holds the one forecast per building-week an operator uses: its model, why it
-was chosen, and its expected MAE relative to seasonal naive."""
+was chosen, and its expected MAE relative to seasonal naive. The SCNN family's guarantees
+(``tasks.protocol.certification``) are in ``model_fits``: ``l_eps`` (kWh, a certified upper
+bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' |
+'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models or with
+certification off."""
 
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("forecasts", "y_lo_80", "DOUBLE"),
@@ -169,6 +178,11 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("scores", "width_80", "DOUBLE"),
     ("scores", "width_95", "DOUBLE"),
     ("model_fits", "validation_mae", "DOUBLE"),
+    ("model_fits", "l_eps", "DOUBLE"),
+    ("model_fits", "l_eps_lower", "DOUBLE"),
+    ("model_fits", "l_eps_status", "VARCHAR"),
+    ("model_fits", "oos_bound_kwh", "DOUBLE"),
+    ("model_fits", "certify_time_s", "DOUBLE"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
