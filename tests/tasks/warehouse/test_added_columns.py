@@ -1,14 +1,14 @@
 """A warehouse created before columns were added gets them on the next run, its rows kept."""
 
 import duckdb
-from wadiro_fleet.tasks.warehouse.schema import ADDED_COLUMNS, RESULT_TABLES, ensure_schema
+from wadiro_fleet.tasks.warehouse.schema import ADDED_COLUMNS, TABLES, ensure_schema
 
 
 def test_older_warehouses_gain_the_added_columns(tmp_path):
     con = duckdb.connect(str(tmp_path / "old.duckdb"))
     added = {table: {c for t, c, _ in ADDED_COLUMNS if t == table} for table, *_ in ADDED_COLUMNS}
     for table, columns in added.items():  # each table as first released
-        lines = [line for line in RESULT_TABLES[table].splitlines()
+        lines = [line for line in TABLES[table].splitlines()
                  if line.split()[:1] not in ([c] for c in columns)]
         lines = [line.rstrip(",") if "run_id" in line else line for line in lines]
         con.execute("\n".join(lines))
@@ -22,7 +22,7 @@ def test_older_warehouses_gain_the_added_columns(tmp_path):
             "ORDER BY ordinal_position", [table]).fetchall()]
         assert columns <= set(present)
         fresh = duckdb.connect()  # appended last: the same order as a new warehouse's
-        fresh.execute(RESULT_TABLES[table])
+        fresh.execute(TABLES[table])
         assert present == [r[0] for r in fresh.execute(f"DESCRIBE {table}").fetchall()]
     assert con.execute("SELECT count(*), any_value(l_eps) FROM model_fits").fetchone() == (1, None)
     con.close()
