@@ -103,7 +103,7 @@ def load_buildings(path: str | Path) -> BuildingsBatch:
                            f"twice ({source.where(first)} and {source.where(second)})")
     _check_zones(source, columns["timezone"])
     _check_calendars(source, columns["holiday_country"], columns["holiday_subdiv"])
-    table = pa.table({name: pa.array(columns[name].tolist(), pa.string())
+    table = pa.table({name: pa.array(columns[name].tolist(), pa.string(), from_pandas=True)
                       for name in (*REQUIRED, *OPTIONAL)})
     table = table.append_column("source", pa.repeat(pa.scalar(source.path.name), table.num_rows))
     return BuildingsBatch(str(source.path), table, time.perf_counter() - began)

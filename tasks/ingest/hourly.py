@@ -1,8 +1,8 @@
 """From timestamped readings to the warehouse's hours: the grid, units, and sub-hourly sums.
 
 A timestamp labels the *start* of its interval (the warehouse's convention: each hour is stored
-at the UTC instant it starts). A file's interval is the most common step between consecutive
-timestamps of one series (15, 30 or 60 minutes; a file with one timestamp per series is hourly),
+at the UTC instant it starts). A file's interval is the most common step of 15, 30 or 60 minutes
+between consecutive timestamps of one series (a file with one timestamp per series is hourly),
 and every timestamp must lie on that grid of UTC instants (10:07 in an hourly file is refused).
 
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
@@ -41,8 +41,9 @@ def _epoch_us(ts: pd.Series) -> np.ndarray:
 
 
 def infer_interval(source: SourceTable, ts: pd.Series, series: pd.Series | None) -> int:
-    """The file's interval in minutes: the most common step within a series (the shortest
-    among equally common ones); 60 when no series has two timestamps."""
+    """The file's interval in minutes: the most common step of 15, 30 or 60 minutes within a
+    series (the shortest among equally common ones; other steps are gaps, or rows off the grid
+    that :func:`check_on_grid` names); 60 when no series has two timestamps."""
     frame = pd.DataFrame({"s": series.to_numpy() if series is not None else 0, "t": _epoch_us(ts)})
     frame = frame.sort_values(["s", "t"], kind="stable")
     steps = np.diff(frame["t"].to_numpy())
@@ -50,13 +51,15 @@ def infer_interval(source: SourceTable, ts: pd.Series, series: pd.Series | None)
     steps = steps[same & (steps > 0)]
     if steps.size == 0:
         return 60
-    values, counts = np.unique(steps, return_counts=True)
-    step = int(values[counts == counts.max()].min())
-    if step % _US_PER_MINUTE or step // _US_PER_MINUTE not in SUPPORTED_MINUTES:
+    supported = np.isin(steps, np.array(SUPPORTED_MINUTES) * _US_PER_MINUTE)
+    if not supported.any():
+        values, counts = np.unique(steps, return_counts=True)
+        step = int(values[counts == counts.max()].min())
         raise MalformedSourceError(
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
             "readings every 15, 30 or 60 minutes are supported")
-    return step // _US_PER_MINUTE
+    values, counts = np.unique(steps[supported], return_counts=True)
+    return int(values[counts == counts.max()].min()) // _US_PER_MINUTE
 
 
 def check_on_grid(source: SourceTable, column: str, ts: pd.Series, minutes: int) -> None:

@@ -71,9 +71,8 @@ class SourceTable:
         if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
                 or pa.types.is_null(values.type)):
             values = pc.cast(values, pa.string())
-        series = pd.Series(values.to_pylist(), dtype=object)
-        series = series.map(lambda v: v.strip() if isinstance(v, str) else v)
-        series = series.where(series.map(lambda v: isinstance(v, str) and v != ""), None)
+        cells = (v.strip() if isinstance(v, str) else None for v in values.to_pylist())
+        series = pd.Series([c if c else None for c in cells], dtype=object)
         if required and series.isna().any():
             row = int(np.flatnonzero(series.isna().to_numpy())[0])
             raise self.error(row, column, "empty cell; a value is required")
