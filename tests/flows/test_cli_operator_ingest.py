@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 from wadiro_fleet.flows.cli import app
@@ -135,3 +136,54 @@ def test_through_prefect(prefect_backend, tmp_path):
     result = invoke("ingest", "readings", write(tmp_path / "r.csv", "ts,b3\n2024-02-05T00:00Z,1\n"), "--warehouse", warehouse)
     assert result.exit_code == 0, result.output
     assert row_counts(warehouse)["meter_readings"] == 1
+
+
+def _cell(value) -> str:
+    return "" if value is None or value != value else repr(float(value))
+
+
+def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_ingest_stores(
+    tmp_path, cambridge_archive, no_prefect_server
+):
+    """Two real buildings over the October 2018 clock change, exported as an operator would:
+    a wide CSV in local wall-clock time (the fall-back hour twice), blanks where the archive's
+    zeros mark missing readings, the weather with UTC offsets. Ingested through the generic
+    commands, the warehouse holds what ``wadiro ingest cambridge`` stores for those hours."""
+    from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
+
+    ids, start, end = ["UCam_Building_b0", "UCam_Building_b7"], "2018-10-22", "2018-11-04"
+    archive = tmp_path / "archive.duckdb"
+    result = invoke("ingest", "cambridge", "--path", cambridge_archive, "--buildings", ",".join(ids),
+                    "--start", start, "--end", end, "--warehouse", archive)
+    assert result.exit_code == 0, result.output
+    batch = load_cambridge(cambridge_archive, ids, pd.Timestamp(start).date(), pd.Timestamp(end).date())
+
+    wide = batch.readings.to_pandas().pivot(index="ts", columns="building_id", values="kwh")[ids]
+    local = wide.index.tz_convert("Europe/London").strftime("%Y-%m-%d %H:%M")
+    assert list(local).count("2018-10-28 01:00") == 2
+    export = write(tmp_path / "export.csv", "ts," + ",".join(ids) + "\n" + "".join(
+        f"{t}," + ",".join(_cell(v) for v in row) + "\n" for t, row in zip(local, wide.to_numpy(), strict=True)))
+    meta = batch.buildings.to_pandas()
+    buildings = write(tmp_path / "buildings.csv", "building_id,site_id,timezone,holiday_country,holiday_subdiv\n"
+                      + "".join(f"{r.building_id},{r.site_id},{r.timezone},{r.holiday_country},{r.holiday_subdiv}\n"
+                                for r in meta.itertuples()))
+    weather = batch.weather.to_pandas()
+    feed = write(tmp_path / "weather.csv", "site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms,humidity_pct\n"
+                 + "".join(f"{r.site_id},{r.ts.isoformat()},{_cell(r.temperature_c)},{_cell(r.irradiance_wm2)},"
+                           f"{_cell(r.wind_speed_ms)},{_cell(r.humidity_pct)}\n" for r in weather.itertuples()))
+
+    generic = tmp_path / "generic.duckdb"
+    for args in (("buildings", buildings), ("readings", export, "--timezone", "Europe/London"),
+                 ("weather", feed, "--kind", "observed")):
+        result = invoke("ingest", *args, "--warehouse", generic)
+        assert result.exit_code == 0, result.output
+    ours, theirs = contents(generic), contents(archive)
+    assert len(theirs["meter_readings"]) == 2 * 14 * 24
+    assert [r[:2] for r in ours["meter_readings"]] == [r[:2] for r in theirs["meter_readings"]]
+    assert [r[2] for r in ours["meter_readings"]] == pytest.approx([r[2] for r in theirs["meter_readings"]],
+                                                                   rel=1e-12, nan_ok=True)
+    assert [r[:-1] for r in ours["buildings"]] == [r[:-1] for r in theirs["buildings"]]
+    assert len(ours["weather"]) == len(theirs["weather"]) == 14 * 24
+    for mine, archived in zip(ours["weather"], theirs["weather"], strict=True):
+        assert mine[:2] == archived[:2] and mine[6:] == archived[6:] == ("observed", None)
+        assert list(mine[2:6]) == pytest.approx(list(archived[2:6]), rel=1e-12)
