@@ -71,8 +71,9 @@ class SourceTable:
         if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
                 or pa.types.is_null(values.type)):
             values = pc.cast(values, pa.string())
-        cells = (v.strip() if isinstance(v, str) else None for v in values.to_pylist())
-        series = pd.Series([c if c else None for c in cells], dtype=object)
+        trimmed = pc.utf8_trim_whitespace(values)
+        trimmed = pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, trimmed.type), trimmed)
+        series = pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object)
         if required and series.isna().any():
             row = int(np.flatnonzero(series.isna().to_numpy())[0])
             raise self.error(row, column, "empty cell; a value is required")
@@ -93,7 +94,7 @@ class SourceTable:
                 f"{self.path}: column {column!r} holds {kind}, not numbers")
         text = self.text(column, required=False)
         numbers = pd.to_numeric(text, errors="coerce")
-        written_nan = text.map(lambda v: isinstance(v, str) and v.lower() in _NAN_WORDS)
+        written_nan = text.str.lower().isin(_NAN_WORDS)
         bad = (numbers.isna() & text.notna() & ~written_nan).to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])

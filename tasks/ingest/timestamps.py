@@ -80,7 +80,7 @@ def utc_instants(
         wall = parsed
     elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         text = source.text(column, required=True)
-        has_offset = text.map(lambda v: bool(_OFFSET.search(v))).to_numpy()
+        has_offset = text.str.contains(_OFFSET).to_numpy(dtype=bool)
         if has_offset.any() and not has_offset.all():
             row = int(np.flatnonzero(has_offset != has_offset[0])[0])
             raise source.error(row, column, f"{text.iloc[row]!r} {'has' if has_offset[row] else 'has no'} "
