@@ -125,7 +125,24 @@ def _read_csv(path: Path) -> pa.Table:
             ),
         )
     except pa.ArrowInvalid as error:
-        raise MalformedSourceError(f"{path}: not a readable CSV file ({error})") from None
+        ragged = _ragged_line(path, len(names))
+        if ragged is not None:
+            line, cells = ragged
+            raise MalformedSourceError(f"{path}: line {line}: {cells} cell(s), but the header "
+                                       f"has {len(names)} columns") from None
+        reason = " ".join(str(error).split())
+        raise MalformedSourceError(f"{path}: not a readable CSV file ({reason})") from None
+
+
+def _ragged_line(path: Path, width: int) -> tuple[int, int] | None:
+    """The first line whose number of cells differs from the header's, if any."""
+    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        reader = csv.reader(handle)
+        next(reader, None)
+        for cells in reader:
+            if len(cells) != width:
+                return reader.line_num, len(cells)
+    return None
 
 
 def _read_parquet(path: Path) -> pa.Table:

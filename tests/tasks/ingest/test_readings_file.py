@@ -182,6 +182,9 @@ BAD = [
     ("long-without-id", "ts,kwh\n2024-02-05T00:00Z,1\n", {}, r"a 'kwh' column but no 'building_id' column"),
     ("extra-column", "building_id,ts,kwh,note\nb1,2024-02-05T00:00Z,1,x\n", {}, r"unexpected column\(s\) 'note'"),
     ("blank-id", H + ",2024-02-05T00:00Z,1\n", {}, r"line 2, column 'building_id': empty cell"),
+    ("ragged-row", H + "b1,2024-02-05T00:00Z,1\nb1,2024-02-05T01:00Z,1,5\n", {},
+     r"line 3: 4 cell\(s\), but the header has 3 columns"),
+    ("latin-1", (H + "b\xe9,2024-02-05T00:00Z,1\n").encode("latin-1"), {}, r"not a readable CSV file"),
 ]
 
 
@@ -189,7 +192,8 @@ BAD = [
 def test_a_bad_file_is_refused_and_changes_no_table(warehouse, tmp_path, text, options, message):
     ingest(warehouse, tmp_path, LONG, name="before.csv")
     counts, before = row_counts(warehouse), contents(warehouse)
-    path = write(tmp_path / "bad.csv", text)
+    path = tmp_path / "bad.csv"
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     with pytest.raises(PipelineError, match=message) as raised:
         ingest_readings(warehouse, path, ReadingsOptions(**options))
     assert str(raised.value).startswith(str(path)) and "\n" not in str(raised.value)
