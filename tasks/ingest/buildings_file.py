@@ -27,8 +27,13 @@ from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
 
-__all__ = ["BuildingsBatch", "BuildingsSummary", "ingest_buildings", "load_buildings",
-           "write_buildings"]
+__all__ = [
+    "BuildingsBatch",
+    "BuildingsSummary",
+    "ingest_buildings",
+    "load_buildings",
+    "write_buildings",
+]
 
 REQUIRED = ("building_id", "site_id", "timezone", "holiday_country")
 OPTIONAL = ("holiday_subdiv", "building_type")
@@ -71,19 +76,30 @@ def _check_zones(source: SourceTable, zones: pd.Series) -> None:
         try:
             check_zone(zone)
         except ValueError:
-            raise source.error(row, "timezone", f"unknown time zone {zone!r} (an IANA zone "
-                               "zoneinfo knows, e.g. Europe/London)") from None
+            raise source.error(
+                row,
+                "timezone",
+                f"unknown time zone {zone!r} (an IANA zone zoneinfo knows, e.g. Europe/London)",
+            ) from None
 
 
 def _check_calendars(source: SourceTable, countries: pd.Series, subdivs: pd.Series) -> None:
     for row, (country, subdiv) in enumerate(zip(countries, subdivs, strict=True)):
         if _calendar_problem(country, None) is not None:
-            raise source.error(row, "holiday_country", f"no holiday calendar for country "
-                               f"{country!r} in the holidays package (an ISO 3166 code, e.g. GB)")
+            raise source.error(
+                row,
+                "holiday_country",
+                f"no holiday calendar for country "
+                f"{country!r} in the holidays package (an ISO 3166 code, e.g. GB)",
+            )
         if subdiv is not None and _calendar_problem(country, subdiv) is not None:
-            raise source.error(row, "holiday_subdiv", f"{subdiv!r} is not a subdivision of the "
-                               f"{country!r} holiday calendar (holidays package): "
-                               f"{_calendar_problem(country, subdiv)}")
+            raise source.error(
+                row,
+                "holiday_subdiv",
+                f"{subdiv!r} is not a subdivision of the "
+                f"{country!r} holiday calendar (holidays package): "
+                f"{_calendar_problem(country, subdiv)}",
+            )
 
 
 def load_buildings(path: str | Path) -> BuildingsBatch:
@@ -92,19 +108,30 @@ def load_buildings(path: str | Path) -> BuildingsBatch:
     source = read_source(path, required=REQUIRED, optional=OPTIONAL)
     columns = {name: source.text(name, required=True) for name in REQUIRED}
     for name in OPTIONAL:
-        columns[name] = (source.text(name, required=False) if name in source.columns
-                         else pd.Series([None] * source.rows, dtype=object))
+        columns[name] = (
+            source.text(name, required=False)
+            if name in source.columns
+            else pd.Series([None] * source.rows, dtype=object)
+        )
     ids = columns["building_id"]
     repeated = ids.duplicated().to_numpy()
     if repeated.any():
         second = int(repeated.argmax())
         first = int((ids == ids.iloc[second]).to_numpy().argmax())
-        raise source.error(second, "building_id", f"building {ids.iloc[second]!r} is listed "
-                           f"twice ({source.where(first)} and {source.where(second)})")
+        raise source.error(
+            second,
+            "building_id",
+            f"building {ids.iloc[second]!r} is listed "
+            f"twice ({source.where(first)} and {source.where(second)})",
+        )
     _check_zones(source, columns["timezone"])
     _check_calendars(source, columns["holiday_country"], columns["holiday_subdiv"])
-    table = pa.table({name: pa.array(columns[name].tolist(), pa.string(), from_pandas=True)
-                      for name in (*REQUIRED, *OPTIONAL)})
+    table = pa.table(
+        {
+            name: pa.array(columns[name].tolist(), pa.string(), from_pandas=True)
+            for name in (*REQUIRED, *OPTIONAL)
+        }
+    )
     table = table.append_column("source", pa.repeat(pa.scalar(source.path.name), table.num_rows))
     return BuildingsBatch(str(source.path), table, time.perf_counter() - began)
 
@@ -115,10 +142,16 @@ def write_buildings(con: duckdb.DuckDBPyConnection, batch: BuildingsBatch) -> Bu
     ensure_schema(con)
     ids = batch.buildings["building_id"].to_pylist()
     with transaction(con):
-        updated, inserted = replace_slice(con, "buildings", batch.buildings,
-                                          Slice(where_in={"building_id": ids}), own_transaction=False)
-    return BuildingsSummary(inserted, inserted - updated, updated,
-                            batch.read_seconds + time.perf_counter() - began)
+        updated, inserted = replace_slice(
+            con,
+            "buildings",
+            batch.buildings,
+            Slice(where_in={"building_id": ids}),
+            own_transaction=False,
+        )
+    return BuildingsSummary(
+        inserted, inserted - updated, updated, batch.read_seconds + time.perf_counter() - began
+    )
 
 
 def ingest_buildings(warehouse: str | Path, path: str | Path) -> BuildingsSummary:

@@ -20,8 +20,15 @@ import pandas as pd
 from wadiro_fleet.tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
 from wadiro_fleet.tasks.ingest.source_files import SourceTable
 
-__all__ = ["SUPPORTED_MINUTES", "EnergyUnit", "check_on_grid", "check_unique", "infer_interval",
-           "kwh_factor", "sum_to_hours"]
+__all__ = [
+    "SUPPORTED_MINUTES",
+    "EnergyUnit",
+    "check_on_grid",
+    "check_unique",
+    "infer_interval",
+    "kwh_factor",
+    "sum_to_hours",
+]
 
 EnergyUnit = Literal["kWh", "Wh", "kW"]
 SUPPORTED_MINUTES = (15, 30, 60)
@@ -57,7 +64,8 @@ def infer_interval(source: SourceTable, ts: pd.Series, series: pd.Series | None)
         step = int(values[counts == counts.max()].min())
         raise MalformedSourceError(
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
-            "readings every 15, 30 or 60 minutes are supported")
+            "readings every 15, 30 or 60 minutes are supported"
+        )
     values, counts = np.unique(steps[supported], return_counts=True)
     return int(values[counts == counts.max()].min()) // _US_PER_MINUTE
 
@@ -69,13 +77,18 @@ def check_on_grid(source: SourceTable, column: str, ts: pd.Series, minutes: int)
     if off.any():
         row = int(np.flatnonzero(off)[0])
         what = "an hour" if minutes == 60 else f"a {minutes}-minute interval"
-        raise source.error(row, column, f"{ts.iloc[row]:%Y-%m-%d %H:%M:%S}Z is not the start of "
-                           f"{what} (the file's interval; timestamps label the start of each "
-                           "interval on the UTC grid)")
+        raise source.error(
+            row,
+            column,
+            f"{ts.iloc[row]:%Y-%m-%d %H:%M:%S}Z is not the start of "
+            f"{what} (the file's interval; timestamps label the start of each "
+            "interval on the UTC grid)",
+        )
 
 
-def check_unique(source: SourceTable, column: str, ts: pd.Series, keys: pd.DataFrame | None,
-                 what: str) -> None:
+def check_unique(
+    source: SourceTable, column: str, ts: pd.Series, keys: pd.DataFrame | None, what: str
+) -> None:
     """No two rows with the same instant and ``keys`` (e.g. building id); else an error naming
     both rows. ``what`` describes the key in the message (``building 'b1'``)."""
     frame = pd.DataFrame({"t": _epoch_us(ts)})
@@ -95,7 +108,8 @@ def check_unique(source: SourceTable, column: str, ts: pd.Series, keys: pd.DataF
     label = what.format(**{n: frame[n].iloc[second] for n in names}) if names else what
     raise DuplicateTimestampError(
         f"{source.path}: {source.where(first)} and {source.where(second)}, column {column!r}: "
-        f"{label} at {ts.iloc[second]:%Y-%m-%d %H:%M}Z appears twice (duplicate rows)")
+        f"{label} at {ts.iloc[second]:%Y-%m-%d %H:%M}Z appears twice (duplicate rows)"
+    )
 
 
 def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int]:

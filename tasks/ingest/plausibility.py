@@ -80,7 +80,8 @@ def check_column(
         if scale != 1.0 and shown != "nan":
             shown += f" ({value * scale:g} {bound.unit})"
         raise ImplausibleValueError(
-            f"{path}: {label} {int(lines[row])}, column {column!r}: {shown} is not {bound.describe()}"
+            f"{path}: {label} {int(lines[row])}, column {column!r}: {shown} is not "
+            f"{bound.describe()}"
             f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
             "--implausible missing to store such values as missing")
     return pc.if_else(pa.array(bad), pa.scalar(None, values.type), values), bad

@@ -52,8 +52,14 @@ from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges
 
-__all__ = ["ReadingsBatch", "ReadingsOptions", "ReadingsSummary", "ingest_readings",
-           "load_readings", "write_readings"]
+__all__ = [
+    "ReadingsBatch",
+    "ReadingsOptions",
+    "ReadingsSummary",
+    "ingest_readings",
+    "load_readings",
+    "write_readings",
+]
 
 Layout = Literal["auto", "long", "wide"]
 VALUE_COLUMNS = ("kwh", "value")
@@ -67,21 +73,31 @@ class ReadingsOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     layout: Layout = Field(
-        "auto", description="long (building_id, ts, kwh|value) or wide (ts, one column per "
-        "building id); auto: long when there is a building_id column.")
+        "auto",
+        description="long (building_id, ts, kwh|value) or wide (ts, one column per "
+        "building id); auto: long when there is a building_id column.",
+    )
     unit: EnergyUnit = Field(
-        "kWh", description="kWh or Wh: energy of each interval; kW: average power over the "
-        "interval (kWh = kW x interval in hours).")
+        "kWh",
+        description="kWh or Wh: energy of each interval; kW: average power over the "
+        "interval (kWh = kW x interval in hours).",
+    )
     timezone: str | None = Field(
-        None, description="IANA time zone of naive local timestamps (leave out when the "
-        "timestamps carry a UTC offset).")
+        None,
+        description="IANA time zone of naive local timestamps (leave out when the "
+        "timestamps carry a UTC offset).",
+    )
     ambiguous: AmbiguousPolicy = Field(
-        "refuse", description="A local time the clocks pass twice (fall back) that appears "
+        "refuse",
+        description="A local time the clocks pass twice (fall back) that appears "
         "only once for a building: refuse, or take the earliest (summer time) or latest "
-        "(standard time) instant. Appearing twice, the first is the earliest.")
+        "(standard time) instant. Appearing twice, the first is the earliest.",
+    )
     implausible: ImplausiblePolicy = Field(
-        "refuse", description="A negative or non-finite energy: refuse the file (error naming "
-        "line and column; nothing is written) or store it as missing and count it.")
+        "refuse",
+        description="A negative or non-finite energy: refuse the file (error naming "
+        "line and column; nothing is written) or store it as missing and count it.",
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -122,15 +138,26 @@ class ReadingsSummary:
     def line(self) -> str:
         notes = [f"{self.missing_readings:,} missing"]
         if self.partial_hours:
-            notes.append(f"{self.partial_hours:,} with a missing {self.interval_minutes}-minute "
-                         "interval stored as missing")
+            notes.append(
+                f"{self.partial_hours:,} with a missing {self.interval_minutes}-minute "
+                "interval stored as missing"
+            )
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
-        span = (f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC"
-                if self.start is not None and self.end is not None else "")
-        every = "" if self.interval_minutes == 60 else f" (from {self.interval_minutes}-minute readings)"
-        return (f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
-                f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored")
+        span = (
+            f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC"
+            if self.start is not None and self.end is not None
+            else ""
+        )
+        every = (
+            ""
+            if self.interval_minutes == 60
+            else f" (from {self.interval_minutes}-minute readings)"
+        )
+        return (
+            f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
+            f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored"
+        )
 
 
 def _layout(source: SourceTable, requested: Layout) -> Literal["long", "wide"]:
@@ -144,7 +171,8 @@ def _layout(source: SourceTable, requested: Layout) -> Literal["long", "wide"]:
         raise MalformedSourceError(
             f"{source.path}: a {values[0]!r} column but no 'building_id' column: a long file "
             "needs building_id, ts, kwh; a wide file has ts and one column per building id "
-            "(give --layout wide if a building is really called that)")
+            "(give --layout wide if a building is really called that)"
+        )
     return "wide"
 
 
@@ -153,26 +181,39 @@ def _long_columns(source: SourceTable) -> str:
     if len(values) != 1:
         raise MalformedSourceError(
             f"{source.path}: a long file needs exactly one value column, 'kwh' or 'value'; "
-            f"found {source.columns}")
+            f"found {source.columns}"
+        )
     expected = {"building_id", "ts", values[0]}
     missing = [c for c in ("building_id", "ts") if c not in source.columns]
     if missing:
-        raise MalformedSourceError(f"{source.path}: missing required column(s) "
-                                   f"{', '.join(map(repr, missing))}; found {source.columns}")
+        raise MalformedSourceError(
+            f"{source.path}: missing required column(s) "
+            f"{', '.join(map(repr, missing))}; found {source.columns}"
+        )
     extra = [c for c in source.columns if c not in expected]
     if extra:
-        raise MalformedSourceError(f"{source.path}: unexpected column(s) {', '.join(map(repr, extra))}"
-                                   "; a long file has building_id, ts and kwh (or value)")
+        raise MalformedSourceError(
+            f"{source.path}: unexpected column(s) {', '.join(map(repr, extra))}"
+            "; a long file has building_id, ts and kwh (or value)"
+        )
     return values[0]
 
 
-def _energy(source: SourceTable, column: str, factor: float,
-            options: ReadingsOptions) -> tuple[np.ndarray, int]:
+def _energy(
+    source: SourceTable, column: str, factor: float, options: ReadingsOptions
+) -> tuple[np.ndarray, int]:
     """A value column in kWh per interval (NaN = missing) and its count of implausible values
     stored as missing."""
-    values, bad = check_column(source.numbers(column), ENERGY_KWH, path=source.path, column=column,
-                               lines=source.row_numbers(), policy=options.implausible,
-                               scale=factor, label=source.row_label)
+    values, bad = check_column(
+        source.numbers(column),
+        ENERGY_KWH,
+        path=source.path,
+        column=column,
+        lines=source.row_numbers(),
+        policy=options.implausible,
+        scale=factor,
+        label=source.row_label,
+    )
     kwh = values.to_numpy(zero_copy_only=False).astype(float) * factor
     return kwh, int(bad.sum())
 
@@ -185,18 +226,28 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     if _layout(source, options.layout) == "long":
         value_column = _long_columns(source)
         ids = source.text("building_id", required=True)
-        ts = utc_instants(source, "ts", timezone=options.timezone, ambiguous=options.ambiguous,
-                          series=ids, series_name="building")
+        ts = utc_instants(
+            source,
+            "ts",
+            timezone=options.timezone,
+            ambiguous=options.ambiguous,
+            series=ids,
+            series_name="building",
+        )
         minutes = infer_interval(source, ts, ids)
         check_on_grid(source, "ts", ts, minutes)
-        check_unique(source, "ts", ts, pd.DataFrame({"building_id": ids}), "building {building_id!r}")
+        check_unique(
+            source, "ts", ts, pd.DataFrame({"building_id": ids}), "building {building_id!r}"
+        )
         kwh, implausible = _energy(source, value_column, kwh_factor(options.unit, minutes), options)
         frame = pd.DataFrame({"building_id": ids.to_numpy(), "ts": ts.to_numpy(), "kwh": kwh})
     else:
         buildings = [c for c in source.columns if c != "ts"]
         if not buildings:
-            raise MalformedSourceError(f"{source.path}: a wide file needs ts and one column per "
-                                       f"building id; found only {source.columns}")
+            raise MalformedSourceError(
+                f"{source.path}: a wide file needs ts and one column per "
+                f"building id; found only {source.columns}"
+            )
         ts = utc_instants(source, "ts", timezone=options.timezone, ambiguous=options.ambiguous)
         minutes = infer_interval(source, ts, None)
         check_on_grid(source, "ts", ts, minutes)
@@ -231,10 +282,12 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
     if unknown:
         raise UnknownBuildingError(
             f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
-            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")
+            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)"
+        )
     with transaction(con):
-        deleted, inserted = replace_key_ranges(con, "meter_readings", batch.readings,
-                                               "building_id", own_transaction=False)
+        deleted, inserted = replace_key_ranges(
+            con, "meter_readings", batch.readings, "building_id", own_transaction=False
+        )
     ts = batch.readings["ts"]
     return ReadingsSummary(
         buildings=len(batch.building_ids),
@@ -250,8 +303,9 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
     )
 
 
-def ingest_readings(warehouse: str | Path, path: str | Path,
-                    options: ReadingsOptions | None = None) -> ReadingsSummary:
+def ingest_readings(
+    warehouse: str | Path, path: str | Path, options: ReadingsOptions | None = None
+) -> ReadingsSummary:
     """Load and check the file, then write it to the warehouse file in one transaction."""
     batch = load_readings(path, options)
     with connect(warehouse) as con:

@@ -68,8 +68,11 @@ class SourceTable:
         """The column as trimmed strings (missing: ``None``); with ``required`` a missing cell
         is an error naming its row."""
         values = self.table[column]
-        if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
-                or pa.types.is_null(values.type)):
+        if not (
+            pa.types.is_string(values.type)
+            or pa.types.is_large_string(values.type)
+            or pa.types.is_null(values.type)
+        ):
             values = pc.cast(values, pa.string())
         trimmed = pc.utf8_trim_whitespace(values)
         trimmed = pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, trimmed.type), trimmed)
@@ -90,8 +93,7 @@ class SourceTable:
         if pa.types.is_null(kind):
             return pa.nulls(self.rows, pa.float64())
         if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            raise MalformedSourceError(
-                f"{self.path}: column {column!r} holds {kind}, not numbers")
+            raise MalformedSourceError(f"{self.path}: column {column!r} holds {kind}, not numbers")
         text = self.text(column, required=False)
         numbers = pd.to_numeric(text, errors="coerce")
         written_nan = text.str.lower().isin(_NAN_WORDS)
@@ -128,8 +130,9 @@ def _read_csv(path: Path) -> pa.Table:
         ragged = _ragged_line(path, len(names))
         if ragged is not None:
             line, cells = ragged
-            raise MalformedSourceError(f"{path}: line {line}: {cells} cell(s), but the header "
-                                       f"has {len(names)} columns") from None
+            raise MalformedSourceError(
+                f"{path}: line {line}: {cells} cell(s), but the header has {len(names)} columns"
+            ) from None
         reason = " ".join(str(error).split())
         raise MalformedSourceError(f"{path}: not a readable CSV file ({reason})") from None
 
@@ -161,12 +164,14 @@ def _check_unique(path: Path, names: Sequence[str]) -> None:
             raise MalformedSourceError(f"{path}: column {position} of the header has no name")
         if name in seen:
             raise MalformedSourceError(
-                f"{path}: column {name!r} appears more than once in the header (column {position})")
+                f"{path}: column {name!r} appears more than once in the header (column {position})"
+            )
         seen.add(name)
 
 
-def read_source(path: str | Path, *, required: Iterable[str] = (),
-                optional: Iterable[str] | None = ()) -> SourceTable:
+def read_source(
+    path: str | Path, *, required: Iterable[str] = (), optional: Iterable[str] | None = ()
+) -> SourceTable:
     """Read ``path`` (``.csv`` or ``.parquet``) and check its columns.
 
     Every name in ``required`` must be a column; with ``optional`` a collection, every other
@@ -177,7 +182,8 @@ def read_source(path: str | Path, *, required: Iterable[str] = (),
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:
         raise MalformedSourceError(
-            f"{path}: unknown file kind {path.suffix!r}; give a .csv or .parquet file")
+            f"{path}: unknown file kind {path.suffix!r}; give a .csv or .parquet file"
+        )
     if not path.is_file():
         raise SourceNotFoundError(f"file does not exist: {path}")
     if path.stat().st_size == 0:
@@ -189,7 +195,8 @@ def read_source(path: str | Path, *, required: Iterable[str] = (),
     if missing:
         raise MalformedSourceError(
             f"{path}: missing required column(s) {', '.join(map(repr, missing))}; "
-            f"found {source.columns}")
+            f"found {source.columns}"
+        )
     if optional is not None:
         allowed = set(required) | set(optional)
         unexpected = [name for name in source.columns if name not in allowed]
@@ -197,7 +204,8 @@ def read_source(path: str | Path, *, required: Iterable[str] = (),
             raise MalformedSourceError(
                 f"{path}: unexpected column(s) {', '.join(map(repr, unexpected))}; the columns "
                 f"are {', '.join(required)}"
-                + (f" and optionally {', '.join(sorted(set(optional)))}" if optional else ""))
+                + (f" and optionally {', '.join(sorted(set(optional)))}" if optional else "")
+            )
     if source.rows == 0:
         raise MalformedSourceError(f"{path}: empty file, a header but no data rows")
     return source

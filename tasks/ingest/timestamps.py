@@ -36,8 +36,9 @@ AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
 _OFFSET = re.compile(r"(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
 _UTC_US = "datetime64[us, UTC]"
-_NO_OFFSET_HINT = ("write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00+01:00 or "
-                   "...T00:00:00Z)")
+_NO_OFFSET_HINT = (
+    "write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00+01:00 or ...T00:00:00Z)"
+)
 
 
 def check_zone(name: str) -> str:
@@ -45,7 +46,9 @@ def check_zone(name: str) -> str:
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as error:
-        raise ValueError(f"unknown time zone {name!r} (not an IANA zone, e.g. Europe/London)") from error
+        raise ValueError(
+            f"unknown time zone {name!r} (not an IANA zone, e.g. Europe/London)"
+        ) from error
     return name
 
 
@@ -70,10 +73,15 @@ def utc_instants(
     """
     values = source.table[column]
     if pa.types.is_timestamp(values.type):
-        parsed = pd.Series(values.to_pandas(), dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]")
+        parsed = pd.Series(
+            values.to_pandas(), dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]"
+        )
         if parsed.isna().any():
-            raise source.error(int(np.flatnonzero(parsed.isna().to_numpy())[0]), column,
-                               "empty cell; a timestamp is required")
+            raise source.error(
+                int(np.flatnonzero(parsed.isna().to_numpy())[0]),
+                column,
+                "empty cell; a timestamp is required",
+            )
         if values.type.tz is not None:
             _no_zone_with_offsets(source, column, timezone, 0)
             return parsed.dt.tz_convert("UTC").astype(_UTC_US)
@@ -83,8 +91,12 @@ def utc_instants(
         has_offset = text.str.contains(_OFFSET).to_numpy(dtype=bool)
         if has_offset.any() and not has_offset.all():
             row = int(np.flatnonzero(has_offset != has_offset[0])[0])
-            raise source.error(row, column, f"{text.iloc[row]!r} {'has' if has_offset[row] else 'has no'} "
-                               f"UTC offset, unlike {source.where(0)}; use one form in the whole column")
+            raise source.error(
+                row,
+                column,
+                f"{text.iloc[row]!r} {'has' if has_offset[row] else 'has no'} "
+                f"UTC offset, unlike {source.where(0)}; use one form in the whole column",
+            )
         if has_offset.all():
             _no_zone_with_offsets(source, column, timezone, 0)
             parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
@@ -94,26 +106,43 @@ def utc_instants(
         _refuse_unreadable(source, column, text, wall)
         wall = wall.astype("datetime64[us]")
     else:
-        raise MalformedSourceError(f"{source.path}: column {column!r} holds {values.type}, not timestamps")
+        raise MalformedSourceError(
+            f"{source.path}: column {column!r} holds {values.type}, not timestamps"
+        )
     if timezone is None:
-        raise source.error(0, column, f"{wall.iloc[0]} has no UTC offset; give --timezone ZONE "
-                           f"(local wall-clock times), or {_NO_OFFSET_HINT}")
-    return _localise(source, column, wall, timezone, ambiguous,
-                     series if pairs else None, series_name, pairs)
+        raise source.error(
+            0,
+            column,
+            f"{wall.iloc[0]} has no UTC offset; give --timezone ZONE "
+            f"(local wall-clock times), or {_NO_OFFSET_HINT}",
+        )
+    return _localise(
+        source, column, wall, timezone, ambiguous, series if pairs else None, series_name, pairs
+    )
 
 
 def _no_zone_with_offsets(source: SourceTable, column: str, timezone: str | None, row: int) -> None:
     if timezone is not None:
-        raise source.error(row, column, "timestamps with a UTC offset name their instant; "
-                           "--timezone is for naive local wall-clock times only, leave it out")
+        raise source.error(
+            row,
+            column,
+            "timestamps with a UTC offset name their instant; "
+            "--timezone is for naive local wall-clock times only, leave it out",
+        )
 
 
-def _refuse_unreadable(source: SourceTable, column: str, text: pd.Series, parsed: pd.Series) -> None:
+def _refuse_unreadable(
+    source: SourceTable, column: str, text: pd.Series, parsed: pd.Series
+) -> None:
     bad = parsed.isna().to_numpy()
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise source.error(row, column, f"{text.iloc[row]!r} is not an ISO 8601 timestamp "
-                           "(e.g. 2024-03-31T01:00:00+01:00, or 2024-03-31 01:00 with --timezone)")
+        raise source.error(
+            row,
+            column,
+            f"{text.iloc[row]!r} is not an ISO 8601 timestamp "
+            "(e.g. 2024-03-31T01:00:00+01:00, or 2024-03-31 01:00 with --timezone)",
+        )
 
 
 def _fold_instants(wall: datetime, zone: ZoneInfo) -> tuple[datetime, datetime, bool]:
@@ -144,10 +173,18 @@ def _localise(
     folds = [_fold_instants(t, zone) for t in times]
     for i, t, (_, _, exists) in zip(odd, times, folds, strict=True):
         if not exists:
-            raise source.error(int(i), column, f"{t:%Y-%m-%d %H:%M} does not exist in {timezone} "
-                               f"(the clocks go forward over it); fix the time, or {_NO_OFFSET_HINT}")
-    keys = pd.DataFrame({"series": series.iloc[odd].to_numpy() if series is not None else 0,
-                         "wall": wall.iloc[odd].to_numpy()})
+            raise source.error(
+                int(i),
+                column,
+                f"{t:%Y-%m-%d %H:%M} does not exist in {timezone} "
+                f"(the clocks go forward over it); fix the time, or {_NO_OFFSET_HINT}",
+            )
+    keys = pd.DataFrame(
+        {
+            "series": series.iloc[odd].to_numpy() if series is not None else 0,
+            "wall": wall.iloc[odd].to_numpy(),
+        }
+    )
     grouped = keys.groupby(["series", "wall"], sort=False)
     occurrence = grouped.cumcount().to_numpy()
     count = grouped["wall"].transform("size").to_numpy() if pairs else np.ones(odd.size, int)
@@ -160,10 +197,15 @@ def _localise(
         elif ambiguous == "latest":
             chosen.append(later)
         else:
-            whose = (f" for {series_name} {series.iloc[i]!r}" if series is not None and pairs else "")
-            raise source.error(int(i), column, (
-                f"{t:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over it) and "
-                f"appears once{whose}; give --ambiguous earliest (summer time, the earlier instant) "
-                f"or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}"))
+            whose = f" for {series_name} {series.iloc[i]!r}" if series is not None and pairs else ""
+            raise source.error(
+                int(i),
+                column,
+                (
+                    f"{t:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over "
+                    f"it) and appears once{whose}; give --ambiguous earliest (summer time, the "
+                    f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}"
+                ),
+            )
     utc.iloc[odd] = pd.to_datetime(chosen, utc=True).astype(_UTC_US)
     return utc

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Literal
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from prefect import task
@@ -51,8 +50,14 @@ from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges, replace_unless_newer
 
-__all__ = ["WeatherBatch", "WeatherOptions", "WeatherSummary", "ingest_weather", "load_weather",
-           "write_weather"]
+__all__ = [
+    "WeatherBatch",
+    "WeatherOptions",
+    "WeatherSummary",
+    "ingest_weather",
+    "load_weather",
+    "write_weather",
+]
 
 WeatherKind = Literal["observed", "forecast"]
 VALUES: dict[str, Bound] = {
@@ -63,11 +68,15 @@ VALUES: dict[str, Bound] = {
 }
 REQUIRED = ("site_id", "ts", "temperature_c", "irradiance_wm2", "wind_speed_ms")
 _UTC_TS = pa.timestamp("us", tz="UTC")
-WEATHER_SCHEMA = pa.schema([
-    ("site_id", pa.string()), ("ts", _UTC_TS),
-    *((name, pa.float64()) for name in VALUES),
-    ("kind", pa.string()), ("issued_at", _UTC_TS),
-])
+WEATHER_SCHEMA = pa.schema(
+    [
+        ("site_id", pa.string()),
+        ("ts", _UTC_TS),
+        *((name, pa.float64()) for name in VALUES),
+        ("kind", pa.string()),
+        ("issued_at", _UTC_TS),
+    ]
+)
 
 
 class WeatherOptions(BaseModel):
@@ -77,17 +86,24 @@ class WeatherOptions(BaseModel):
 
     kind: WeatherKind = Field(
         description="observed, or forecast (then an issued_at column is required; the latest "
-        "issue per site and hour is kept).")
+        "issue per site and hour is kept)."
+    )
     timezone: str | None = Field(
-        None, description="IANA time zone of naive local timestamps (leave out when the "
-        "timestamps carry a UTC offset).")
+        None,
+        description="IANA time zone of naive local timestamps (leave out when the "
+        "timestamps carry a UTC offset).",
+    )
     ambiguous: AmbiguousPolicy = Field(
-        "refuse", description="A local time the clocks pass twice (fall back) that appears "
+        "refuse",
+        description="A local time the clocks pass twice (fall back) that appears "
         "only once for a site: refuse, or take the earliest (summer time) or latest "
-        "(standard time) instant. Appearing twice, the first is the earliest.")
+        "(standard time) instant. Appearing twice, the first is the earliest.",
+    )
     implausible: ImplausiblePolicy = Field(
-        "refuse", description="A non-finite or physically implausible value: refuse the file "
-        "(error naming line and column; nothing is written) or store it as missing and count it.")
+        "refuse",
+        description="A non-finite or physically implausible value: refuse the file "
+        "(error naming line and column; nothing is written) or store it as missing and count it.",
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -126,14 +142,18 @@ class WeatherSummary:
     def line(self) -> str:
         notes = []
         if self.kind == "forecast":
-            notes.append(f"the latest issue per hour: {self.superseded_in_file:,} earlier "
-                         f"issue(s) in the file and {self.older_than_stored:,} older than the "
-                         "stored forecast left out")
+            notes.append(
+                f"the latest issue per hour: {self.superseded_in_file:,} earlier "
+                f"issue(s) in the file and {self.older_than_stored:,} older than the "
+                "stored forecast left out"
+            )
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
         extra = f" ({'; '.join(notes)})" if notes else ""
-        return (f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
-                f"replacing {self.replaced:,} stored{extra}")
+        return (
+            f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
+            f"replacing {self.replaced:,} stored{extra}"
+        )
 
 
 def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
@@ -143,40 +163,64 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     required = (*REQUIRED, "issued_at") if forecast else REQUIRED
     source = read_source(path, required=required, optional=("humidity_pct", "issued_at"))
     if not forecast and "issued_at" in source.columns:
-        raise MalformedSourceError(f"{source.path}: an 'issued_at' column, but --kind observed; "
-                                   "a forecast feed is ingested with --kind forecast")
+        raise MalformedSourceError(
+            f"{source.path}: an 'issued_at' column, but --kind observed; "
+            "a forecast feed is ingested with --kind forecast"
+        )
     sites = source.text("site_id", required=True)
     n = source.rows
     issued = None
     series = sites
     if forecast:
-        issued = utc_instants(source, "issued_at", timezone=options.timezone,
-                              ambiguous=options.ambiguous, pairs=False)
+        issued = utc_instants(
+            source, "issued_at", timezone=options.timezone, ambiguous=options.ambiguous, pairs=False
+        )
         series = sites + "\x00" + issued.astype(str)
-    ts = utc_instants(source, "ts", timezone=options.timezone, ambiguous=options.ambiguous,
-                      series=series, series_name="site and issue")
+    ts = utc_instants(
+        source,
+        "ts",
+        timezone=options.timezone,
+        ambiguous=options.ambiguous,
+        series=series,
+        series_name="site and issue",
+    )
     check_on_grid(source, "ts", ts, 60)
-    keys = pd.DataFrame({"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})})
-    check_unique(source, "ts", ts, keys,
-                 "site {site_id!r}" + (" issued at {issued_at}" if forecast else ""))
+    keys = pd.DataFrame(
+        {"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})}
+    )
+    check_unique(
+        source, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
+    )
     columns: dict[str, pa.Array] = {}
     implausible = 0
     for name, bound in VALUES.items():
         if name not in source.columns:
             columns[name] = pa.nulls(n, pa.float64())
             continue
-        columns[name], bad = check_column(source.numbers(name), bound, path=source.path,
-                                          column=name, lines=source.row_numbers(),
-                                          policy=options.implausible, label=source.row_label)
+        columns[name], bad = check_column(
+            source.numbers(name),
+            bound,
+            path=source.path,
+            column=name,
+            lines=source.row_numbers(),
+            policy=options.implausible,
+            label=source.row_label,
+        )
         implausible += int(bad.sum())
-    frame = pd.DataFrame({"site_id": sites.to_numpy(), "ts": ts.to_numpy(),
-                          **{name: columns[name].to_numpy(zero_copy_only=False) for name in VALUES},
-                          "kind": options.kind,
-                          "issued_at": issued.to_numpy() if forecast else pd.NaT})
+    frame = pd.DataFrame(
+        {
+            "site_id": sites.to_numpy(),
+            "ts": ts.to_numpy(),
+            **{name: columns[name].to_numpy(zero_copy_only=False) for name in VALUES},
+            "kind": options.kind,
+            "issued_at": issued.to_numpy() if forecast else pd.NaT,
+        }
+    )
     superseded = 0
     if forecast:
         latest = frame.sort_values("issued_at", kind="stable").drop_duplicates(
-            ["site_id", "ts"], keep="last")
+            ["site_id", "ts"], keep="last"
+        )
         superseded = len(frame) - len(latest)
         frame = latest
     frame = frame.sort_values(["site_id", "ts"], kind="stable")
@@ -204,16 +248,27 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
         raise UnknownSiteError(
             f"{batch.path}: {len(unknown)} site id(s) that no building in the warehouse uses: "
             f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites first "
-            "(wadiro ingest buildings FILE)")
+            "(wadiro ingest buildings FILE)"
+        )
     with transaction(con):
         if batch.kind == "observed":
-            deleted, inserted = replace_key_ranges(con, "weather", batch.weather, "site_id",
-                                                   where={"kind": "observed"},
-                                                   own_transaction=False)
+            deleted, inserted = replace_key_ranges(
+                con,
+                "weather",
+                batch.weather,
+                "site_id",
+                where={"kind": "observed"},
+                own_transaction=False,
+            )
         else:
-            deleted, inserted = replace_unless_newer(con, "weather", batch.weather,
-                                                     ("site_id", "ts", "kind"), "issued_at",
-                                                     own_transaction=False)
+            deleted, inserted = replace_unless_newer(
+                con,
+                "weather",
+                batch.weather,
+                ("site_id", "ts", "kind"),
+                "issued_at",
+                own_transaction=False,
+            )
     return WeatherSummary(
         kind=batch.kind,
         sites=len(batch.site_ids),
@@ -226,7 +281,9 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
     )
 
 
-def ingest_weather(warehouse: str | Path, path: str | Path, options: WeatherOptions) -> WeatherSummary:
+def ingest_weather(
+    warehouse: str | Path, path: str | Path, options: WeatherOptions
+) -> WeatherSummary:
     """Load and check the feed, then write it to the warehouse file in one transaction."""
     batch = load_weather(path, options)
     with connect(warehouse) as con:

@@ -185,7 +185,9 @@ def _checked_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Any,
     return data, columns
 
 
-def replace_ranges_sql(table: str, key: str, where_in: Sequence[str], time_column: str = "ts") -> str:
+def replace_ranges_sql(
+    table: str, key: str, where_in: Sequence[str], time_column: str = "ts"
+) -> str:
     """``DELETE`` of every stored row whose ``key`` appears in the staged rows and whose time
     lies from that key's first to its last staged time (inclusive), and whose ``where_in``
     columns equal the bound values (one ``?`` per column, in order)."""

@@ -81,4 +81,4 @@ def readings(warehouse: Path, building: str | None = None) -> pd.DataFrame:
 
 def kwh_by_hour(warehouse: Path, building: str) -> dict[datetime, float | None]:
     frame = readings(warehouse, building)
-    return {ts.to_pydatetime(): (None if pd.isna(v) else v) for ts, v in zip(frame["ts"], frame["kwh"])}
+    return {ts.to_pydatetime(): (None if pd.isna(v) else v) for ts, v in zip(frame["ts"], frame["kwh"], strict=True)}
