@@ -152,7 +152,7 @@ class ReadingsSummary:
         every = (
             ""
             if self.interval_minutes == 60
-            else f" (from {self.interval_minutes}-minute readings)"
+            else f" from {self.interval_minutes}-minute readings"
         )
         return (
             f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "

@@ -41,7 +41,7 @@ def loaded(tmp_path, no_prefect_server) -> Path:
         (("buildings", write(tmp_path / "b.csv", BUILDINGS_CSV)),
          "buildings: wrote 3 building(s) (3 new, 0 updated)"),
         (("readings", write(tmp_path / "r.csv", QUARTERS), "--unit", "kW", "--timezone", "Europe/London"),
-         "readings: wrote 6 hourly readings (from 15-minute readings) (0 missing) for 2 building(s), "
+         "readings: wrote 6 hourly readings from 15-minute readings (0 missing) for 2 building(s), "
          "2024-10-26 23:00 to 2024-10-27 01:00 UTC, replacing 0 stored"),
         (("weather", write(tmp_path / "o.csv", OBSERVED), "--kind", "observed"),
          "weather: wrote 1 observed weather hours for 1 site(s), replacing 0 stored"),
