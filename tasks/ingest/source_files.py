@@ -150,11 +150,12 @@ def _ragged_line(path: Path, width: int) -> tuple[int, int] | None:
 
 def _read_parquet(path: Path) -> pa.Table:
     try:
-        table = pq.read_table(str(path))
+        parquet = pq.ParquetFile(str(path))
+        _check_unique(path, parquet.schema_arrow.names)
+        return parquet.read()
     except (pa.ArrowInvalid, OSError) as error:
-        raise MalformedSourceError(f"{path}: not a readable Parquet file ({error})") from None
-    _check_unique(path, table.column_names)
-    return table
+        reason = " ".join(str(error).split())
+        raise MalformedSourceError(f"{path}: not a readable Parquet file ({reason})") from None
 
 
 def _check_unique(path: Path, names: Sequence[str]) -> None:

@@ -224,3 +224,16 @@ def test_an_unknown_file_kind_and_a_missing_file(warehouse, tmp_path):
     with pytest.raises(PipelineError, match=r"file does not exist: .*nothing.csv"):
         ingest_readings(warehouse, tmp_path / "nothing.csv")
     assert len(readings(warehouse)) == 0
+
+
+def test_a_parquet_file_with_a_repeated_column_is_refused(warehouse, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "wide.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["2024-02-05T00:00Z"]), pa.array([1.0]), pa.array([2.0])],
+                                        names=["ts", "b1", "b1"]), str(path))
+    before = row_counts(warehouse)
+    with pytest.raises(PipelineError, match=r"column 'b1' appears more than once in the header \(column 3\)"):
+        ingest_readings(warehouse, path)
+    assert row_counts(warehouse) == before
