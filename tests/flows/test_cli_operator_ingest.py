@@ -187,3 +187,11 @@ def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_inges
     for mine, archived in zip(ours["weather"], theirs["weather"], strict=True):
         assert mine[:2] == archived[:2] and mine[6:] == archived[6:] == ("observed", None)
         assert list(mine[2:6]) == pytest.approx(list(archived[2:6]), rel=1e-12)
+
+
+def test_the_help_pages_say_what_a_file_replaces():
+    readings = " ".join(invoke("ingest", "readings", "--help").output.split())
+    assert "from its first to its last hour in the file are replaced" in readings
+    assert "Timestamps label the start of each interval" in readings
+    weather = " ".join(invoke("ingest", "weather", "--help").output.split())
+    assert "the latest issue per site and hour is kept" in weather
