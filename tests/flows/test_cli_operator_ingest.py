@@ -98,7 +98,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("command", "text", "options", "message"), BAD,
-                         ids=[f"{c[0][0]}-{m[:30]}" for c, _, _, m in BAD])
+                         ids=[f"{c[0]}-{m[:30]}" for c, _, _, m in BAD])
 def test_a_bad_file_is_one_line_and_changes_no_table(loaded, tmp_path, command, text, options, message):
     counts, before = row_counts(loaded), contents(loaded)
     path = write(tmp_path / "bad.csv", text)
