@@ -34,7 +34,8 @@ __all__ = ["AmbiguousPolicy", "check_zone", "utc_instants"]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
-_OFFSET = re.compile(r"(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
+_OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
+"""A UTC offset after a time of day (so that a date alone, ``2024-01-01``, is not one)."""
 _UTC_US = "datetime64[us, UTC]"
 _NO_OFFSET_HINT = (
     "write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00+01:00 or ...T00:00:00Z)"
