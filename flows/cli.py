@@ -8,6 +8,7 @@ command needs them, so that a short command starts in about a second.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings
     from wadiro_fleet.tasks.forecast_tasks import RunSummary
     from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
+    from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions
     from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
+    from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions
 
 commands = OnDemandCommands()
 ingest_commands = OnDemandCommands()
@@ -185,6 +188,70 @@ def ingest_synthetic(settings: FleetSpec, warehouse: Warehouse = Path(DEFAULT_WA
 
     _ingest("synthetic", lambda: _run_flow(ingest_synthetic_flow, spec=settings,
                                            warehouse=str(warehouse)))
+
+
+SourceFile = Annotated[Path, typer.Argument(
+    metavar="FILE", help="A .csv or .parquet file (see README, 'Bring your own data').",
+    show_default=False)]
+
+
+def _paragraphs(text: str) -> str:
+    """A help text with each paragraph on one line (the help page wraps it)."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
+_BUILDINGS_HELP = """Add or update buildings from a file with columns building_id, site_id, timezone,
+    holiday_country and optionally holiday_subdiv, building_type.
+
+    A building already stored is updated. Unknown IANA time zones and holiday calendars are
+    refused naming the line."""
+
+_READINGS_HELP = """Ingest a meter export: long (building_id, ts, kwh|value) or wide (ts, one
+    column per building id), hourly or every 15 or 30 minutes (summed to hours; an hour missing
+    a sub-interval is stored as missing).
+
+    Timestamps label the start of each interval. For each building, the stored hours from its
+    first to its last hour in the file are replaced (hours of that range the file lacks become
+    missing); all other hours are untouched, and re-ingesting a file changes nothing. Every
+    building must be ingested first (wadiro ingest buildings)."""
+
+_WEATHER_HELP = """Ingest hourly weather per site: site_id, ts, temperature_c, irradiance_wm2,
+    wind_speed_ms [, humidity_pct] [, issued_at with --kind forecast].
+
+    Observed: per site, the stored observations from the file's first to its last hour are
+    replaced. Forecast: the latest issue per site and hour is kept (an older issue never
+    overwrites a newer one). Every site must be the site of an ingested building."""
+
+
+@ingest_commands.command("buildings", help=_paragraphs(_BUILDINGS_HELP))
+def ingest_buildings(file: SourceFile, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+    """Add or update buildings from an operator's file."""
+    from wadiro_fleet.flows.ingest import ingest_buildings_flow
+
+    _ingest("buildings", lambda: _run_flow(ingest_buildings_flow, path=str(file),
+                                           warehouse=str(warehouse)))
+
+
+@ingest_commands.command("readings", help=_paragraphs(_READINGS_HELP))
+@with_settings("wadiro_fleet.tasks.ingest.readings_file:ReadingsOptions")
+def ingest_readings(settings: ReadingsOptions, file: SourceFile,
+                    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+    """Ingest an operator's meter export."""
+    from wadiro_fleet.flows.ingest import ingest_readings_flow
+
+    _ingest("readings", lambda: _run_flow(ingest_readings_flow, path=str(file), options=settings,
+                                          warehouse=str(warehouse)))
+
+
+@ingest_commands.command("weather", help=_paragraphs(_WEATHER_HELP))
+@with_settings("wadiro_fleet.tasks.ingest.weather_file:WeatherOptions")
+def ingest_weather(settings: WeatherOptions, file: SourceFile,
+                   warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+    """Ingest an operator's weather feed."""
+    from wadiro_fleet.flows.ingest import ingest_weather_flow
+
+    _ingest("weather", lambda: _run_flow(ingest_weather_flow, path=str(file), options=settings,
+                                         warehouse=str(warehouse)))
 
 
 # --- forecasting -------------------------------------------------------------------------

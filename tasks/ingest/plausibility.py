@@ -58,11 +58,13 @@ def check_column(
     lines: np.ndarray,
     policy: ImplausiblePolicy,
     scale: float = 1.0,
+    label: str = "line",
 ) -> tuple[pa.ChunkedArray | pa.Array, np.ndarray]:
     """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``.
 
     Nulls pass. Under ``"refuse"`` the first implausible value raises, naming ``path``, its
-    line (``lines[i]`` for row ``i``) and ``column``; under ``"missing"`` every implausible
+    line (``lines[i]`` for row ``i``; ``label`` says what the number counts, e.g. ``"row"``
+    in a Parquet file) and ``column``; under ``"missing"`` every implausible
     value becomes null. Returns the values and a boolean mask of those made null.
     """
     numbers = pc.multiply(pc.cast(values, pa.float64()), scale).to_numpy(zero_copy_only=False)
@@ -78,7 +80,8 @@ def check_column(
         if scale != 1.0 and shown != "nan":
             shown += f" ({value * scale:g} {bound.unit})"
         raise ImplausibleValueError(
-            f"{path}: line {int(lines[row])}, column {column!r}: {shown} is not {bound.describe()}"
+            f"{path}: {label} {int(lines[row])}, column {column!r}: {shown} is not "
+            f"{bound.describe()}"
             f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
             "--implausible missing to store such values as missing")
     return pc.if_else(pa.array(bad), pa.scalar(None, values.type), values), bad

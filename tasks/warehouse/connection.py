@@ -61,7 +61,8 @@ class WarehouseDamagedError(WarehouseError):
     """The warehouse file is not a readable DuckDB database (truncated, overwritten, ...)."""
 
 
-_INGEST_FIRST = "run `wadiro ingest cambridge` or `wadiro ingest synthetic` first"
+_INGEST_FIRST = ("run `wadiro ingest cambridge`, `wadiro ingest synthetic`, or `wadiro ingest "
+                 "buildings` then `readings` and `weather` with your own files first")
 _FORECAST_FIRST = "run `wadiro forecast` or `wadiro backfill` first"
 _DAMAGE_MARKERS = ("corrupt database", "not a valid duckdb database", "could not read enough bytes",
                    "checksum", "database has been invalidated", "serialization error")

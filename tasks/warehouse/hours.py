@@ -4,7 +4,8 @@ The frame is a complete hourly UTC grid over ``[start_utc, end_utc)``: one row p
 missing reading is NaN (never 0). Weather per (site, hour) comes from the ``observed`` row when
 there is one, else from the ``forecast`` row; ``weather_kind`` says which (missing when
 neither).
-The preference is per row, not per value, so one hour's weather never mixes two sources.
+The preference is per row, not per value, so one hour's weather never mixes two sources. (The
+ingest stores one forecast per site and hour, its latest issue: ``tasks/ingest/weather_file.py``.)
 
 Only ``SELECT`` statements are issued; the caller owns the connection (any session time zone:
 timestamps come back converted to UTC).

@@ -47,10 +47,13 @@ INPUT_TABLES: dict[str, str] = {
             irradiance_wm2   DOUBLE,
             wind_speed_ms    DOUBLE,
             humidity_pct     DOUBLE,
-            kind             VARCHAR NOT NULL DEFAULT 'observed'
+            kind             VARCHAR NOT NULL DEFAULT 'observed',
+            issued_at        TIMESTAMPTZ
         )""",
 }
-"""``weather.kind`` is ``'observed'`` or ``'forecast'``; a (site_id, ts, kind) is unique."""
+"""``weather.kind`` is ``'observed'`` or ``'forecast'``; a (site_id, ts, kind) is unique: one
+forecast per site and hour is kept, the latest issue. ``weather.issued_at`` is when that
+forecast was issued (NULL for observations)."""
 
 RESULT_TABLES: dict[str, str] = {
     "runs": """
@@ -183,6 +186,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model_fits", "l_eps_status", "VARCHAR"),
     ("model_fits", "oos_bound_kwh", "DOUBLE"),
     ("model_fits", "certify_time_s", "DOUBLE"),
+    ("weather", "issued_at", "TIMESTAMPTZ"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""

@@ -25,6 +25,23 @@ def has_buildings(warehouse: str | Path) -> bool:
         return bool(known) and con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0
 
 
+def ids_not_in_buildings(con: duckdb.DuckDBPyConnection, column: str, ids: Sequence[str]) -> list[str]:
+    """The ``ids`` (in their order) that no ``buildings`` row has in ``column``
+    (``building_id`` or ``site_id``)."""
+    if column not in ("building_id", "site_id"):
+        raise ValueError(f"not a column of buildings to look ids up in: {column!r}")
+    known = {row[0] for row in con.execute(
+        f"SELECT DISTINCT {column} FROM buildings WHERE {column} IN (SELECT unnest(?::VARCHAR[]))",
+        [list(ids)]).fetchall()}
+    return [i for i in ids if i not in known]
+
+
+def shown_ids(ids: Sequence[str], limit: int = 10) -> str:
+    """``'a', 'b' and 3 more``: ids for a one-line message."""
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(repr(i) for i in ids[:limit]) + more
+
+
 def fleet_building_ids(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> list[str]:
     """The given ids (checked to exist) or, by default, every building in the warehouse."""
     if buildings is not None:

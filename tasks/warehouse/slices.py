@@ -156,8 +156,9 @@ def _delete_insert(
     delete: str,
     params: list[Any],
 ) -> tuple[int, int]:
-    deleted = con.execute(delete, params).fetchone()[0]
+    # Registered first: a range delete reads the staged rows' keys and times.
     con.register(_STAGING_VIEW, data)
+    deleted = con.execute(delete, params).fetchone()[0]
     # On failure the transaction is aborted and cannot unregister; its rollback drops the view
     # (and a later register under the same name replaces it anyway).
     inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
@@ -165,5 +166,109 @@ def _delete_insert(
     return int(deleted), int(inserted)
 
 
+def _checked_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Any,
+                  needed: Sequence[str]) -> tuple[pa.Table, list[str]]:
+    data = _as_arrow(rows)
+    if isinstance(data, pa.RecordBatchReader):  # read twice (ranges, then rows): materialise
+        data = data.read_all()
+    _check_table(table, None)
+    table_columns = _table_columns(con, table)
+    if not table_columns:
+        raise WarehouseError(f"table {table!r} does not exist; call ensure_schema first")
+    columns = list(data.schema.names)
+    unknown = [c for c in [*columns, *needed] if c not in table_columns]
+    if unknown:
+        raise WarehouseError(f"columns {unknown} are not in table {table!r}")
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise WarehouseError(f"rows for {table!r} lack the key column(s) {missing}")
+    return data, columns
+
+
+def replace_ranges_sql(
+    table: str, key: str, where_in: Sequence[str], time_column: str = "ts"
+) -> str:
+    """``DELETE`` of every stored row whose ``key`` appears in the staged rows and whose time
+    lies from that key's first to its last staged time (inclusive), and whose ``where_in``
+    columns equal the bound values (one ``?`` per column, in order)."""
+    t, k, tc = check_identifier(table), check_identifier(key), check_identifier(time_column)
+    _check_table(t, None)
+    extra = "".join(f" AND {t}.{check_identifier(c)} = ?" for c in where_in)
+    return (f"DELETE FROM {t} USING (SELECT {k}, min({tc}) AS lo, max({tc}) AS hi "
+            f"FROM {_STAGING_VIEW} GROUP BY {k}) AS r "
+            f"WHERE {t}.{k} = r.{k} AND {t}.{tc} BETWEEN r.lo AND r.hi{extra}")
+
+
+def replace_key_ranges(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Any,
+    key: str,
+    *,
+    where: Mapping[str, Any] | None = None,
+    time_column: str = "ts",
+    own_transaction: bool = True,
+) -> tuple[int, int]:
+    """For every ``key`` value in ``rows`` (e.g. each building), replace the stored rows from
+    its first to its last time in ``rows`` (inclusive), restricted to ``where`` (column =
+    value, e.g. ``kind = 'observed'``); rows of other keys and outside those ranges are
+    untouched. Returns (deleted, inserted); see :func:`replace_slice` for ``own_transaction``.
+    """
+    where = dict(where or {})
+    data, columns = _checked_rows(con, table, rows, [key, time_column, *where])
+    delete = replace_ranges_sql(table, key, list(where), time_column)
+    params = list(where.values())
+    if own_transaction:
+        with transaction(con):
+            return _delete_insert(con, table, data, columns, delete, params)
+    return _delete_insert(con, table, data, columns, delete, params)
+
+
+def replace_unless_newer_sql(table: str, keys: Sequence[str], version: str) -> tuple[str, str]:
+    """The ``DELETE`` of stored rows that the staged rows supersede (same ``keys``, a version
+    not later, or none) and the ``INSERT`` of the staged rows no stored row supersedes."""
+    t, v = check_identifier(table), check_identifier(version)
+    _check_table(t, None)
+    same = " AND ".join(f"{t}.{check_identifier(k)} = s.{k}" for k in keys)
+    delete = (f"DELETE FROM {t} USING {_STAGING_VIEW} AS s WHERE {same} "
+              f"AND ({t}.{v} IS NULL OR {t}.{v} <= s.{v})")
+    kept = " AND ".join(f"w.{k} = s.{k}" for k in keys)
+    insert = (f"SELECT s.* FROM {_STAGING_VIEW} AS s "
+              f"WHERE NOT EXISTS (SELECT 1 FROM {t} AS w WHERE {kept})")
+    return delete, insert
+
+
+def replace_unless_newer(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Any,
+    keys: Sequence[str],
+    version: str,
+    *,
+    own_transaction: bool = True,
+) -> tuple[int, int]:
+    """Per ``keys`` (e.g. site, hour, kind), keep whichever row has the later ``version`` (e.g.
+    a forecast's issue time): a staged row replaces a stored one of the same or an earlier
+    version (or none), and is left out when a later one is stored. The staged rows must be
+    unique per ``keys``. Returns (deleted, inserted)."""
+    data, columns = _checked_rows(con, table, rows, [*keys, version])
+    delete, select = replace_unless_newer_sql(table, keys, version)
+    cols = ", ".join(check_identifier(c) for c in columns)
+
+    def run() -> tuple[int, int]:
+        con.register(_STAGING_VIEW, data)
+        deleted = con.execute(delete).fetchone()[0]
+        inserted = con.execute(
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({select})").fetchone()[0]
+        con.unregister(_STAGING_VIEW)
+        return int(deleted), int(inserted)
+
+    if own_transaction:
+        with transaction(con):
+            return run()
+    return run()
+
+
 __all__ = ["Slice", "check_identifier", "delete_slice_sql", "empty_rows", "insert_sql",
-           "replace_slice"]
+           "replace_key_ranges", "replace_ranges_sql", "replace_slice", "replace_unless_newer",
+           "replace_unless_newer_sql"]

@@ -200,7 +200,8 @@ def test_loaded_hours_feed_features_and_a_window(con):
     new_weather = pd.DataFrame({"site_id": "bedford", "ts": grid, "t": rng.normal(8, 4, len(grid))})
     con.execute("INSERT INTO meter_readings SELECT building_id, ts, kwh FROM new_readings")
     con.execute(
-        "INSERT INTO weather SELECT site_id, ts, t, 0.0, 2.0, 70.0, 'observed' FROM new_weather"
+        "INSERT INTO weather (site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, "
+        "humidity_pct, kind) SELECT site_id, ts, t, 0.0, 2.0, 70.0, 'observed' FROM new_weather"
     )
 
     info = load_building_info(con, "b1")

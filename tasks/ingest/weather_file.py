@@ -1,0 +1,303 @@
+"""An operator's weather feed (observed or forecast, hourly per site) into ``weather``.
+
+Columns: ``site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms`` (required columns; a
+blank cell is a missing value), ``humidity_pct`` (optional), and for forecasts ``issued_at``
+(required, every cell filled: when the forecast was issued). Timestamps are hourly, each the
+start of its hour, read like meter timestamps (:mod:`~wadiro_fleet.tasks.ingest.timestamps`);
+``issued_at`` may be any instant. Values must be plausible
+(:mod:`~wadiro_fleet.tasks.ingest.plausibility`).
+
+Every site must be the ``site_id`` of a building already stored: weather for a site no building
+uses cannot feed a forecast and is most likely a typo, so it is refused (naming the sites).
+
+Observed weather is written like meter readings: per site, the stored observations from the
+file's first to its last hour (inclusive) are replaced. Forecasts keep one row per (site, hour),
+the *latest issue*: within the file the latest ``issued_at`` per hour wins, and a stored forecast
+of that hour is replaced only by one issued at the same time or later (an older file ingested
+late never overwrites a newer forecast). Forecast hours the file does not hold are untouched.
+Readers prefer an observation to a forecast for the same hour
+(:mod:`~wadiro_fleet.tasks.warehouse.hours`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
+from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
+from wadiro_fleet.tasks.ingest.plausibility import (
+    HUMIDITY_PCT,
+    IRRADIANCE_WM2,
+    TEMPERATURE_C,
+    WIND_MS,
+    Bound,
+    ImplausiblePolicy,
+    check_column,
+)
+from wadiro_fleet.tasks.ingest.source_files import read_source
+from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, check_zone, utc_instants
+from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
+from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges, replace_unless_newer
+
+__all__ = [
+    "WeatherBatch",
+    "WeatherOptions",
+    "WeatherSummary",
+    "ingest_weather",
+    "load_weather",
+    "write_weather",
+]
+
+WeatherKind = Literal["observed", "forecast"]
+VALUES: dict[str, Bound] = {
+    "temperature_c": TEMPERATURE_C,
+    "irradiance_wm2": IRRADIANCE_WM2,
+    "wind_speed_ms": WIND_MS,
+    "humidity_pct": HUMIDITY_PCT,
+}
+REQUIRED = ("site_id", "ts", "temperature_c", "irradiance_wm2", "wind_speed_ms")
+_UTC_TS = pa.timestamp("us", tz="UTC")
+WEATHER_SCHEMA = pa.schema(
+    [
+        ("site_id", pa.string()),
+        ("ts", _UTC_TS),
+        *((name, pa.float64()) for name in VALUES),
+        ("kind", pa.string()),
+        ("issued_at", _UTC_TS),
+    ]
+)
+
+
+class WeatherOptions(BaseModel):
+    """How to read a weather feed (the options of ``wadiro ingest weather``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: WeatherKind = Field(
+        description="observed, or forecast (then an issued_at column is required; the latest "
+        "issue per site and hour is kept)."
+    )
+    timezone: str | None = Field(
+        None,
+        description="IANA time zone of naive local timestamps (leave out when the "
+        "timestamps carry a UTC offset).",
+    )
+    ambiguous: AmbiguousPolicy = Field(
+        "refuse",
+        description="A local time the clocks pass twice (fall back) that appears "
+        "only once for a site: refuse, or take the earliest (summer time) or latest "
+        "(standard time) instant. Appearing twice, the first is the earliest.",
+    )
+    implausible: ImplausiblePolicy = Field(
+        "refuse",
+        description="A non-finite or physically implausible value: refuse the file "
+        "(error naming line and column; nothing is written) or store it as missing and count it.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return None if value is None else check_zone(value)
+
+
+@dataclass(frozen=True)
+class WeatherBatch:
+    """A checked weather feed as ``weather`` rows, one per (site, hour)."""
+
+    path: str
+    kind: WeatherKind
+    weather: pa.Table
+    site_ids: tuple[str, ...]
+    rows_read: int
+    superseded_in_file: int
+    """Forecast rows left out because the file holds a later issue of the same site and hour."""
+    implausible_values: int
+    read_seconds: float
+
+
+@dataclass(frozen=True)
+class WeatherSummary:
+    """What a weather ingest wrote."""
+
+    kind: WeatherKind
+    sites: int
+    hours: int
+    replaced: int
+    superseded_in_file: int
+    older_than_stored: int
+    implausible_values: int
+    seconds: float
+
+    def line(self) -> str:
+        notes = []
+        if self.kind == "forecast":
+            notes.append(
+                f"the latest issue per hour: {self.superseded_in_file:,} earlier "
+                f"issue(s) in the file and {self.older_than_stored:,} older than the "
+                "stored forecast left out"
+            )
+        if self.implausible_values:
+            notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
+        extra = f" ({'; '.join(notes)})" if notes else ""
+        return (
+            f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
+            f"replacing {self.replaced:,} stored{extra}"
+        )
+
+
+def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
+    """Read and check a weather feed; no warehouse involved."""
+    began = time.perf_counter()
+    forecast = options.kind == "forecast"
+    required = (*REQUIRED, "issued_at") if forecast else REQUIRED
+    source = read_source(path, required=required, optional=("humidity_pct", "issued_at"))
+    if not forecast and "issued_at" in source.columns:
+        raise MalformedSourceError(
+            f"{source.path}: an 'issued_at' column, but --kind observed; "
+            "a forecast feed is ingested with --kind forecast"
+        )
+    sites = source.text("site_id", required=True)
+    n = source.rows
+    issued = None
+    series = sites
+    if forecast:
+        issued = utc_instants(
+            source, "issued_at", timezone=options.timezone, ambiguous=options.ambiguous, pairs=False
+        )
+        series = sites + "\x00" + issued.astype(str)
+    ts = utc_instants(
+        source,
+        "ts",
+        timezone=options.timezone,
+        ambiguous=options.ambiguous,
+        series=series,
+        series_name="site and issue",
+    )
+    check_on_grid(source, "ts", ts, 60)
+    keys = pd.DataFrame(
+        {"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})}
+    )
+    check_unique(
+        source, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
+    )
+    columns: dict[str, pa.Array] = {}
+    implausible = 0
+    for name, bound in VALUES.items():
+        if name not in source.columns:
+            columns[name] = pa.nulls(n, pa.float64())
+            continue
+        columns[name], bad = check_column(
+            source.numbers(name),
+            bound,
+            path=source.path,
+            column=name,
+            lines=source.row_numbers(),
+            policy=options.implausible,
+            label=source.row_label,
+        )
+        implausible += int(bad.sum())
+    frame = pd.DataFrame(
+        {
+            "site_id": sites.to_numpy(),
+            "ts": ts.to_numpy(),
+            **{name: columns[name].to_numpy(zero_copy_only=False) for name in VALUES},
+            "kind": options.kind,
+            "issued_at": issued.to_numpy() if forecast else pd.NaT,
+        }
+    )
+    superseded = 0
+    if forecast:
+        latest = frame.sort_values("issued_at", kind="stable").drop_duplicates(
+            ["site_id", "ts"], keep="last"
+        )
+        superseded = len(frame) - len(latest)
+        frame = latest
+    frame = frame.sort_values(["site_id", "ts"], kind="stable")
+    frame["issued_at"] = pd.to_datetime(frame["issued_at"], utc=True)
+    table = pa.Table.from_pandas(frame, schema=WEATHER_SCHEMA, preserve_index=False)
+    return WeatherBatch(
+        path=str(source.path),
+        kind=options.kind,
+        weather=table,
+        site_ids=tuple(dict.fromkeys(frame["site_id"])),
+        rows_read=n,
+        superseded_in_file=superseded,
+        implausible_values=implausible,
+        read_seconds=time.perf_counter() - began,
+    )
+
+
+def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> WeatherSummary:
+    """Refuse sites no stored building uses, then write the feed in one transaction
+    (observations: per-site range replaced; forecasts: the latest issue per hour kept)."""
+    began = time.perf_counter()
+    ensure_schema(con)
+    unknown = ids_not_in_buildings(con, "site_id", batch.site_ids)
+    if unknown:
+        raise UnknownSiteError(
+            f"{batch.path}: {len(unknown)} site id(s) that no building in the warehouse uses: "
+            f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites first "
+            "(wadiro ingest buildings FILE)"
+        )
+    with transaction(con):
+        if batch.kind == "observed":
+            deleted, inserted = replace_key_ranges(
+                con,
+                "weather",
+                batch.weather,
+                "site_id",
+                where={"kind": "observed"},
+                own_transaction=False,
+            )
+        else:
+            deleted, inserted = replace_unless_newer(
+                con,
+                "weather",
+                batch.weather,
+                ("site_id", "ts", "kind"),
+                "issued_at",
+                own_transaction=False,
+            )
+    return WeatherSummary(
+        kind=batch.kind,
+        sites=len(batch.site_ids),
+        hours=inserted,
+        replaced=deleted,
+        superseded_in_file=batch.superseded_in_file,
+        older_than_stored=batch.weather.num_rows - inserted if batch.kind == "forecast" else 0,
+        implausible_values=batch.implausible_values,
+        seconds=batch.read_seconds + time.perf_counter() - began,
+    )
+
+
+def ingest_weather(
+    warehouse: str | Path, path: str | Path, options: WeatherOptions
+) -> WeatherSummary:
+    """Load and check the feed, then write it to the warehouse file in one transaction."""
+    batch = load_weather(path, options)
+    with connect(warehouse) as con:
+        return write_weather(con, batch)
+
+
+@task(name="load-weather-file", cache_policy=NO_CACHE)
+def load_weather_task(path: str, options: WeatherOptions) -> WeatherBatch:
+    """Prefect wrapper of :func:`load_weather`."""
+    return load_weather(path, options)
+
+
+@task(name="write-weather-file", cache_policy=NO_CACHE)
+def write_weather_task(warehouse: str, batch: WeatherBatch) -> WeatherSummary:
+    """Prefect wrapper: open the warehouse and :func:`write_weather` the batch."""
+    with connect(warehouse) as con:
+        return write_weather(con, batch)

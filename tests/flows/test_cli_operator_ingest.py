@@ -1,0 +1,197 @@
+"""``wadiro ingest buildings|readings|weather``: an operator's files through the command line,
+one-line errors that change no table, and options refused before anything is written."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+from wadiro_fleet.flows.cli import app
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks" / "ingest"))
+from operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
+
+QUARTERS = "ts,b1,b2\n" + "".join(
+    f"2024-10-27 {h:02d}:{m:02d},{4 * h + m // 15},8\n" for h in (0, 1) for m in (0, 15, 30, 45)
+) + "".join(f"2024-10-27 01:{m:02d},1,8\n" for m in (0, 15, 30, 45))
+OBSERVED = "site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms\ns1,2024-10-26T23:00Z,9,0,2\n"
+FORECAST = ("site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms,issued_at\n"
+            "s1,2024-10-27T00:00Z,8,0,2,2024-10-26T06:00Z\ns1,2024-10-27T00:00Z,7,0,2,2024-10-26T18:00Z\n")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_error_line(result, code: int = 1) -> str:
+    assert result.exit_code == code, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+@pytest.fixture
+def loaded(tmp_path, no_prefect_server) -> Path:
+    """A warehouse after the four commands of an operator's first day."""
+    warehouse = tmp_path / "w.duckdb"
+    steps = [
+        (("buildings", write(tmp_path / "b.csv", BUILDINGS_CSV)),
+         "buildings: wrote 3 building(s) (3 new, 0 updated)"),
+        (("readings", write(tmp_path / "r.csv", QUARTERS), "--unit", "kW", "--timezone", "Europe/London"),
+         "readings: wrote 6 hourly readings from 15-minute readings (0 missing) for 2 building(s), "
+         "2024-10-26 23:00 to 2024-10-27 01:00 UTC, replacing 0 stored"),
+        (("weather", write(tmp_path / "o.csv", OBSERVED), "--kind", "observed"),
+         "weather: wrote 1 observed weather hours for 1 site(s), replacing 0 stored"),
+        (("weather", write(tmp_path / "f.csv", FORECAST), "--kind", "forecast"),
+         "weather: wrote 1 forecast weather hours for 1 site(s), replacing 0 stored (the latest issue "
+         "per hour: 1 earlier issue(s) in the file and 0 older than the stored forecast left out)"),
+    ]
+    for args, summary in steps:
+        result = invoke("ingest", *args, "--warehouse", warehouse)
+        assert result.exit_code == 0, result.output
+        assert result.output.startswith(summary), result.output
+    return warehouse
+
+
+def test_an_operators_files_land_as_hand_computed(loaded):
+    rows = contents(loaded)
+    # local 00:00-00:45 BST is 23:00Z; 01:00-01:45 first BST (00:00Z), then GMT (01:00Z)
+    # kW over 15 minutes: kWh = sum / 4; b1's values 0..3, 4..7, then 1 x 4
+    assert [(b, t, v) for b, t, v in rows["meter_readings"] if b == "b1"] == [
+        ("b1", utc("2024-10-26 23:00"), 1.5), ("b1", utc("2024-10-27 00:00"), 5.5),
+        ("b1", utc("2024-10-27 01:00"), 1.0)]
+    assert {v for b, _, v in rows["meter_readings"] if b == "b2"} == {8.0}
+    assert sorted((r[1], r[2], r[6]) for r in rows["weather"]) == [
+        (utc("2024-10-26 23:00"), 9.0, "observed"), (utc("2024-10-27 00:00"), 7.0, "forecast")]
+
+
+def test_every_command_again_changes_nothing(loaded, tmp_path):
+    before = contents(loaded)
+    for args in (("buildings", tmp_path / "b.csv"),
+                 ("readings", tmp_path / "r.csv", "--unit", "kW", "--timezone", "Europe/London"),
+                 ("weather", tmp_path / "o.csv", "--kind", "observed"),
+                 ("weather", tmp_path / "f.csv", "--kind", "forecast")):
+        assert invoke("ingest", *args, "--warehouse", loaded).exit_code == 0
+    assert contents(loaded) == before
+
+
+BAD = [
+    (("readings",), "ts,b1\n2024-10-27 01:00,1\n", ("--timezone", "Europe/London"),
+     "line 2, column 'ts': 2024-10-27 01:00 occurs twice in Europe/London"),
+    (("readings",), "ts,b1\n2024-03-31 01:00,1\n", ("--timezone", "Europe/London"),
+     "line 2, column 'ts': 2024-03-31 01:00 does not exist in Europe/London"),
+    (("readings",), "ts,b1,b1\n2024-02-05T00:00Z,1,2\n", (), "column 'b1' appears more than once"),
+    (("readings",), "ts,b1\n2024-02-05T00:00Z,-1\n", (), "line 2, column 'b1': -1 is not a finite value"),
+    (("readings",), "ts,b1,b9\n2024-02-05T00:00Z,1,1\n", (), "1 building id(s) not in the buildings table: 'b9'"),
+    (("readings",), "", (), "empty file"),
+    (("weather", "--kind", "observed"), OBSERVED.replace("s1,", "s9,"), (),
+     "1 site id(s) that no building in the warehouse uses: 's9'"),
+    (("weather", "--kind", "forecast"), OBSERVED, (), "missing required column(s) 'issued_at'"),
+    (("buildings",), "building_id,site_id,timezone,holiday_country\nb1,s1,Europe/Lndon,GB\n", (),
+     "line 2, column 'timezone': unknown time zone 'Europe/Lndon'"),
+    (("buildings",), "building_id,site_id,timezone,holiday_country,holiday_subdiv\nb1,s1,UTC,GB,XYZ\n", (),
+     "line 2, column 'holiday_subdiv': 'XYZ' is not a subdivision"),
+]
+
+
+@pytest.mark.parametrize(("command", "text", "options", "message"), BAD,
+                         ids=[f"{c[0]}-{m[:30]}" for c, _, _, m in BAD])
+def test_a_bad_file_is_one_line_and_changes_no_table(loaded, tmp_path, command, text, options, message):
+    counts, before = row_counts(loaded), contents(loaded)
+    path = write(tmp_path / "bad.csv", text)
+    line = one_error_line(invoke("ingest", command[0], path, *command[1:], *options, "--warehouse", loaded))
+    assert line.startswith(f"error: {path}: ") and message in line
+    assert row_counts(loaded) == counts and contents(loaded) == before
+
+
+@pytest.mark.parametrize("args", [
+    ("readings", "--unit", "MWh"),
+    ("readings", "--layout", "diagonal"),
+    ("readings", "--timezone", "Mars/Olympus"),
+    ("readings", "--ambiguous", "sometimes"),
+    ("readings", "--implausible", "ignore"),
+    ("weather",),
+    ("weather", "--kind", "guessed"),
+    ("weather", "--kind", "observed", "--timezone", "Europe/Londres"),
+], ids=lambda a: " ".join(a))
+def test_options_that_do_not_exist_are_usage_errors(tmp_path, args):
+    path = write(tmp_path / "x.csv", "ts,b1\n2024-02-05T00:00Z,1\n")
+    warehouse = tmp_path / "w.duckdb"
+    result = invoke("ingest", args[0], path, *args[1:], "--warehouse", warehouse)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and not warehouse.exists()
+
+
+def test_a_missing_file_is_named(tmp_path, no_prefect_server):
+    line = one_error_line(invoke("ingest", "readings", tmp_path / "nope.csv", "--warehouse", tmp_path / "w.duckdb"))
+    assert line == f"error: file does not exist: {tmp_path / 'nope.csv'}"
+
+
+def test_through_prefect(prefect_backend, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    assert invoke("ingest", "buildings", write(tmp_path / "b.csv", BUILDINGS_CSV), "--warehouse", warehouse).exit_code == 0
+    result = invoke("ingest", "readings", write(tmp_path / "r.csv", "ts,b3\n2024-02-05T00:00Z,1\n"), "--warehouse", warehouse)
+    assert result.exit_code == 0, result.output
+    assert row_counts(warehouse)["meter_readings"] == 1
+
+
+def _cell(value) -> str:
+    return "" if value is None or value != value else repr(float(value))
+
+
+def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_ingest_stores(
+    tmp_path, cambridge_archive, no_prefect_server
+):
+    """Two real buildings over the October 2018 clock change, exported as an operator would:
+    a wide CSV in local wall-clock time (the fall-back hour twice), blanks where the archive's
+    zeros mark missing readings, the weather with UTC offsets. Ingested through the generic
+    commands, the warehouse holds what ``wadiro ingest cambridge`` stores for those hours."""
+    from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
+
+    ids, start, end = ["UCam_Building_b0", "UCam_Building_b7"], "2018-10-22", "2018-11-04"
+    archive = tmp_path / "archive.duckdb"
+    result = invoke("ingest", "cambridge", "--path", cambridge_archive, "--buildings", ",".join(ids),
+                    "--start", start, "--end", end, "--warehouse", archive)
+    assert result.exit_code == 0, result.output
+    batch = load_cambridge(cambridge_archive, ids, pd.Timestamp(start).date(), pd.Timestamp(end).date())
+
+    wide = batch.readings.to_pandas().pivot(index="ts", columns="building_id", values="kwh")[ids]
+    local = wide.index.tz_convert("Europe/London").strftime("%Y-%m-%d %H:%M")
+    assert list(local).count("2018-10-28 01:00") == 2
+    export = write(tmp_path / "export.csv", "ts," + ",".join(ids) + "\n" + "".join(
+        f"{t}," + ",".join(_cell(v) for v in row) + "\n" for t, row in zip(local, wide.to_numpy(), strict=True)))
+    meta = batch.buildings.to_pandas()
+    buildings = write(tmp_path / "buildings.csv", "building_id,site_id,timezone,holiday_country,holiday_subdiv\n"
+                      + "".join(f"{r.building_id},{r.site_id},{r.timezone},{r.holiday_country},{r.holiday_subdiv}\n"
+                                for r in meta.itertuples()))
+    weather = batch.weather.to_pandas()
+    feed = write(tmp_path / "weather.csv", "site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms,humidity_pct\n"
+                 + "".join(f"{r.site_id},{r.ts.isoformat()},{_cell(r.temperature_c)},{_cell(r.irradiance_wm2)},"
+                           f"{_cell(r.wind_speed_ms)},{_cell(r.humidity_pct)}\n" for r in weather.itertuples()))
+
+    generic = tmp_path / "generic.duckdb"
+    for args in (("buildings", buildings), ("readings", export, "--timezone", "Europe/London"),
+                 ("weather", feed, "--kind", "observed")):
+        result = invoke("ingest", *args, "--warehouse", generic)
+        assert result.exit_code == 0, result.output
+    ours, theirs = contents(generic), contents(archive)
+    assert len(theirs["meter_readings"]) == 2 * 14 * 24
+    assert [r[:2] for r in ours["meter_readings"]] == [r[:2] for r in theirs["meter_readings"]]
+    assert [r[2] for r in ours["meter_readings"]] == pytest.approx([r[2] for r in theirs["meter_readings"]],
+                                                                   rel=1e-12, nan_ok=True)
+    assert [r[:-1] for r in ours["buildings"]] == [r[:-1] for r in theirs["buildings"]]
+    assert len(ours["weather"]) == len(theirs["weather"]) == 14 * 24
+    for mine, archived in zip(ours["weather"], theirs["weather"], strict=True):
+        assert mine[:2] == archived[:2] and mine[6:] == archived[6:] == ("observed", None)
+        assert list(mine[2:6]) == pytest.approx(list(archived[2:6]), rel=1e-12)
+
+
+def test_the_help_pages_say_what_a_file_replaces():
+    readings = " ".join(invoke("ingest", "readings", "--help").output.split())
+    assert "from its first to its last hour in the file are replaced" in readings
+    assert "Timestamps label the start of each interval" in readings
+    weather = " ".join(invoke("ingest", "weather", "--help").output.split())
+    assert "the latest issue per site and hour is kept" in weather

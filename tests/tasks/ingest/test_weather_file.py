@@ -1,0 +1,156 @@
+"""Weather feeds: observed and forecast rows, the latest forecast issue kept whatever order the
+files come in, what the hourly reader sees, and every bad feed refused with nothing changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from operator_files import contents, csv_to_parquet, row_counts, utc, warehouse_with_buildings, write
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.ingest.errors import UnknownSiteError
+from wadiro_fleet.tasks.ingest.readings_file import ingest_readings
+from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions, ingest_weather
+from wadiro_fleet.tasks.warehouse.hours import load_many_building_hours
+
+OBSERVED = WeatherOptions(kind="observed")
+FORECAST = WeatherOptions(kind="forecast")
+HEAD = "site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms"
+FHEAD = HEAD + ",issued_at"
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Path:
+    return warehouse_with_buildings(tmp_path / "w.duckdb", tmp_path)
+
+
+def weather_rows(warehouse: Path, kind: str) -> dict:
+    """(site, ts) -> (temperature, issued_at) of one kind."""
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        rows = con.execute("SELECT site_id, ts, temperature_c, issued_at FROM weather WHERE kind = ?",
+                           [kind]).fetchall()
+    return {(s, t): (v, i) for s, t, v, i in rows}
+
+
+def test_observed_rows_as_stored(warehouse, tmp_path):
+    text = (HEAD + ",humidity_pct\n"
+            "s1,2024-02-05T00:00Z,4.5,0,3.2,81\ns1,2024-02-05T01:00Z,4.0,,3.0,\ns2,2024-02-05 00:00-05:00,-2,0,1,50\n")
+    summary = ingest_weather(warehouse, write(tmp_path / "w.csv", text), OBSERVED)
+    assert summary.hours == 3 and summary.sites == 2
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        rows = con.execute("SELECT site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, humidity_pct, "
+                           "kind, issued_at FROM weather ORDER BY site_id, ts").fetchall()
+    assert rows == [("s1", utc("2024-02-05 00:00"), 4.5, 0.0, 3.2, 81.0, "observed", None),
+                    ("s1", utc("2024-02-05 01:00"), 4.0, None, 3.0, None, "observed", None),
+                    ("s2", utc("2024-02-05 05:00"), -2.0, 0.0, 1.0, 50.0, "observed", None)]
+
+
+def test_the_latest_issue_per_hour_is_kept_whatever_the_order_of_files(warehouse, tmp_path):
+    early = write(tmp_path / "early.csv", FHEAD + "\n"
+                  "s1,2024-02-05T10:00Z,1,0,1,2024-02-04T00:00Z\n"
+                  "s1,2024-02-05T11:00Z,1,0,1,2024-02-04T00:00Z\n")
+    late = write(tmp_path / "late.csv", FHEAD + "\n"
+                 "s1,2024-02-05T11:00Z,2,0,1,2024-02-04T12:00Z\n"
+                 "s1,2024-02-05T12:00Z,2,0,1,2024-02-04T12:00Z\n")
+    expected = {("s1", utc("2024-02-05 10:00")): (1.0, utc("2024-02-04 00:00")),
+                ("s1", utc("2024-02-05 11:00")): (2.0, utc("2024-02-04 12:00")),
+                ("s1", utc("2024-02-05 12:00")): (2.0, utc("2024-02-04 12:00"))}
+    ingest_weather(warehouse, early, FORECAST)
+    ingest_weather(warehouse, late, FORECAST)
+    assert weather_rows(warehouse, "forecast") == expected
+    summary = ingest_weather(warehouse, early, FORECAST)  # arriving late: only 10:00 is rewritten
+    assert weather_rows(warehouse, "forecast") == expected
+    assert (summary.hours, summary.older_than_stored) == (1, 1)
+    both = write(tmp_path / "both.csv", early.read_text() + "\n".join(late.read_text().splitlines()[1:]) + "\n")
+    other = warehouse_with_buildings(tmp_path / "other.duckdb", tmp_path)
+    summary = ingest_weather(other, both, FORECAST)  # both issues in one file
+    assert weather_rows(other, "forecast") == expected and summary.superseded_in_file == 1
+    before = contents(other)
+    ingest_weather(other, both, FORECAST)
+    assert contents(other) == before
+
+
+def test_a_forecast_replaces_one_stored_without_issue_time(warehouse):
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("INSERT INTO weather (site_id, ts, temperature_c, kind) "
+                    "VALUES ('s1', '2024-02-05 10:00+00', 9, 'forecast')")
+    path = write(warehouse.parent / "f.csv", FHEAD + "\ns1,2024-02-05T10:00Z,3,0,1,2024-02-04T00:00Z\n")
+    ingest_weather(warehouse, path, FORECAST)
+    assert weather_rows(warehouse, "forecast") == {("s1", utc("2024-02-05 10:00")): (3.0, utc("2024-02-04 00:00"))}
+
+
+def test_the_hourly_reader_prefers_observations_and_sees_no_duplicates(warehouse, tmp_path):
+    ingest_readings(warehouse, write(tmp_path / "r.csv", "ts,b1\n2024-02-05T10:00Z,1\n2024-02-05T11:00Z,1\n"
+                                     "2024-02-05T12:00Z,1\n"))
+    for issued in ("2024-02-04T00:00Z", "2024-02-04T06:00Z"):
+        ingest_weather(warehouse, write(tmp_path / "f.csv", FHEAD + "\n" + "".join(
+            f"s1,2024-02-05T{h}:00Z,{h}.5,0,1,{issued}\n" for h in (10, 11, 12))), FORECAST)
+    ingest_weather(warehouse, write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T11:00Z,-1,0,1\n"), OBSERVED)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        frame = load_many_building_hours(con, ["b1"], utc("2024-02-05 10:00"), utc("2024-02-05 13:00"))
+    assert list(frame["temperature_c"]) == [10.5, -1.0, 12.5]
+    assert list(frame["weather_kind"]) == ["forecast", "observed", "forecast"]
+
+
+def test_observed_ranges_are_replaced_per_site_and_forecasts_untouched(warehouse, tmp_path):
+    day = HEAD + "\n" + "".join(f"{s},2024-02-05T{h:02d}:00Z,1,0,1\n" for s in ("s1", "s2") for h in range(24))
+    ingest_weather(warehouse, write(tmp_path / "day.csv", day), OBSERVED)
+    ingest_weather(warehouse, write(tmp_path / "f.csv", FHEAD + "\ns1,2024-02-05T05:00Z,7,0,1,2024-02-04T00:00Z\n"),
+                   FORECAST)
+    ingest_weather(warehouse, write(tmp_path / "fix.csv", HEAD + "\ns1,2024-02-05T04:00Z,2,0,1\n"
+                                    "s1,2024-02-05T06:00Z,2,0,1\n"), OBSERVED)
+    observed = weather_rows(warehouse, "observed")
+    assert len(observed) == 47 and ("s1", utc("2024-02-05 05:00")) not in observed
+    assert observed[("s1", utc("2024-02-05 06:00"))][0] == 2.0 and observed[("s1", utc("2024-02-05 07:00"))][0] == 1.0
+    assert len(weather_rows(warehouse, "forecast")) == 1
+
+
+def test_local_times_and_parquet(warehouse, tmp_path):
+    path = csv_to_parquet(write(tmp_path / "f.csv", FHEAD + "\n"
+                                "s1,2024-10-27 01:00,1,0,1,2024-10-26 12:00\n"
+                                "s1,2024-10-27 01:00,2,0,1,2024-10-26 12:00\n"))
+    ingest_weather(warehouse, path, WeatherOptions(kind="forecast", timezone="Europe/London"))
+    assert weather_rows(warehouse, "forecast") == {("s1", utc("2024-10-27 00:00")): (1.0, utc("2024-10-26 11:00")),
+                                                   ("s1", utc("2024-10-27 01:00")): (2.0, utc("2024-10-26 11:00"))}
+
+
+def test_implausible_values_can_be_stored_as_missing(warehouse, tmp_path):
+    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,99,-3,1\n")
+    summary = ingest_weather(warehouse, path, WeatherOptions(kind="observed", implausible="missing"))
+    assert summary.implausible_values == 2
+    assert weather_rows(warehouse, "observed") == {("s1", utc("2024-02-05 00:00")): (None, None)}
+
+
+BAD = [
+    ("unknown-sites", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\nmoon,2024-02-05T00:00Z,1,0,1\n",
+     r"1 site id\(s\) that no building in the warehouse uses: 'moon'", UnknownSiteError),
+    ("forecast-without-issue", FORECAST, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\n",
+     r"missing required column\(s\) 'issued_at'", PipelineError),
+    ("observed-with-issue", OBSERVED, FHEAD + "\ns1,2024-02-05T00:00Z,1,0,1,2024-02-04T00:00Z\n",
+     r"an 'issued_at' column, but --kind observed", PipelineError),
+    ("blank-issue", FORECAST, FHEAD + "\ns1,2024-02-05T00:00Z,1,0,1,\n",
+     r"line 2, column 'issued_at': empty cell", PipelineError),
+    ("off-the-hour", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T00:30Z,1,0,1\n",
+     r"line 3, column 'ts': 2024-02-05 00:30:00Z is not the start of an hour", PipelineError),
+    ("implausible", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T01:00Z,1,0,200\n",
+     r"line 3, column 'wind_speed_ms': 200 is not a finite value from 0 to 115 m/s", PipelineError),
+    ("duplicate-observed", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T00:00Z,2,0,1\n",
+     r"line 2 and line 3, column 'ts': site 's1' at 2024-02-05 00:00Z appears twice", PipelineError),
+    ("duplicate-forecast", FORECAST, FHEAD + "\ns1,2024-02-05T00:00Z,1,0,1,2024-02-04T00:00Z\n"
+     "s1,2024-02-05T00:00Z,1,0,1,2024-02-04T00:00Z\n", r"line 2 and line 3, column 'ts': site 's1' issued at", PipelineError),
+    ("missing-column", OBSERVED, "site_id,ts,temperature_c,irradiance_wm2\ns1,2024-02-05T00:00Z,1,0\n",
+     r"missing required column\(s\) 'wind_speed_ms'", PipelineError),
+    ("not-a-number", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,warm,0,1\n",
+     r"line 2, column 'temperature_c': 'warm' is not a number", PipelineError),
+    ("empty", OBSERVED, "", r"empty file", PipelineError),
+]
+
+
+@pytest.mark.parametrize(("options", "text", "message", "error"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_a_bad_feed_is_refused_and_changes_no_table(warehouse, tmp_path, options, text, message, error):
+    ingest_weather(warehouse, write(tmp_path / "ok.csv", HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\n"), OBSERVED)
+    counts, before = row_counts(warehouse), contents(warehouse)
+    with pytest.raises(error, match=message):
+        ingest_weather(warehouse, write(tmp_path / "bad.csv", text), options)
+    assert row_counts(warehouse) == counts and contents(warehouse) == before
