@@ -23,6 +23,12 @@ WORST_FIRST = ("missing_share_12w DESC NULLS LAST, hours_since_last_reading DESC
 before one that stopped reporting), then flat lines, negative readings and long gaps."""
 
 
+TIME_COLUMNS = ("first_reading", "last_reading", "longest_gap_start")
+COUNT_COLUMNS = ("readings", "missing_hours", "hours_since_last_reading", "longest_gap_hours",
+                 "longest_flat_hours", "flat_runs_24h", "zero_readings", "longest_zero_hours",
+                 "negative_readings", "longest_negative_hours")
+
+
 @dataclass(frozen=True)
 class DataQuality:
     """The table, worst first, and the recent period its ``missing_share_12w`` covers."""
@@ -40,6 +46,19 @@ class DataQuality:
         if self.period_start is None or self.period_end is None:
             return 0
         return int((self.period_end - self.period_start) / pd.Timedelta(hours=1)) + 1
+
+    def text(self, limit: int | None = None) -> str:
+        """The table (its ``limit`` first rows) as aligned text: hours to the minute, counts as
+        integers, the share to three decimals, ``-`` for NULL."""
+        table = self.table if limit is None else self.table.head(limit)
+        shown = table.astype(object)
+        for column in TIME_COLUMNS:
+            shown[column] = ["-" if pd.isna(t) else f"{t:%Y-%m-%d %H:%M}" for t in table[column]]
+        for column in COUNT_COLUMNS:
+            shown[column] = ["-" if pd.isna(v) else str(int(v)) for v in table[column]]
+        shown["missing_share_12w"] = ["-" if pd.isna(v) else f"{v:.3f}"
+                                      for v in table["missing_share_12w"]]
+        return shown.to_string(index=False)
 
     def period_line(self) -> str:
         """One line saying which hours ``missing_share_12w`` covers."""
@@ -75,4 +94,4 @@ def data_quality(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None
                        pd.Timestamp(end) if end is not None else None)
 
 
-__all__ = ["WORST_FIRST", "DataQuality", "data_quality"]
+__all__ = ["COUNT_COLUMNS", "TIME_COLUMNS", "WORST_FIRST", "DataQuality", "data_quality"]
