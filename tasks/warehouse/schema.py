@@ -396,10 +396,11 @@ def data_quality_sql(selected: bool = False) -> str:
                coalesce(v.longest_flat_hours, 0)                         AS longest_flat_hours,
                coalesce(v.flat_runs_24h, 0)                              AS flat_runs_24h,
                coalesce(p.zero_readings, 0)                              AS zero_readings,
-               coalesce(v.longest_zero_run, least(p.zero_readings, 1), 0)
+               coalesce(v.longest_zero_run, CASE WHEN p.zero_readings > 0 THEN 1 ELSE 0 END)
                                                                          AS longest_zero_hours,
                coalesce(p.negative_readings, 0)                          AS negative_readings,
-               coalesce(n.longest_negative_run, least(p.negative_readings, 1), 0)
+               coalesce(n.longest_negative_run,
+                        CASE WHEN p.negative_readings > 0 THEN 1 ELSE 0 END)
                                                                          AS longest_negative_hours
         FROM selection b
         CROSS JOIN fleet f
@@ -446,6 +447,9 @@ VIEWS: dict[str, str] = {
         FROM scores
         WHERE n_hours > 0
         GROUP BY building_id, model""",
+    # Per building: first and last reading, gaps, recent missing share, flat, zero and
+    # negative runs (data_quality_sql's docstring defines every column).
+    "building_data_quality": f"CREATE OR REPLACE VIEW building_data_quality AS {data_quality_sql()}",
 }
 
 TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}
