@@ -358,21 +358,25 @@ def quality(
         "--limit", min=1, help="Print only the N worst buildings (the CSV has all).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
-    """Each building's meter data quality, worst first: first and last reading, missing share
-    over the last 12 weeks, longest gap, flat-lined, zero and negative runs (the
-    building_data_quality view)."""
+    """Each building's meter data quality, worst first.
+
+    First and last reading, the share missing over the last 12 weeks (ending at the
+    warehouse's latest reading), the longest gap, flat-lined, zero and negative runs: the
+    building_data_quality view (README, "The warehouse").
+    """
     from wadiro_fleet.tasks.report import read_data_quality, write_data_quality_csv
 
     ids = split_list(buildings, "--buildings")
     result = run_guarded(lambda: read_data_quality(warehouse, ids))
-    typer.echo(f"{len(result.table)} buildings, worst first; {result.period_line()}")
-    typer.echo(result.text(limit))
     if csv is not None:
         try:
             written = write_data_quality_csv(result, csv)
         except OSError as error:
             typer.echo(f"error: cannot write {csv}: {error.strerror or error}", err=True)
             raise typer.Exit(code=1) from None
+    typer.echo(f"{len(result.table)} buildings, worst first; {result.period_line()}")
+    typer.echo(result.text(limit))
+    if csv is not None:
         typer.echo(f"wrote {written}")
 
 
