@@ -76,10 +76,10 @@ def data_quality(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None
     is refused), worst first (:data:`WORST_FIRST`). The reference hour is the whole
     warehouse's latest reading either way. With ``require_buildings`` a warehouse without
     buildings is refused too (:class:`~wadiro_fleet.tasks.errors.EmptySelectionError`)."""
-    if buildings is not None or require_buildings:
-        buildings = fleet_building_ids(con, buildings) if buildings is not None else None
-        if buildings is None:
-            fleet_building_ids(con, None)  # refuses a warehouse without buildings
+    if buildings is not None:
+        buildings = fleet_building_ids(con, buildings)  # refuses [] and unknown ids
+    elif require_buildings:
+        fleet_building_ids(con, None)  # refuses a warehouse without buildings
     selected = buildings is not None
     con.execute("SET enable_progress_bar = false")  # a long scan must not draw on stdout
     table = con.execute(

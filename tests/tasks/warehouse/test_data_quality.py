@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 from wadiro_fleet.tasks.errors import EmptySelectionError, UnknownBuildingError
@@ -234,6 +235,16 @@ def test_text_shows_hours_counts_and_nulls(warehouse):
     assert stopped[:6] == ["stopped", "2024-01-01", "00:00", "2024-03-24", "07:00", "2000"]
     assert "0.175" in stopped and lines[1].split()[1:3] == ["-", "-"]  # all_null: no reading
     assert "nan" not in quality.text().lower() and "NaT" not in quality.text()
+
+
+def test_an_analysts_session_in_a_local_time_zone_sees_the_same_hours(warehouse, view):
+    """The period spans London's spring clock change (31 March 2024): hours are UTC instants."""
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        con.execute("SET TimeZone = 'Europe/London'")
+        local = con.execute("SELECT * FROM building_data_quality").df().set_index("building_id")
+    for column in ("first_reading", "last_reading", "longest_gap_start"):
+        local[column] = local[column].dt.tz_convert("UTC")
+    pd.testing.assert_frame_equal(local.loc[view.index], view)
 
 
 def test_a_warehouse_shorter_than_12_weeks_counts_the_hours_it_holds(tmp_path):
