@@ -298,6 +298,7 @@ def data_quality_sql(selected: bool = False) -> str:
     whole warehouse's.
     """
     only = " AND building_id IN (SELECT unnest(?::VARCHAR[]))" if selected else ""
+    their_readings = " AND building_id IN (SELECT building_id FROM selection)" if selected else ""
     return f"""
         WITH selection AS (
             SELECT building_id FROM buildings WHERE true{only}
@@ -313,7 +314,7 @@ def data_quality_sql(selected: bool = False) -> str:
                    lag(ts) OVER w AS prev_ts,
                    lag(kwh) OVER w AS prev_kwh
             FROM meter_readings
-            WHERE kwh IS NOT NULL{" AND building_id IN (SELECT building_id FROM selection)" if selected else ""}
+            WHERE kwh IS NOT NULL{their_readings}
             WINDOW w AS (PARTITION BY building_id ORDER BY ts)
         ),
         stepped AS (
