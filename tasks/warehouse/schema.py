@@ -276,9 +276,10 @@ def data_quality_sql(selected: bool = False) -> str:
     * ``hours_since_last_reading``: hours from the building's last reading to the reference
       hour (0: up to date; NULL without any reading).
     * ``missing_share_12w``: the share (0 to 1) of the 12 weeks (2,016 hours) ending at the
-      reference hour, inclusive, that have no reading; the period starts no earlier than the
-      warehouse's first reading when the warehouse holds less. 1 for a building without
-      readings; NULL when the warehouse holds none at all.
+      reference hour, inclusive, that have no reading (hours before a building's first reading
+      count too); the period starts no earlier than the warehouse's first reading when the
+      warehouse holds less. 1 for a building without readings; NULL when the warehouse holds
+      none at all.
     * ``longest_gap_hours``, ``longest_gap_start``: the longest run of consecutive missing
       hours between the first and the last reading, and its first hour (the earliest of equal
       ones); 0 and NULL without a gap, NULL and NULL without readings.

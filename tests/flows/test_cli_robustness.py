@@ -246,6 +246,7 @@ def _garbage(path: Path) -> None:
     ("backfill", "--start", WEEKS[0].isoformat(), "--end", WEEKS[-1].isoformat(), "--models",
      "seasonal_naive", "--runner", "threads"),
     ("report",),
+    ("quality",),
     ("ingest", "synthetic", "--buildings", "1", "--start", "2024-01-01", "--weeks", "1"),
 ], ids=lambda c: c[0] if c[0] != "ingest" else "ingest")
 def test_a_damaged_warehouse_is_one_line_naming_what_to_do(
