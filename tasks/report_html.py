@@ -4,10 +4,10 @@ It shows what an operator checks on Monday: the leaderboard against seasonal nai
 load, the bar every model must clear), which models were published and why, the hours any
 model forecast below zero, the buildings whose meter data is worst (``building_data_quality``),
 and, per building, the published forecast with its 80 % and 95 % intervals beside the actual
-load. Plots are embedded as PNG data, so the page needs no other
-file. When the page has loaded, a script counts the tables and the plots the browser really
-rendered and writes the counts on ``<body>`` (``data-tables-rendered``,
-``data-plots-rendered``), so a headless browser can check the page shows what it claims.
+load. Plots are embedded as PNG data, so the page needs no other file. When the page has
+loaded, a script counts the tables and the plots the browser really rendered and writes the
+counts on ``<body>`` (``data-tables-rendered``, ``data-plots-rendered``), so a headless browser
+can check the page shows what it claims.
 """
 
 from __future__ import annotations

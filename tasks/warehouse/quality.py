@@ -24,9 +24,11 @@ before one that stopped reporting), then flat lines, negative readings and long 
 
 
 TIME_COLUMNS = ("first_reading", "last_reading", "longest_gap_start")
+"""Columns holding an hour (UTC)."""
 COUNT_COLUMNS = ("readings", "missing_hours", "hours_since_last_reading", "longest_gap_hours",
                  "longest_flat_hours", "flat_runs_24h", "zero_readings", "longest_zero_hours",
                  "negative_readings", "longest_negative_hours")
+"""Columns holding a count of hours or runs (NULL where undefined, see the view)."""
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,8 @@ def data_quality(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None
         f"SELECT greatest(min(ts), max(ts) - INTERVAL {QUALITY_WINDOW_HOURS - 1} HOUR), max(ts) "
         "FROM meter_readings WHERE kwh IS NOT NULL").fetchone()
     return DataQuality(table,
-                       pd.Timestamp(start) if start is not None else None,
-                       pd.Timestamp(end) if end is not None else None)
+                       pd.Timestamp(start).tz_convert("UTC") if start is not None else None,
+                       pd.Timestamp(end).tz_convert("UTC") if end is not None else None)
 
 
 __all__ = ["COUNT_COLUMNS", "TIME_COLUMNS", "WORST_FIRST", "DataQuality", "data_quality"]

@@ -297,4 +297,4 @@ def test_report_file_names_stay_inside_out_bounded_and_unique(hostile, tmp_path)
     assert all(len(p.name) <= 100 and not p.name.startswith(".") for p in plots)
     written = {p for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {*plots, out / "leaderboard.csv", out / "building_errors.csv",
-                       out / "report.html"}
+                       out / "data_quality.csv", out / "report.html"}
