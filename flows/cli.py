@@ -348,6 +348,38 @@ def report(
         typer.echo(f"wrote {path}")
 
 
+@commands.command("quality")
+def quality(
+    buildings: Annotated[Optional[str], typer.Option(
+        "--buildings", help="Buildings to show, comma-separated (default: every building).")] = None,
+    csv: Annotated[Optional[Path], typer.Option(
+        "--csv", help="Also write the table, every column, to this CSV file.")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", min=1, help="Print only the N worst buildings (the CSV has all).")] = None,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """Each building's meter data quality, worst first.
+
+    First and last reading, the share missing over the last 12 weeks (ending at the
+    warehouse's latest reading), the longest gap, flat-lined, zero and negative runs: the
+    building_data_quality view (README, "The warehouse").
+    """
+    from wadiro_fleet.tasks.report import read_data_quality, write_data_quality_csv
+
+    ids = split_list(buildings, "--buildings")
+    result = run_guarded(lambda: read_data_quality(warehouse, ids))
+    if csv is not None:
+        try:
+            written = write_data_quality_csv(result, csv)
+        except OSError as error:
+            typer.echo(f"error: cannot write {csv}: {error.strerror or error}", err=True)
+            raise typer.Exit(code=1) from None
+    typer.echo(f"{len(result.table)} buildings, worst first; {result.period_line()}")
+    typer.echo(result.text(limit))
+    if csv is not None:
+        typer.echo(f"wrote {written}")
+
+
 @commands.command("demo")
 def demo(
     buildings: Annotated[int, typer.Option("--buildings", min=1, help="Demo fleet size.")] = 6,

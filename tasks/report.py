@@ -1,4 +1,5 @@
-"""The fleet report: leaderboard, per-building normalised errors, forecast-versus-actual plots."""
+"""The fleet report: leaderboard, per-building normalised errors, forecast-versus-actual plots,
+and each building's data quality (also on its own: ``wadiro quality``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from wadiro_fleet.tasks.report_html import render_report  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect  # noqa: E402
+from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
 from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
 
 
@@ -95,16 +97,32 @@ class Report:
     leaderboard: pd.DataFrame
     building_errors: pd.DataFrame
     files: list[Path] = field(default_factory=list)
+    data_quality: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def write_report(
     warehouse: str | Path, out_dir: Path, buildings: Sequence[str] | None = None
 ) -> Report:
-    """Leaderboard and per-building errors as CSV, one self-contained HTML page
+    """Leaderboard, per-building errors and data quality as CSV, one self-contained HTML page
     (:mod:`~wadiro_fleet.tasks.report_html`) and one PNG per building, read from the warehouse
     in one read-only connection."""
     with connect(warehouse, read_only=True) as con:
         return _write_report(con, out_dir, buildings)
+
+
+def read_data_quality(warehouse: str | Path, buildings: Sequence[str] | None = None) -> DataQuality:
+    """Every building's data quality (or that of ``buildings``), worst first, read in a short
+    read-only connection; a warehouse without buildings is refused."""
+    with connect(warehouse, read_only=True) as con:
+        return data_quality(con, buildings, require_buildings=True)
+
+
+def write_data_quality_csv(quality: DataQuality, path: Path) -> Path:
+    """The data-quality table as CSV (timestamps in ISO 8601, UTC; empty cells for NULL),
+    creating the folder it goes in."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    quality.table.to_csv(path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+    return path
 
 
 def read_run_leaderboard(warehouse: str | Path, run_id: str) -> pd.DataFrame:
@@ -127,8 +145,11 @@ def _write_report(
         csv = out_dir / f"{name}.csv"
         frame.to_csv(csv, index=False)
         report.files.append(csv)
+    quality = data_quality(con)
+    report.data_quality = quality.table
+    report.files.append(write_data_quality_csv(quality, out_dir / "data_quality.csv"))
     page = out_dir / "report.html"
-    page.write_text(render_report(con, buildings), encoding="utf-8")
+    page.write_text(render_report(con, buildings, quality=quality), encoding="utf-8")
     report.files.append(page)
     taken: set[str] = set()
     for building_id in buildings or default_plot_buildings(con):

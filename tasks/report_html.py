@@ -2,11 +2,12 @@
 
 It shows what an operator checks on Monday: the leaderboard against seasonal naive (last week's
 load, the bar every model must clear), which models were published and why, the hours any
-model forecast below zero, and, per building, the published forecast with its 80 % and 95 %
-intervals beside the actual load. Plots are embedded as PNG data, so the page needs no other
-file. When the page has loaded, a script counts the tables and the plots the browser really
-rendered and writes the counts on ``<body>`` (``data-tables-rendered``,
-``data-plots-rendered``), so a headless browser can check the page shows what it claims.
+model forecast below zero, the buildings whose meter data is worst (``building_data_quality``),
+and, per building, the published forecast with its 80 % and 95 % intervals beside the actual
+load. Plots are embedded as PNG data, so the page needs no other file. When the page has
+loaded, a script counts the tables and the plots the browser really rendered and writes the
+counts on ``<body>`` (``data-tables-rendered``, ``data-plots-rendered``), so a headless browser
+can check the page shows what it claims.
 """
 
 from __future__ import annotations
@@ -25,10 +26,19 @@ matplotlib.use("Agg")  # files only; no display on batch machines
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
+from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
+from wadiro_fleet.tasks.warehouse.schema import FLAT_RUN_ALERT_HOURS, leaderboard_sql  # noqa: E402
 
 PLOT_WEEKS = 4
 """How many of a building's latest published weeks its plot shows."""
+
+QUALITY_ROWS = 10
+"""How many of the buildings with the worst meter data the page lists."""
+
+QUALITY_COLUMNS = ("building_id", "last_reading", "hours_since_last_reading", "missing_share_12w",
+                   "longest_gap_hours", "longest_flat_hours", "flat_runs_24h", "zero_readings",
+                   "negative_readings")
+"""The data-quality columns the page shows (the CSV beside it has them all)."""
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
@@ -117,6 +127,31 @@ def _building_plot(con: duckdb.DuckDBPyConnection, building_id: str) -> tuple[st
     return _png(fig), f"{building_id}, published model per week: {models}"
 
 
+def _quality_section(quality: DataQuality) -> list[str]:
+    """A line of fleet counts and the :data:`QUALITY_ROWS` worst buildings' data quality."""
+    table = quality.table
+    if table.empty:
+        return ["<p>No buildings in the warehouse.</p>"]
+    count = {
+        "miss more than 10 % of the recent hours": int((table["missing_share_12w"] > 0.1).sum()),
+        "have no reading at all": int((table["readings"] == 0).sum()),
+        f"have a flat line of {FLAT_RUN_ALERT_HOURS} h or more": int((table["flat_runs_24h"] > 0).sum()),
+        "hold negative readings": int((table["negative_readings"] > 0).sum()),
+    }
+    counts = "; ".join(f"{n} {what}" for what, n in count.items())
+    shown = table.loc[:, list(QUALITY_COLUMNS)].head(QUALITY_ROWS).astype(object)
+    shown["last_reading"] = [f"{t:%Y-%m-%d %H:%M}" if not pd.isna(t) else "none"
+                             for t in table["last_reading"].head(QUALITY_ROWS)]
+    for column in QUALITY_COLUMNS[2:]:
+        if column != "missing_share_12w":
+            shown[column] = ["" if pd.isna(v) else str(int(v)) for v in shown[column]]
+    return [f"<p class='note'>{len(table)} buildings: {html.escape(counts)}. "
+            f"{html.escape(quality.period_line())}. The {min(QUALITY_ROWS, len(table))} worst "
+            "(most recent hours missing first) are below; <b>data_quality.csv</b> beside this "
+            "page lists every building with every column.</p>",
+            _table(shown)]
+
+
 def _plot_buildings(con: duckdb.DuckDBPyConnection, n: int) -> list[str]:
     rows = con.execute(
         "SELECT building_id FROM publications GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT ?", [n]
@@ -125,9 +160,9 @@ def _plot_buildings(con: duckdb.DuckDBPyConnection, n: int) -> list[str]:
 
 
 def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None = None,
-                  *, n_plots: int = 6) -> str:
+                  *, n_plots: int = 6, quality: DataQuality | None = None) -> str:
     """The report page as HTML text (the plotted buildings: ``buildings`` or the ones with the
-    most published weeks)."""
+    most published weeks; the data quality: ``quality``, or read here)."""
     board = con.execute(leaderboard_sql()).df()
     shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive", "beats_naive_share",
                    "test_violations", "coverage_80", "coverage_95"]]
@@ -158,6 +193,8 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         "<h2>Forecast hours below zero</h2>",
         _table(violations) if not violations.empty
         else "<p>No forecast hour below zero.</p>",
+        "<h2>Meter data quality</h2>",
+        *_quality_section(quality if quality is not None else data_quality(con)),
         "<h2>Published forecasts, intervals and actuals</h2>",
     ]
     for building_id in buildings or _plot_buildings(con, n_plots):
@@ -177,4 +214,4 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
     )
 
 
-__all__ = ["PLOT_WEEKS", "render_report"]
+__all__ = ["PLOT_WEEKS", "QUALITY_COLUMNS", "QUALITY_ROWS", "render_report"]

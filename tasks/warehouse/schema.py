@@ -250,6 +250,167 @@ def leaderboard_sql(run_filter: bool = False) -> str:
         ORDER BY mean_mae"""
 
 
+QUALITY_WINDOW_HOURS = 12 * 168
+"""The recent period ``building_data_quality.missing_share_12w`` covers: 12 weeks of hours."""
+
+FLAT_RUN_ALERT_HOURS = 24
+"""A flat line this long (identical non-zero readings, hour after hour) is counted as a likely
+meter fault in ``building_data_quality.flat_runs_24h``."""
+
+
+def data_quality_sql(selected: bool = False) -> str:
+    """One row per building of ``buildings`` (those without any reading too): how complete and
+    how plausible its stored meter readings are. Gaps and runs are found with window functions
+    over the readings in time order (gaps and islands): one sort of ``meter_readings`` by
+    building and hour; only the few readings that repeat their predecessor are sorted again.
+
+    A *reading* is a ``meter_readings`` row with a non-NULL ``kwh``; an hour is *missing* when
+    its row holds NULL or there is no row for it. The *reference hour* is the latest reading of
+    the whole warehouse (every building), so a building that stopped reporting shows as missing
+    up to it. Columns:
+
+    * ``first_reading``, ``last_reading``: the hours (UTC, start) of the building's first and
+      last reading; NULL without any.
+    * ``readings``: how many hours have a reading.
+    * ``missing_hours``: hours without a reading between the first and the last reading.
+    * ``hours_since_last_reading``: hours from the building's last reading to the reference
+      hour (0: up to date; NULL without any reading).
+    * ``missing_share_12w``: the share (0 to 1) of the 12 weeks (2,016 hours) ending at the
+      reference hour, inclusive, that have no reading (hours before a building's first reading
+      count too); the period starts no earlier than the warehouse's first reading when the
+      warehouse holds less. 1 for a building without readings; NULL when the warehouse holds
+      none at all.
+    * ``longest_gap_hours``, ``longest_gap_start``: the longest run of consecutive missing
+      hours between the first and the last reading, and its first hour (the earliest of equal
+      ones); 0 and NULL without a gap, NULL and NULL without readings.
+    * ``longest_flat_hours``: the longest run of consecutive hours with the same non-zero
+      reading (2 hours or more; 0 when no two consecutive readings are equal), a stuck meter or
+      a filled-in value.
+    * ``flat_runs_24h``: how many such runs last at least 24 hours.
+    * ``zero_readings``, ``longest_zero_hours``: hours reading exactly 0, and the longest run of
+      consecutive ones (a meter reporting nothing, or a building switched off).
+    * ``negative_readings``, ``longest_negative_hours``: hours reading below 0, and the longest
+      run of consecutive ones. The ingest stores none (it refuses them, or stores them as
+      missing with ``--implausible missing``); older warehouses and rows written by other tools
+      may hold some.
+
+    Runs are of consecutive *hours*: a missing hour ends a run. With ``selected`` only the
+    buildings listed in one ``?`` placeholder (a list of ids); the reference hour stays the
+    whole warehouse's.
+    """
+    only = " AND building_id IN (SELECT unnest(?::VARCHAR[]))" if selected else ""
+    their_readings = " AND building_id IN (SELECT building_id FROM selection)" if selected else ""
+    return f"""
+        WITH selection AS (
+            SELECT building_id FROM buildings WHERE true{only}
+        ),
+        fleet AS (
+            SELECT max(ts) AS reference_ts,
+                   greatest(min(ts), max(ts) - INTERVAL {QUALITY_WINDOW_HOURS - 1} HOUR)
+                       AS window_start
+            FROM meter_readings WHERE kwh IS NOT NULL
+        ),
+        ordered AS (
+            SELECT building_id, ts, kwh,
+                   lag(ts) OVER w AS prev_ts,
+                   lag(kwh) OVER w AS prev_kwh
+            FROM meter_readings
+            WHERE kwh IS NOT NULL{their_readings}
+            WINDOW w AS (PARTITION BY building_id ORDER BY ts)
+        ),
+        stepped AS (
+            SELECT building_id, ts, kwh, prev_ts,
+                   greatest(CAST(round((epoch(ts) - epoch(prev_ts)) / 3600) AS BIGINT) - 1, 0)
+                       AS gap_before,
+                   epoch(ts) - epoch(prev_ts) = 3600 AS follows,
+                   prev_kwh
+            FROM ordered
+        ),
+        per_building AS (
+            SELECT building_id,
+                   min(ts)                                  AS first_reading,
+                   max(ts)                                  AS last_reading,
+                   count(*)                                 AS readings,
+                   CAST(sum(gap_before) AS BIGINT)          AS missing_hours,
+                   coalesce(max(gap_before), 0)             AS longest_gap_hours,
+                   arg_max(prev_ts + INTERVAL 1 HOUR, (gap_before, -epoch(prev_ts)))
+                       FILTER (WHERE gap_before > 0)        AS longest_gap_start,
+                   count(*) FILTER (WHERE ts >= (SELECT window_start FROM fleet))
+                                                            AS recent_readings,
+                   count(*) FILTER (WHERE kwh = 0)          AS zero_readings,
+                   count(*) FILTER (WHERE kwh < 0)          AS negative_readings
+            FROM stepped
+            GROUP BY building_id
+        ),
+        -- A run of n equal (or n negative) readings in consecutive hours is one first hour and
+        -- n - 1 *continuations*; the continuations of one run are consecutive hours, and those
+        -- of two runs never are. So the runs are the islands of consecutive continuation hours,
+        -- few rows on real meters: only those are numbered.
+        continuations AS (
+            SELECT building_id, ts, kwh,
+                   follows AND kwh = prev_kwh AS repeats,
+                   follows AND kwh < 0 AND prev_kwh < 0 AS stays_negative
+            FROM stepped
+            WHERE follows AND (kwh = prev_kwh OR (kwh < 0 AND prev_kwh < 0))
+        ),
+        value_runs AS (
+            SELECT building_id, any_value(kwh) AS kwh, count(*) + 1 AS hours
+            FROM (SELECT building_id, ts, kwh,
+                         CAST(epoch(ts) / 3600 AS BIGINT)
+                             - row_number() OVER (PARTITION BY building_id ORDER BY ts) AS island
+                  FROM continuations WHERE repeats)
+            GROUP BY building_id, island
+        ),
+        negative_runs AS (
+            SELECT building_id, count(*) + 1 AS hours
+            FROM (SELECT building_id, ts,
+                         CAST(epoch(ts) / 3600 AS BIGINT)
+                             - row_number() OVER (PARTITION BY building_id ORDER BY ts) AS island
+                  FROM continuations WHERE stays_negative)
+            GROUP BY building_id, island
+        ),
+        value_stats AS (
+            SELECT building_id,
+                   max(hours) FILTER (WHERE kwh <> 0)                   AS longest_flat_hours,
+                   count(*) FILTER (WHERE kwh <> 0 AND hours >= {FLAT_RUN_ALERT_HOURS})
+                                                                        AS flat_runs_24h,
+                   max(hours) FILTER (WHERE kwh = 0)                    AS longest_zero_run
+            FROM value_runs
+            GROUP BY building_id
+        ),
+        negative_stats AS (
+            SELECT building_id, max(hours) AS longest_negative_run
+            FROM negative_runs
+            GROUP BY building_id
+        )
+        SELECT b.building_id,
+               p.first_reading,
+               p.last_reading,
+               coalesce(p.readings, 0)                                   AS readings,
+               p.missing_hours,
+               CAST(round((epoch(f.reference_ts) - epoch(p.last_reading)) / 3600) AS BIGINT)
+                                                                         AS hours_since_last_reading,
+               1.0 - coalesce(p.recent_readings, 0)
+                   / ((epoch(f.reference_ts) - epoch(f.window_start)) / 3600 + 1)
+                                                                         AS missing_share_12w,
+               p.longest_gap_hours,
+               p.longest_gap_start,
+               coalesce(v.longest_flat_hours, 0)                         AS longest_flat_hours,
+               coalesce(v.flat_runs_24h, 0)                              AS flat_runs_24h,
+               coalesce(p.zero_readings, 0)                              AS zero_readings,
+               coalesce(v.longest_zero_run, CASE WHEN p.zero_readings > 0 THEN 1 ELSE 0 END)
+                                                                         AS longest_zero_hours,
+               coalesce(p.negative_readings, 0)                          AS negative_readings,
+               coalesce(n.longest_negative_run,
+                        CASE WHEN p.negative_readings > 0 THEN 1 ELSE 0 END)
+                                                                         AS longest_negative_hours
+        FROM selection b
+        CROSS JOIN fleet f
+        LEFT JOIN per_building p USING (building_id)
+        LEFT JOIN value_stats v USING (building_id)
+        LEFT JOIN negative_stats n USING (building_id)"""
+
+
 VIEWS: dict[str, str] = {
     # One row per model over every stored score.
     "leaderboard": f"CREATE OR REPLACE VIEW leaderboard AS {leaderboard_sql()}",
@@ -288,6 +449,9 @@ VIEWS: dict[str, str] = {
         FROM scores
         WHERE n_hours > 0
         GROUP BY building_id, model""",
+    # Per building: first and last reading, gaps, recent missing share, flat, zero and
+    # negative runs (data_quality_sql's docstring defines every column).
+    "building_data_quality": f"CREATE OR REPLACE VIEW building_data_quality AS {data_quality_sql()}",
 }
 
 TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}
@@ -306,6 +470,6 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 __all__ = [
-    "ADDED_COLUMNS", "INPUT_TABLES", "PUBLISHED", "RESULT_TABLES", "TABLES", "VIEWS", "ensure_schema",
-    "leaderboard_sql",
+    "ADDED_COLUMNS", "FLAT_RUN_ALERT_HOURS", "INPUT_TABLES", "PUBLISHED", "QUALITY_WINDOW_HOURS",
+    "RESULT_TABLES", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema", "leaderboard_sql",
 ]

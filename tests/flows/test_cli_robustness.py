@@ -246,6 +246,7 @@ def _garbage(path: Path) -> None:
     ("backfill", "--start", WEEKS[0].isoformat(), "--end", WEEKS[-1].isoformat(), "--models",
      "seasonal_naive", "--runner", "threads"),
     ("report",),
+    ("quality",),
     ("ingest", "synthetic", "--buildings", "1", "--start", "2024-01-01", "--weeks", "1"),
 ], ids=lambda c: c[0] if c[0] != "ingest" else "ingest")
 def test_a_damaged_warehouse_is_one_line_naming_what_to_do(
@@ -296,4 +297,4 @@ def test_report_file_names_stay_inside_out_bounded_and_unique(hostile, tmp_path)
     assert all(len(p.name) <= 100 and not p.name.startswith(".") for p in plots)
     written = {p for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {*plots, out / "leaderboard.csv", out / "building_errors.csv",
-                       out / "report.html"}
+                       out / "data_quality.csv", out / "report.html"}

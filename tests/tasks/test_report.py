@@ -71,9 +71,37 @@ def test_report_files(warehouse, tmp_path):
     out = tmp_path / "report"
     report = write_report(warehouse, out, ["b1"])
     names = sorted(p.relative_to(out).as_posix() for p in report.files)
-    assert names == ["building_errors.csv", "leaderboard.csv", "plots/b1.png", "report.html"]
+    assert names == ["building_errors.csv", "data_quality.csv", "leaderboard.csv", "plots/b1.png",
+                     "report.html"]
     assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert pd.read_csv(out / "leaderboard.csv")["model"].tolist() == ["wadiro_pcscnn", "gp"]
+
+
+def test_report_lists_the_worst_meter_data_beside_the_leaderboard(warehouse, tmp_path):
+    """b1 reads 3 hours, b2 none: b2 first, in the CSV (every column) and on the page."""
+    with connect(warehouse) as con:
+        for building in ("b1", "b2"):
+            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+                        [building])
+    out = tmp_path / "report"
+    report = write_report(warehouse, out, ["b1"])
+    quality = pd.read_csv(out / "data_quality.csv")
+    assert quality["building_id"].tolist() == ["b2", "b1"]
+    assert quality["readings"].tolist() == [0, 3] and quality["missing_share_12w"].tolist() == [1.0, 0.0]
+    assert quality["last_reading"].tolist()[1] == "2019-04-01T02:00:00Z"
+    assert report.data_quality["building_id"].tolist() == ["b2", "b1"]
+    page = (out / "report.html").read_text()
+    section = page[page.index("<h2>Meter data quality</h2>"):page.index("<h2>Published forecasts")]
+    assert ("2 buildings: 1 miss more than 10 % of the recent hours; 1 have no reading at all; "
+            "0 have a flat line of 24 h or more; 0 hold negative readings") in section
+    assert "the 3 hours from 2019-04-01 00:00 to 2019-04-01 02:00 UTC" in section
+    assert section.index("<td>b2</td><td>none</td>") < section.index("<td>b1</td><td>2019-04-01 02:00</td>")
+
+
+def test_a_report_without_buildings_says_so_in_its_quality_section(warehouse, tmp_path):
+    write_report(warehouse, tmp_path / "report", ["b1"])
+    assert "<p>No buildings in the warehouse.</p>" in (tmp_path / "report" / "report.html").read_text()
+    assert pd.read_csv(tmp_path / "report" / "data_quality.csv").empty
 
 
 def test_seasonal_naive_is_not_the_violations_reference(warehouse):

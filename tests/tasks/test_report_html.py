@@ -47,6 +47,8 @@ def warehouse(tmp_path):
                         "INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id,"
                         " y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, ?, ?, ?, ?, 'r1', ?, ?, ?, ?)",
                         [building, model, WEEK, ts, y, y - 1, y + 1, y - 2, y + 2])
+            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+                        [building])
             for h in range(24):
                 con.execute("INSERT INTO meter_readings VALUES (?, ?, ?)",
                             [building, start + timedelta(hours=h), 10.5])
@@ -60,6 +62,11 @@ def test_report_page_is_self_contained_and_escapes_ids(warehouse, tmp_path):
     page = (tmp_path / "out" / "report.html").read_text()
     assert tmp_path / "out" / "report.html" in report.files
     assert "<script>alert(1)</script>" not in page and "b&lt;script&gt;" in page
+    quality = page[page.index("<h2>Meter data quality</h2>"):]
+    assert "<td>b&lt;script&gt;alert(1)&lt;/script&gt;</td>" in quality  # escaped there too
+    # both read 10.5 kWh in all 24 hours: one flat line of 24 h each
+    assert "0 miss more than 10 % of the recent hours" in quality
+    assert "2 have a flat line of 24 h or more" in quality
     assert page.count("data:image/png;base64,") == 2  # both buildings' published weeks
     assert "src='http" not in page and 'src="http' not in page  # nothing fetched from outside
 
@@ -78,7 +85,8 @@ def test_a_headless_browser_renders_the_tables_and_plots(warehouse, tmp_path):
     body = re.search(r"<body([^>]*)>", dom).group(1)
     # the page's own check ran in the browser: every plot decoded, every table laid out
     assert 'data-plots-rendered="2"' in body, body
-    assert 'data-tables-rendered="2"' in body, body  # leaderboard, published models (no violations)
+    # leaderboard, published models, meter data quality (no violations)
+    assert 'data-tables-rendered="3"' in body, body
     board = re.search(r"<h2>Leaderboard against seasonal naive</h2><table>(.*?)</table>", dom).group(1)
     published = re.search(r'<tr class="published">(.*?)</tr>', board).group(1)
     cells = re.findall(r"<td>(.*?)</td>", published)
