@@ -62,6 +62,10 @@ POLL_S = 0.5
 PENDING_RETRY_S = 10.0
 """How often a run with results kept on disk tries to write them while it computes."""
 
+NOT_FORECAST_SHOWN = 50
+"""How many building-weeks the learned models could not forecast a run names in its log (all
+of them are in its artifact and in ``window_status``)."""
+
 LOCK_NOTICE_S = 60.0
 """How often a run waiting for the warehouse at its end says so."""
 
@@ -256,8 +260,11 @@ def _tell_not_forecast(engine: Engine, run: OpenRun) -> None:
     if rows:
         engine.log(logging.WARNING, "%d building-week(s) could not be forecast by the learned "
                    "models:", len(rows))
-    for row in rows:
+    for row in rows[:NOT_FORECAST_SHOWN]:
         engine.log(logging.WARNING, "  not forecast: %s", row.line())
+    if len(rows) > NOT_FORECAST_SHOWN:
+        engine.log(logging.WARNING, "  and %d more (SELECT * FROM window_status WHERE run_id = "
+                   "'%s' AND status <> 'ok')", len(rows) - NOT_FORECAST_SHOWN, run.run_id)
     if engine.prefect:
         publish_not_forecast(run, rows)
 
