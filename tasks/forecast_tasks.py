@@ -299,14 +299,23 @@ def not_forecast(run: OpenRun) -> list[NotForecast]:
         return not_forecast_rows(con, run.run_id)
 
 
+NOT_FORECAST_ARTIFACT_ROWS = 1000
+"""Rows of the not-forecast artifact at most (a large backfill's are all in ``window_status``)."""
+
+
 @task(name="publish-not-forecast", cache_policy=NO_CACHE)
 def publish_not_forecast(run: OpenRun, rows: list[NotForecast]) -> None:
     """The run's building-weeks that could not be forecast as a Prefect table artifact
     (``<label>-not-forecast``; an empty table when every one could)."""
+    table = [row.record() for row in rows[:NOT_FORECAST_ARTIFACT_ROWS]] or [
+        {"building_id": "", "target_week": "", "status": "",
+         "reason": "every building-week was forecast", "published": ""}]
+    if len(rows) > NOT_FORECAST_ARTIFACT_ROWS:
+        table.append({"building_id": "", "target_week": "", "status": "",
+                      "reason": f"and {len(rows) - NOT_FORECAST_ARTIFACT_ROWS} more in "
+                                "window_status", "published": ""})
     create_table_artifact(
-        table=[row.record() for row in rows] or [
-            {"building_id": "", "target_week": "", "status": "", "reason": "every building-week "
-             "was forecast", "published": ""}],
+        table=table,
         key=f"{run.label}-not-forecast",
         description=f"Building-weeks of run {run.run_id} the learned models could not forecast",
     )
