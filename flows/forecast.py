@@ -51,6 +51,7 @@ from wadiro_fleet.tasks.forecast_tasks import (
     write_pending_results,
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
+from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
 
 RESCORE_WEEKS = 8
@@ -256,7 +257,12 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
 def _tell_not_forecast(engine: Engine, run: OpenRun) -> None:
     """Name, in the run's log and (through Prefect) an artifact, every building-week the
     learned models could not forecast, with its window status and reason."""
-    rows = engine.call(not_forecast, run)
+    try:
+        rows = engine.call(not_forecast, run)
+    except WarehouseLockedError as locked:
+        engine.warn("could not list the building-weeks that were not forecast (%s); see "
+                    "window_status of run %s", locked, run.run_id)
+        return
     if rows:
         engine.log(logging.WARNING, "%d building-week(s) could not be forecast by the learned "
                    "models:", len(rows))

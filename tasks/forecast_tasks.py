@@ -292,10 +292,12 @@ def not_forecast_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[NotFo
     return [NotForecast(*row) for row in rows]
 
 
-@task(name="not-forecast", **_STORAGE)
+@task(name="not-forecast", cache_policy=NO_CACHE)
 def not_forecast(run: OpenRun) -> list[NotForecast]:
-    """The run's building-weeks that could not be forecast by the learned models, and why."""
-    with connect(run.warehouse, read_only=True) as con:
+    """The run's building-weeks that could not be forecast by the learned models, and why.
+    A report at the run's end: it waits for a locked warehouse only briefly (raising
+    :class:`WarehouseLockedError`), never holding up a run whose results are written."""
+    with connect(run.warehouse, read_only=True, **SHORT_LOCK_WAIT) as con:
         return not_forecast_rows(con, run.run_id)
 
 
