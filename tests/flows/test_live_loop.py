@@ -4,7 +4,8 @@ coming week before its actuals exist; the next Monday's run scores it.
 
 The fast version runs the flow directly (no Prefect server) over two Mondays and the Monday
 that scores the second; the slow one deploys ``prefect.yaml`` to a real local server and runs
-six Mondays (and the seventh that scores the sixth) through a process worker.
+six Mondays (and the seventh that scores the sixth) through a process worker, with the
+physics-constrained WaDiRo-SCNN beside the fast models.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from live_loop import (
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-N_MODELS = len(MODELS.split(","))
+FAST = MODELS.split(",")
+WITH_SCNN = [*FAST, "wadiro_pcscnn"]
 
 
 def _cli(*args: str) -> None:
@@ -54,7 +56,7 @@ def _readings_in_week(warehouse: Path, monday: date) -> int:
                            [utc(monday), utc(monday + timedelta(weeks=1))]).fetchone()[0]
 
 
-def check_monday(warehouse: Path, monday: date, run_id: str) -> None:
+def check_monday(warehouse: Path, monday: date, run_id: str, models: list[str]) -> None:
     """After the run of ``monday``: it forecast the coming week, with forecast weather, before
     any of its readings existed (scores rows of no hour yet); the week before is scored."""
     with connect(warehouse, read_only=True) as con:
@@ -73,13 +75,14 @@ def check_monday(warehouse: Path, monday: date, run_id: str) -> None:
         assert status[building_id] == (monday, "ok", "forecast", 0, 168, 0), building_id
     assert status[ANNEX][:3] == (monday, "no_weather", None)
     assert [row[0] for row in now].count(ANNEX) == 1  # seasonal naive only, published
-    assert len(now) == len(ARCHIVE_BUILDINGS) * N_MODELS + 1
+    assert len(now) == len(ARCHIVE_BUILDINGS) * len(models) + 1
     assert all(n_hours == 0 and mae is None for _, _, n_hours, mae in now)
     if monday > FIRST_MONDAY:
-        assert before == (168, len(ARCHIVE_BUILDINGS) * N_MODELS)  # scored on its full week
+        assert before == (168, len(ARCHIVE_BUILDINGS) * len(models))  # scored on its full week
 
 
-def check_loop(warehouse: Path, archive: Archive, run_of_week: dict[date, str]) -> None:
+def check_loop(warehouse: Path, archive: Archive, run_of_week: dict[date, str],
+               models: list[str]) -> None:
     """Every forecast week has one set of forecasts (from its own Monday's run) and one set of
     scores, which match the scores recomputed in SQL and, independently, from the archive."""
     weeks = sorted(run_of_week)
@@ -104,10 +107,10 @@ def check_loop(warehouse: Path, archive: Archive, run_of_week: dict[date, str]) 
     for week, building_id, model, n, distinct, runs in sets:
         assert n == distinct == 168 and runs == [run_of_week.get(week, runs[0])]
         per_week[week] = per_week.get(week, 0) + 1
-    assert all(per_week[w] == len(ARCHIVE_BUILDINGS) * N_MODELS + 1 for w in weeks)
+    assert all(per_week[w] == len(ARCHIVE_BUILDINGS) * len(models) + 1 for w in weeks)
     key = ["building_id", "model", "target_week"]
     assert not scores.duplicated(key).any()
-    assert len(scores) == len(weeks) * (len(ARCHIVE_BUILDINGS) * N_MODELS + 1)
+    assert len(scores) == len(weeks) * (len(ARCHIVE_BUILDINGS) * len(models) + 1)
     assert (scores["n_hours"] > 0).all()
     forecasts["ts"] = forecasts["ts"].dt.tz_convert("UTC")
     for truth in (in_sql, expected_scores(archive, forecasts)):
@@ -137,17 +140,17 @@ def test_live_loop_directly(cambridge_archive, tmp_path, no_prefect_server):
             assert _readings_in_week(warehouse, monday) == 0
             heard.clear()
             summary = run_flow(weekly_forecast_flow, settings=WeeklySettings(
-                warehouse=str(warehouse), models=MODELS.split(","), trials=2, runner="threads",
+                warehouse=str(warehouse), models=FAST, trials=2, runner="threads",
                 workers=2))
             assert summary.weeks == [monday]
-            check_monday(warehouse, monday, summary.run_id)
+            check_monday(warehouse, monday, summary.run_id, FAST)
             said = [line for line in heard if ANNEX in line]
             assert len(said) == 1 and "no_weather" in said[0] and "seasonal_naive" in said[0]
             run_of_week[monday] = summary.run_id
     finally:
         logging.getLogger("wadiro_fleet.run").removeHandler(handler)
     run_of_week.pop(mondays[-1])  # the last Monday's week is not over: not scored yet
-    check_loop(warehouse, archive, run_of_week)
+    check_loop(warehouse, archive, run_of_week, FAST)
 
 
 # --- through a Prefect server and a process worker ------------------------------------------
@@ -187,7 +190,7 @@ def test_six_live_mondays_through_a_worker(cambridge_archive, tmp_path, prefect_
     _prefect(env, "--no-prompt", "deploy", "--name", "weekly-forecast", cwd=ROOT)
     for command in setup_commands(archive, tmp_path, warehouse):
         _wadiro(env, command, cwd=tmp_path)
-    settings = json.dumps({"models": MODELS.split(","), "trials": 2, "workers": 2})
+    settings = json.dumps({"models": WITH_SCNN, "trials": 2, "workers": 2})
     run_of_week: dict[date, str] = {}
     for monday in mondays:
         for command in monday_commands(archive, monday, tmp_path, warehouse):
@@ -202,7 +205,7 @@ def test_six_live_mondays_through_a_worker(cambridge_archive, tmp_path, prefect_
         with connect(warehouse, read_only=True) as con:
             run_id = con.execute("SELECT run_id FROM runs WHERE flow = 'forecast' "
                                  "ORDER BY started_at DESC LIMIT 1").fetchone()[0]
-        check_monday(warehouse, monday, run_id)
+        check_monday(warehouse, monday, run_id, WITH_SCNN)
         # the run's log and its artifact name the building that could not be forecast
         logs = _api(env, "POST", "/logs/filter", {"logs": {
             "flow_run_id": {"any_": [run_id]}, "level": {"ge_": logging.WARNING}}})
@@ -217,4 +220,4 @@ def test_six_live_mondays_through_a_worker(cambridge_archive, tmp_path, prefect_
             (ANNEX, "no_weather", "seasonal_naive")]
         run_of_week[monday] = run_id
     run_of_week.pop(mondays[-1])
-    check_loop(warehouse, archive, run_of_week)
+    check_loop(warehouse, archive, run_of_week, WITH_SCNN)
