@@ -243,11 +243,15 @@ def choose_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None)
             f"of its {inputs.hours} hours"))
     week = default_target_week(con, buildings)
     assert inputs is not None  # default_target_week raises without readings
+    short = (f"the week after the latest readings, {inputs.next_week}, has weather for only "
+             f"{inputs.weather_hours} of its {inputs.hours} hours")
+    if week == inputs.next_week:  # stored weather reaches its end, with long gaps
+        return ChosenWeek(week, f"{short}: its building-weeks short of weather get status "
+                          "no_weather", complete=False)
     return ChosenWeek(week, (
-        f"the week after the latest readings, {inputs.next_week}, has weather for only "
-        f"{inputs.weather_hours} of its {inputs.hours} hours, so the latest week whose weather "
-        f"is stored is forecast instead; to forecast {inputs.next_week}, ingest its weather "
-        "(`wadiro ingest weather FILE --kind forecast`) and run again"), complete=False)
+        f"{short}, so the latest week whose weather is stored is forecast instead; to forecast "
+        f"{inputs.next_week}, ingest its weather (`wadiro ingest weather FILE --kind forecast`) "
+        "and run again"), complete=False)
 
 
 @task(name="latest-forecastable-week", **_STORAGE)

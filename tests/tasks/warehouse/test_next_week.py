@@ -95,3 +95,12 @@ def test_a_building_without_readings_has_no_next_week(warehouse):
         con.execute("INSERT INTO buildings VALUES ('c', 'site-a', 'Europe/London', 'GB', 'ENG', "
                     "NULL, 't')")
         assert next_week_inputs(con, ["c"]) is None
+
+
+def test_weather_that_reaches_the_end_with_a_long_gap_says_so(warehouse):
+    with connect(warehouse) as con:
+        _weather(con, "site-a", _hours(READINGS_END, 24), "forecast")
+        _weather(con, "site-a", _hours(READINGS_END + pd.Timedelta(hours=160), 8), "forecast")
+        chosen = choose_week(con, None)
+    assert (chosen.week, chosen.complete) == (NEXT, False)
+    assert "32 of its 168 hours" in chosen.why and "no_weather" in chosen.why
