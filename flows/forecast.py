@@ -41,14 +41,17 @@ from wadiro_fleet.tasks.forecast_tasks import (
     close_run,
     forecast_batch,
     latest_forecastable_week,
+    not_forecast,
     open_run,
     publish_leaderboard,
+    publish_not_forecast,
     read_batch,
     rescore_earlier_forecasts,
     write_batch,
     write_pending_results,
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
+from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
 
 RESCORE_WEEKS = 8
@@ -59,6 +62,10 @@ POLL_S = 0.5
 
 PENDING_RETRY_S = 10.0
 """How often a run with results kept on disk tries to write them while it computes."""
+
+NOT_FORECAST_SHOWN = 50
+"""How many building-weeks the learned models could not forecast a run names in its log (all
+of them are in its artifact and in ``window_status``)."""
 
 LOCK_NOTICE_S = 60.0
 """How often a run waiting for the warehouse at its end says so."""
@@ -240,10 +247,32 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     status = _close(engine, run, summary, writer, None, lock_wait_s)
     for failure in summary.failures:
         engine.log(logging.WARNING, "failed: %s", failure)
+    _tell_not_forecast(engine, run)
     engine.log(logging.INFO, "run %s %s", run.run_id, status)
     if engine.prefect:
         publish_leaderboard(run)
     return summary
+
+
+def _tell_not_forecast(engine: Engine, run: OpenRun) -> None:
+    """Name, in the run's log and (through Prefect) an artifact, every building-week the
+    learned models could not forecast, with its window status and reason."""
+    try:
+        rows = engine.call(not_forecast, run)
+    except WarehouseLockedError as locked:
+        engine.warn("could not list the building-weeks that were not forecast (%s); see "
+                    "window_status of run %s", locked, run.run_id)
+        return
+    if rows:
+        engine.log(logging.WARNING, "%d building-week(s) could not be forecast by the learned "
+                   "models:", len(rows))
+    for row in rows[:NOT_FORECAST_SHOWN]:
+        engine.log(logging.WARNING, "  not forecast: %s", row.line())
+    if len(rows) > NOT_FORECAST_SHOWN:
+        engine.log(logging.WARNING, "  and %d more (SELECT * FROM window_status WHERE run_id = "
+                   "'%s' AND status <> 'ok')", len(rows) - NOT_FORECAST_SHOWN, run.run_id)
+    if engine.prefect:
+        publish_not_forecast(run, rows)
 
 
 @flow(name="forecast-weeks")
@@ -261,13 +290,19 @@ def _run_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSumma
 def weekly_forecast_flow(
     week: date | None = None, settings: WeeklySettings = WeeklySettings()
 ) -> RunSummary:
-    """One target week for the fleet (default: the latest week that can be forecast).
+    """One target week for the fleet (default: the week after the latest readings when its
+    weather, observed or forecast, is stored; see
+    :func:`~wadiro_fleet.tasks.forecast_tasks.choose_week`).
 
-    First scores the last weeks' forecasts again where their actuals have arrived since.
+    First scores the last weeks' forecasts again where their actuals have arrived since, so a
+    forecast made before its week happened is scored by the first run after its readings are in.
     """
     engine = current_engine()
     if week is None:
-        week = engine.call(latest_forecastable_week, settings.warehouse, settings.buildings)
+        chosen = engine.call(latest_forecastable_week, settings.warehouse, settings.buildings)
+        week = chosen.week
+        engine.log(logging.INFO if chosen.complete else logging.WARNING,
+                   "target week %s: %s", week, chosen.why)
     rescored = engine.call(rescore_earlier_forecasts, settings.warehouse,
                            week - timedelta(weeks=RESCORE_WEEKS))
     engine.log(logging.INFO, "rescored %d earlier forecast(s) whose actuals have arrived", rescored)

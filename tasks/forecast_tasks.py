@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+import duckdb
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -31,6 +32,7 @@ from wadiro_fleet.tasks.provenance import code_version
 from wadiro_fleet.tasks.report import run_leaderboard
 from wadiro_fleet.tasks.warehouse.batches import load_batch
 from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError, connect
+from wadiro_fleet.tasks.warehouse.hours import next_week_inputs
 from wadiro_fleet.tasks.warehouse.pending import (
     LoadReport,
     PendingResults,
@@ -213,11 +215,116 @@ def load_pending_results(warehouse: str) -> LoadReport:
         return write_pending(con, warehouse)
 
 
+@dataclass(frozen=True)
+class ChosenWeek:
+    """The weekly run's default target week and why it is that one (for the run's log);
+    ``complete`` is False when the week after the latest readings lacked weather."""
+
+    week: date
+    why: str
+    complete: bool = True
+
+
+def choose_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> ChosenWeek:
+    """The default target week of the weekly run, from what is stored.
+
+    The week after the latest reading (its history has ended; its own readings are not needed
+    to forecast it) when its weather, observed or forecast, is stored for enough of its hours
+    that the window's gap rule fills the rest (at most half the week missing, at the best
+    covered of the selected sites). Otherwise the latest week whose history has ended and
+    whose stored weather reaches its end (the rule of a warehouse whose readings and weather
+    end together, e.g. an archive), and ``complete`` is False.
+    """
+    ids = fleet_building_ids(con, buildings)
+    inputs = next_week_inputs(con, ids)
+    if inputs is not None and inputs.weather_suffices:
+        return ChosenWeek(inputs.next_week, (
+            f"the week after the latest readings; weather stored for {inputs.weather_hours} "
+            f"of its {inputs.hours} hours"))
+    week = default_target_week(con, buildings)
+    assert inputs is not None  # default_target_week raises without readings
+    short = (f"the week after the latest readings, {inputs.next_week}, has weather for only "
+             f"{inputs.weather_hours} of its {inputs.hours} hours")
+    if week == inputs.next_week:  # stored weather reaches its end, with long gaps
+        return ChosenWeek(week, f"{short}: its building-weeks short of weather get status "
+                          "no_weather", complete=False)
+    return ChosenWeek(week, (
+        f"{short}, so the latest week whose weather is stored is forecast instead; to forecast "
+        f"{inputs.next_week}, ingest its weather (`wadiro ingest weather FILE --kind forecast`) "
+        "and run again"), complete=False)
+
+
 @task(name="latest-forecastable-week", **_STORAGE)
-def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None) -> date:
-    """The latest week whose history has ended and whose weather is stored."""
+def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None) -> ChosenWeek:
+    """The weekly run's default target week (:func:`choose_week`)."""
     with connect(warehouse, read_only=True) as con:
-        return default_target_week(con, buildings)
+        return choose_week(con, buildings)
+
+
+@dataclass(frozen=True)
+class NotForecast:
+    """A building-week of a run that the learned models could not forecast, and why."""
+
+    building_id: str
+    week: date
+    status: str
+    reason: str
+    published: str | None
+    """The model published instead (seasonal naive), or None: no forecast at all."""
+
+    def line(self) -> str:
+        instead = (f"published {self.published} instead" if self.published
+                   else "no forecast published")
+        return f"{self.building_id} {self.week}: {self.status}: {self.reason} ({instead})"
+
+    def record(self) -> dict[str, Any]:
+        return {"building_id": self.building_id, "target_week": self.week.isoformat(),
+                "status": self.status, "reason": self.reason,
+                "published": self.published or ""}
+
+
+def not_forecast_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[NotForecast]:
+    """The run's building-weeks whose window status is not ``ok``, from ``window_status``."""
+    rows = con.execute(
+        """
+        SELECT w.building_id, w.target_week, w.status, coalesce(w.reason, ''), p.model
+        FROM window_status w
+        LEFT JOIN publications p USING (building_id, target_week)
+        WHERE w.run_id = ? AND w.status <> 'ok'
+        ORDER BY w.target_week, w.building_id
+        """, [run_id]).fetchall()
+    return [NotForecast(*row) for row in rows]
+
+
+@task(name="not-forecast", cache_policy=NO_CACHE)
+def not_forecast(run: OpenRun) -> list[NotForecast]:
+    """The run's building-weeks that could not be forecast by the learned models, and why.
+    A report at the run's end: it waits for a locked warehouse only briefly (raising
+    :class:`WarehouseLockedError`), never holding up a run whose results are written."""
+    with connect(run.warehouse, read_only=True, **SHORT_LOCK_WAIT) as con:
+        return not_forecast_rows(con, run.run_id)
+
+
+NOT_FORECAST_ARTIFACT_ROWS = 1000
+"""Rows of the not-forecast artifact at most (a large backfill's are all in ``window_status``)."""
+
+
+@task(name="publish-not-forecast", cache_policy=NO_CACHE)
+def publish_not_forecast(run: OpenRun, rows: list[NotForecast]) -> None:
+    """The run's building-weeks that could not be forecast as a Prefect table artifact
+    (``<label>-not-forecast``; an empty table when every one could)."""
+    table = [row.record() for row in rows[:NOT_FORECAST_ARTIFACT_ROWS]] or [
+        {"building_id": "", "target_week": "", "status": "",
+         "reason": "every building-week was forecast", "published": ""}]
+    if len(rows) > NOT_FORECAST_ARTIFACT_ROWS:
+        table.append({"building_id": "", "target_week": "", "status": "",
+                      "reason": f"and {len(rows) - NOT_FORECAST_ARTIFACT_ROWS} more in "
+                                "window_status", "published": ""})
+    create_table_artifact(
+        table=table,
+        key=f"{run.label}-not-forecast",
+        description=f"Building-weeks of run {run.run_id} the learned models could not forecast",
+    )
 
 
 @task(name="rescore-forecasts", **_STORAGE)
@@ -243,16 +350,22 @@ def publish_leaderboard(run: OpenRun) -> None:
 __all__ = [
     "SHORT_LOCK_WAIT",
     "Batch",
+    "ChosenWeek",
     "LoadReport",
+    "NotForecast",
     "OpenRun",
     "RunSummary",
     "WriteOutcome",
     "close_run",
     "forecast_batch",
     "latest_forecastable_week",
+    "choose_week",
     "load_pending_results",
+    "not_forecast",
+    "not_forecast_rows",
     "open_run",
     "publish_leaderboard",
+    "publish_not_forecast",
     "read_batch",
     "rescore_earlier_forecasts",
     "run_history",

@@ -31,7 +31,13 @@ import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.protocol.certification import certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import LABEL, PERSISTENCE, TS, build_features
+from wadiro_fleet.tasks.protocol.features import (
+    LABEL,
+    PERSISTENCE,
+    TS,
+    WEATHER_COLUMNS,
+    build_features,
+)
 from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
 from wadiro_fleet.tasks.protocol.models import MODELS, ModelSpec
 from wadiro_fleet.tasks.protocol.publication import Candidate, Publication, choose_publication
@@ -39,7 +45,7 @@ from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune
-from wadiro_fleet.tasks.protocol.windows import Window, build_window
+from wadiro_fleet.tasks.protocol.windows import Window, WindowBounds, build_window
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,8 @@ class BuildingWeekResult:
     week: date
     status: str
     reason: str
-    coverage: dict[str, int]
+    coverage: dict[str, int | str | None]
+    """``window_status`` columns: hour counts, and which weather the target week used."""
     test_ts: pd.Series
     outcomes: list[ModelOutcome] = field(default_factory=list)
     publication: Publication | None = None
@@ -247,6 +254,34 @@ def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord |
     return choose_publication(candidates, forecastable, record, max_l_eps)
 
 
+WEATHER_KIND = "weather_kind"
+"""The hourly frame's column saying where an hour's weather came from (``observed`` or
+``forecast``; :mod:`~wadiro_fleet.tasks.warehouse.hours`)."""
+
+
+def target_week_weather_sources(hours: pd.DataFrame, bounds: WindowBounds) -> dict[str, int | str | None]:
+    """Which weather the target week's hours used: hours whose stored row (every weather input
+    present) is an observation, hours whose row is a forecast, and the week's source,
+    ``observed``, ``forecast``, ``mixed`` or None (neither: every hour was filled or is missing).
+
+    Counts are None when the frame does not say where its weather came from.
+    """
+    if WEATHER_KIND not in hours.columns:
+        return {"n_test_weather_observed": None, "n_test_weather_forecast": None,
+                "weather_source": None}
+    ts = pd.DatetimeIndex(hours[TS]).tz_convert("UTC")
+    start, end = bounds.part("test")
+    in_test = (ts >= start) & (ts < end)
+    present = hours[list(WEATHER_COLUMNS)].notna().all(axis=1).to_numpy()
+    kind = hours[WEATHER_KIND].to_numpy()
+    observed = int((in_test & present & (kind == "observed")).sum())
+    forecast = int((in_test & present & (kind == "forecast")).sum())
+    source = ("mixed" if observed and forecast else "observed" if observed
+              else "forecast" if forecast else None)
+    return {"n_test_weather_observed": observed, "n_test_weather_forecast": forecast,
+            "weather_source": source}
+
+
 def forecast_building_week(
     hours: pd.DataFrame,
     *,
@@ -284,6 +319,7 @@ def forecast_building_week(
         "n_train_labelled": window.coverage["train"].labelled,
         "n_test_hours": window.coverage["test"].hours,
         "n_test_labelled": window.coverage["test"].labelled,
+        **target_week_weather_sources(hours, window.bounds),
     }
     result = BuildingWeekResult(
         building_id=building_id, week=window.week, status=str(window.status),

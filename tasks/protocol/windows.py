@@ -56,6 +56,11 @@ PARTS: tuple[str, ...] = ("train", "fit", "validation", "test")
 """Window parts: ``train`` is the whole history = ``fit`` + ``validation``; ``test`` is W."""
 
 
+TEST_WEATHER_PROFILE_MAX_HOURS = 84
+"""At most this many target-week hours without weather are filled from the last days' profile
+(half a week); a week missing more has status ``no_weather``."""
+
+
 class WindowInputError(PipelineError, ValueError):
     """The hourly frame given to :func:`build_window` cannot be used as it is."""
 
@@ -303,7 +308,7 @@ def build_window(
     min_test_feature_fraction: float = 1.0,
     max_weather_gap_hours: int = 3,
     test_weather_profile_days: int = 7,
-    test_weather_profile_max_hours: int = 84,
+    test_weather_profile_max_hours: int = TEST_WEATHER_PROFILE_MAX_HOURS,
 ) -> Window:
     """The window of target week ``week`` from a building's featured hours.
 
@@ -439,6 +444,7 @@ def _judge(
 
 __all__ = [
     "PARTS",
+    "TEST_WEATHER_PROFILE_MAX_HOURS",
     "PartCoverage",
     "Window",
     "WindowBounds",

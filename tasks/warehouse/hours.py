@@ -14,12 +14,16 @@ timestamps come back converted to UTC).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 import duckdb
 import pandas as pd
 from wadiro_fleet.tasks.errors import BuildingDataError, UnknownBuildingError
 from wadiro_fleet.tasks.protocol.batch import BuildingInfo
+from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
+from wadiro_fleet.tasks.protocol.weeks import latest_complete_week, local_midnight_utc
+from wadiro_fleet.tasks.protocol.windows import TEST_WEATHER_PROFILE_MAX_HOURS
 
 HOUR_COLUMNS: tuple[str, ...] = (
     "ts",
@@ -182,6 +186,60 @@ def _check_integrity(con: duckdb.DuckDBPyConnection, params: dict) -> None:
     )
 
 
+@dataclass(frozen=True)
+class WeekInputs:
+    """What the stored inputs say about the week after the latest readings.
+
+    ``next_week`` is the local Monday after the last hour with a reading (its history has
+    ended); ``weather_hours`` of its ``hours`` have every weather input stored, observed or
+    forecast, at the selected site that has the most.
+    """
+
+    next_week: date
+    hours: int
+    weather_hours: int
+
+    @property
+    def weather_suffices(self) -> bool:
+        """Whether the week has weather for enough hours to be forecast: the rest, at most
+        :data:`~wadiro_fleet.tasks.protocol.windows.TEST_WEATHER_PROFILE_MAX_HOURS`, is filled
+        by the window's gap rule (more would make it ``no_weather``)."""
+        return self.hours - self.weather_hours <= TEST_WEATHER_PROFILE_MAX_HOURS
+
+
+def next_week_inputs(
+    con: duckdb.DuckDBPyConnection, building_ids: Sequence[str]
+) -> WeekInputs | None:
+    """The week that starts after the selected buildings' latest reading, and how much of it
+    has weather at their sites (None when they have no reading at all). The week is a Monday in
+    the first building's time zone, as the run's weeks are."""
+    ids = _distinct_ids(building_ids)
+    infos = load_buildings_info(con, ids)
+    timezone = infos[ids[0]].timezone
+    meter_end = con.execute(
+        "SELECT max(ts) FROM meter_readings WHERE building_id IN (SELECT unnest(?::VARCHAR[])) "
+        "AND kwh IS NOT NULL", [ids]).fetchone()[0]
+    if meter_end is None:
+        return None
+    week = latest_complete_week(pd.Timestamp(meter_end) + pd.Timedelta(hours=1), timezone,
+                                include_test_week=False)
+    start = local_midnight_utc(week, timezone)
+    end = local_midnight_utc(week + timedelta(weeks=1), timezone)
+    present = " AND ".join(f"{col} IS NOT NULL" for col in WEATHER_COLUMNS)
+    covered = con.execute(
+        f"""
+        SELECT coalesce(max(n), 0) FROM (
+            SELECT site_id, count(DISTINCT ts) AS n FROM weather
+            WHERE site_id IN (SELECT site_id FROM buildings
+                              WHERE building_id IN (SELECT unnest(?::VARCHAR[])))
+              AND kind IN ('observed', 'forecast') AND {present}
+              AND ts >= ? AND ts < ?
+            GROUP BY site_id)
+        """, [ids, start.to_pydatetime(), end.to_pydatetime()]).fetchone()[0]
+    return WeekInputs(next_week=week, hours=int((end - start) / pd.Timedelta(hours=1)),
+                      weather_hours=int(covered))
+
+
 def _distinct_ids(building_ids: Sequence[str]) -> list[str]:
     if isinstance(building_ids, str):
         raise TypeError("building_ids must be a sequence of ids, not one string")
@@ -208,9 +266,11 @@ def _hour_range(
 
 __all__ = [
     "HOUR_COLUMNS",
+    "WeekInputs",
     "DuplicateRowError",
     "OffHourReadingError",
     "TimeRangeError",
     "load_buildings_info",
     "load_many_building_hours",
+    "next_week_inputs",
 ]

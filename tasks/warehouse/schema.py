@@ -81,7 +81,10 @@ RESULT_TABLES: dict[str, str] = {
             n_train_labelled   INTEGER,
             n_test_hours       INTEGER,
             n_test_labelled    INTEGER,
-            run_id             VARCHAR NOT NULL
+            run_id             VARCHAR NOT NULL,
+            n_test_weather_observed  INTEGER,
+            n_test_weather_forecast  INTEGER,
+            weather_source           VARCHAR
         )""",
     "forecasts": """
         CREATE TABLE IF NOT EXISTS forecasts (
@@ -169,7 +172,10 @@ was chosen, and its expected MAE relative to seasonal naive. The SCNN family's g
 (``tasks.protocol.certification``) are in ``model_fits``: ``l_eps`` (kWh, a certified upper
 bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' |
 'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models or with
-certification off."""
+certification off. ``window_status.n_test_weather_observed`` / ``n_test_weather_forecast`` count
+the target week's hours whose weather was an observation / a forecast, ``weather_source`` is
+'observed' | 'forecast' | 'mixed' (NULL: neither, or the building-week failed before its window
+was built); the week's other hours had their weather filled or missing (``reason`` says)."""
 
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("forecasts", "y_lo_80", "DOUBLE"),
@@ -187,6 +193,9 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model_fits", "oos_bound_kwh", "DOUBLE"),
     ("model_fits", "certify_time_s", "DOUBLE"),
     ("weather", "issued_at", "TIMESTAMPTZ"),
+    ("window_status", "n_test_weather_observed", "INTEGER"),
+    ("window_status", "n_test_weather_forecast", "INTEGER"),
+    ("window_status", "weather_source", "VARCHAR"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
