@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 from wadiro_fleet.tasks.warehouse.connection import connect
 from warehouse_rows import make_warehouse
 
@@ -13,9 +12,6 @@ from warehouse_rows import make_warehouse
 def warehouse(tmp_path_factory):
     return make_warehouse(tmp_path_factory.mktemp("cli") / "w.duckdb", buildings=2)
 
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def test_backfill_then_report(warehouse, tmp_path, prefect_backend):

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke, one_error_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks" / "ingest"))
 from operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
@@ -22,15 +21,6 @@ FORECAST = ("site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms,issued_at\n"
             "s1,2024-10-27T00:00Z,8,0,2,2024-10-26T06:00Z\ns1,2024-10-27T00:00Z,7,0,2,2024-10-26T18:00Z\n")
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_error_line(result, code: int = 1) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 @pytest.fixture

@@ -9,23 +9,13 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke, one_error_line
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
 T0 = datetime(2024, 3, 4, tzinfo=timezone.utc)
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
-
-
-def one_error_line(result, code: int = 1) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from cli_runs import invoke, one_error_line
 from processes import WADIRO, local_env
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
 from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from wadiro_fleet.tasks.warehouse.connection import connect
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
@@ -26,15 +25,6 @@ from test_ingest_cambridge import electricity_file, snapshot, write_archive  # n
 WEATHER_FILE = Path("aux_data", "MetOffice Weather Data", "processed_data", "bedford", "2019.csv")
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
-
-
-def one_error_line(result, code: int = 1) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 def runs_of(warehouse: Path) -> list[tuple]:
