@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.hourly import (
@@ -46,7 +46,7 @@ from wadiro_fleet.tasks.ingest.hourly import (
 )
 from wadiro_fleet.tasks.ingest.plausibility import ENERGY_KWH, ImplausiblePolicy, check_column
 from wadiro_fleet.tasks.ingest.source_files import SourceTable, read_source
-from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, check_zone, utc_instants
+from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
@@ -67,10 +67,8 @@ _UTC_TS = pa.timestamp("us", tz="UTC")
 READINGS_SCHEMA = pa.schema([("building_id", pa.string()), ("ts", _UTC_TS), ("kwh", pa.float64())])
 
 
-class ReadingsOptions(BaseModel):
+class ReadingsOptions(LocalTimeOptions):
     """How to read a meter export (the options of ``wadiro ingest readings``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     layout: Layout = Field(
         "auto",
@@ -81,11 +79,6 @@ class ReadingsOptions(BaseModel):
         "kWh",
         description="kWh or Wh: energy of each interval; kW: average power over the "
         "interval (kWh = kW x interval in hours).",
-    )
-    timezone: str | None = Field(
-        None,
-        description="IANA time zone of naive local timestamps (leave out when the "
-        "timestamps carry a UTC offset).",
     )
     ambiguous: AmbiguousPolicy = Field(
         "refuse",
@@ -98,11 +91,6 @@ class ReadingsOptions(BaseModel):
         description="A negative or non-finite energy: refuse the file (error naming "
         "line and column; nothing is written) or store it as missing and count it.",
     )
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        return None if value is None else check_zone(value)
 
 
 @dataclass(frozen=True)

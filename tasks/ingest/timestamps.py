@@ -27,10 +27,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.source_files import SourceTable
 
-__all__ = ["AmbiguousPolicy", "check_zone", "utc_instants"]
+__all__ = ["AmbiguousPolicy", "LocalTimeOptions", "check_zone", "utc_instants"]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
@@ -210,3 +211,21 @@ def _localise(
             )
     utc.iloc[odd] = pd.to_datetime(chosen, utc=True).astype(_UTC_US)
     return utc
+
+
+class LocalTimeOptions(BaseModel):
+    """Options shared by the commands that read timestamped files: the zone of naive local
+    timestamps (checked against zoneinfo)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timezone: str | None = Field(
+        None,
+        description="IANA time zone of naive local timestamps (leave out when the "
+        "timestamps carry a UTC offset).",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return None if value is None else check_zone(value)

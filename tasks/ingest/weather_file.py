@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
 from wadiro_fleet.tasks.ingest.plausibility import (
@@ -44,7 +44,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     check_column,
 )
 from wadiro_fleet.tasks.ingest.source_files import read_source
-from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, check_zone, utc_instants
+from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
@@ -79,19 +79,12 @@ WEATHER_SCHEMA = pa.schema(
 )
 
 
-class WeatherOptions(BaseModel):
+class WeatherOptions(LocalTimeOptions):
     """How to read a weather feed (the options of ``wadiro ingest weather``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: WeatherKind = Field(
         description="observed, or forecast (then an issued_at column is required; the latest "
         "issue per site and hour is kept)."
-    )
-    timezone: str | None = Field(
-        None,
-        description="IANA time zone of naive local timestamps (leave out when the "
-        "timestamps carry a UTC offset).",
     )
     ambiguous: AmbiguousPolicy = Field(
         "refuse",
@@ -104,11 +97,6 @@ class WeatherOptions(BaseModel):
         description="A non-finite or physically implausible value: refuse the file "
         "(error naming line and column; nothing is written) or store it as missing and count it.",
     )
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        return None if value is None else check_zone(value)
 
 
 @dataclass(frozen=True)
