@@ -80,3 +80,15 @@ def wait_for_rows(proc: subprocess.Popen, warehouse: Path, sql: str, at_least: i
             raise AssertionError(f"fewer than {at_least} rows after {within_s} s")
         time.sleep(0.3)
     return n
+
+
+WORK_POOL = "wadiro"
+"""The process work pool the deployment tests create on their Prefect server."""
+
+
+def prefect_cli(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> str:
+    """``prefect ARGS`` from this environment; its output, after asserting it succeeded."""
+    done = subprocess.run([str(Path(sys.executable).parent / "prefect"), *args], env=env,
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done.stdout + done.stderr

@@ -9,33 +9,23 @@ the worker's own working directory).
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 from wadiro_fleet.tasks.warehouse.connection import connect
+from processes import WORK_POOL, prefect_cli
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-POOL = "wadiro"
-
-
-def _prefect(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> str:
-    done = subprocess.run([str(BIN / "prefect"), *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
-    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    return done.stdout + done.stderr
 
 
 def _run_deployment(env, name: str, params: dict[str, str], cwd: Path) -> dict:
     """``prefect deployment run`` then one worker poll; the finished flow run as the API has it."""
     args = [arg for key, value in params.items() for arg in ("--param", f"{key}={value}")]
-    out = _prefect(env, "deployment", "run", name, *args, cwd=cwd)
+    out = prefect_cli(env, "deployment", "run", name, *args, cwd=cwd)
     flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
-    _prefect(env, "worker", "start", "--pool", POOL, "--run-once", cwd=cwd)
+    prefect_cli(env, "worker", "start", "--pool", WORK_POOL, "--run-once", cwd=cwd)
     return httpx.get(f"{env['PREFECT_API_URL']}/flow_runs/{flow_run_id}", timeout=10).json()
 
 
@@ -49,8 +39,8 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
     elsewhere.mkdir()
     env = {**prefect_server, "WADIRO_PROJECT_DIR": str(project)}
 
-    _prefect(env, "work-pool", "create", POOL, "--type", "process", cwd=ROOT)
-    _prefect(env, "--no-prompt", "deploy", "--all", cwd=ROOT)
+    prefect_cli(env, "work-pool", "create", WORK_POOL, "--type", "process", cwd=ROOT)
+    prefect_cli(env, "--no-prompt", "deploy", "--all", cwd=ROOT)
 
     api = env["PREFECT_API_URL"]
     deployments = {d["name"]: d for d in httpx.post(f"{api}/deployments/filter", json={}).json()}
@@ -59,7 +49,7 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
     [schedule] = weekly["schedules"]
     assert schedule["active"] and schedule["schedule"]["cron"] == "0 6 * * 1"
     assert schedule["schedule"]["timezone"] == "Europe/London"
-    assert weekly["work_pool_name"] == POOL
+    assert weekly["work_pool_name"] == WORK_POOL
     assert deployments["backfill"]["schedules"] == []
     # Defaults are said once, in the flows' settings: prefect.yaml restates none of them.
     for name, tuning in (("weekly-forecast", "reuse"), ("backfill", "per-window")):

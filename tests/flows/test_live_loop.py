@@ -27,6 +27,7 @@ from wadiro_fleet.flows.engine import run_flow
 from wadiro_fleet.flows.forecast import weekly_forecast_flow
 from wadiro_fleet.flows.settings import WeeklySettings
 from wadiro_fleet.tasks.warehouse.connection import connect
+from processes import WORK_POOL, prefect_cli
 from live_loop import (
     ANNEX,
     ARCHIVE_BUILDINGS,
@@ -155,14 +156,7 @@ def test_live_loop_directly(cambridge_archive, tmp_path, no_prefect_server):
 
 # --- through a Prefect server and a process worker ------------------------------------------
 
-POOL = "wadiro"
 
-
-def _prefect(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> str:
-    done = subprocess.run([str(BIN / "prefect"), *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
-    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    return done.stdout + done.stderr
 
 
 def _wadiro(env: dict[str, str], args: list[str], cwd: Path) -> None:
@@ -186,8 +180,8 @@ def test_six_live_mondays_through_a_worker(cambridge_archive, tmp_path, prefect_
     (project / "flows").symlink_to(ROOT / "flows", target_is_directory=True)
     warehouse = project / "warehouse.duckdb"
     env = {**prefect_server, "WADIRO_PROJECT_DIR": str(project)}
-    _prefect(env, "work-pool", "create", POOL, "--type", "process", cwd=ROOT)
-    _prefect(env, "--no-prompt", "deploy", "--name", "weekly-forecast", cwd=ROOT)
+    prefect_cli(env, "work-pool", "create", WORK_POOL, "--type", "process", cwd=ROOT)
+    prefect_cli(env, "--no-prompt", "deploy", "--name", "weekly-forecast", cwd=ROOT)
     for command in setup_commands(archive, tmp_path, warehouse):
         _wadiro(env, command, cwd=tmp_path)
     settings = json.dumps({"models": WITH_SCNN, "trials": 2, "workers": 2})
@@ -196,10 +190,10 @@ def test_six_live_mondays_through_a_worker(cambridge_archive, tmp_path, prefect_
         for command in monday_commands(archive, monday, tmp_path, warehouse):
             _wadiro(env, command, cwd=tmp_path)
         assert _readings_in_week(warehouse, monday) == 0
-        out = _prefect(env, "deployment", "run", "weekly-forecast/weekly-forecast",
+        out = prefect_cli(env, "deployment", "run", "weekly-forecast/weekly-forecast",
                        "--param", f"settings={settings}", cwd=tmp_path)
         flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
-        _prefect(env, "worker", "start", "--pool", POOL, "--run-once", cwd=tmp_path)
+        prefect_cli(env, "worker", "start", "--pool", WORK_POOL, "--run-once", cwd=tmp_path)
         flow_run = _api(env, "GET", f"/flow_runs/{flow_run_id}")
         assert flow_run["state_type"] == "COMPLETED", flow_run["state"]
         with connect(warehouse, read_only=True) as con:
