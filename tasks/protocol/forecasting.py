@@ -96,6 +96,9 @@ class BuildingWeekResult:
     test_ts: pd.Series
     outcomes: list[ModelOutcome] = field(default_factory=list)
     publication: Publication | None = None
+    compute_time_s: float | None = None
+    """CPU seconds of the thread that ran the protocol for this building-week (features, every
+    model's tuning, fits, certificates, scoring); None when it failed before running."""
 
     @property
     def n_failed_models(self) -> int:
@@ -306,6 +309,7 @@ def forecast_building_week(
     When the window cannot feed the learned models (too little history, no weather), only the
     persistence models run, so the week still gets a forecast whenever last week's load exists.
     """
+    started = time.thread_time()  # this thread's CPU: right under the threads runner too
     features = build_features(
         hours, timezone=timezone, holiday_country=holiday_country,
         holiday_subdiv=holiday_subdiv, feature_set=config.feature_set,
@@ -335,4 +339,5 @@ def forecast_building_week(
         result.outcomes.append(
             _run_model(name, window, config, building_id, stored, track_record))
     result.publication = _publish(window, result.outcomes, track_record, config.max_l_eps)
+    result.compute_time_s = time.thread_time() - started
     return result

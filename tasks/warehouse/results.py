@@ -47,7 +47,8 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
     for res in results:
         key = {"building_id": res.building_id, "target_week": res.week}
         rows["window_status"].append(
-            {**key, "status": res.status, "reason": res.reason, **res.coverage, "run_id": run_id}
+            {**key, "status": res.status, "reason": res.reason, **res.coverage, "run_id": run_id,
+             "compute_time_s": res.compute_time_s}
         )
         if res.publication is not None:
             rows["publications"].append({

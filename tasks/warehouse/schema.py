@@ -84,7 +84,8 @@ RESULT_TABLES: dict[str, str] = {
             run_id             VARCHAR NOT NULL,
             n_test_weather_observed  INTEGER,
             n_test_weather_forecast  INTEGER,
-            weather_source           VARCHAR
+            weather_source           VARCHAR,
+            compute_time_s           DOUBLE
         )""",
     "forecasts": """
         CREATE TABLE IF NOT EXISTS forecasts (
@@ -175,7 +176,10 @@ bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_lim
 certification off. ``window_status.n_test_weather_observed`` / ``n_test_weather_forecast`` count
 the target week's hours whose weather was an observation / a forecast, ``weather_source`` is
 'observed' | 'forecast' | 'mixed' (NULL: neither, or the building-week failed before its window
-was built); the week's other hours had their weather filled or missing (``reason`` says)."""
+was built); the week's other hours had their weather filled or missing (``reason`` says).
+``window_status.compute_time_s`` is the CPU seconds the protocol spent on the building-week in
+its worker (features, tuning, fits, certificates, scoring; not reading or writing the
+warehouse), so a run's total CPU minus their sum is what orchestration and storage cost."""
 
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("forecasts", "y_lo_80", "DOUBLE"),
@@ -196,6 +200,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("window_status", "n_test_weather_observed", "INTEGER"),
     ("window_status", "n_test_weather_forecast", "INTEGER"),
     ("window_status", "weather_source", "VARCHAR"),
+    ("window_status", "compute_time_s", "DOUBLE"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""

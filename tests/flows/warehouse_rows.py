@@ -13,7 +13,8 @@ from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 FAST_MODELS = ["svr", "wadiro_linreg", "seasonal_naive"]
 WEEKS = (date(2024, 3, 25), date(2024, 4, 1))
 RESULT_TABLES = ("window_status", *PER_MODEL_TABLES)
-RUN_SPECIFIC = frozenset({"run_id", "fit_time_s", "tuning_time_s", "duration_s", "certify_time_s"})
+RUN_SPECIFIC = frozenset({"run_id", "fit_time_s", "tuning_time_s", "duration_s", "certify_time_s",
+                          "compute_time_s"})
 """Columns that differ between two runs of the same work: who wrote the row and how long it took."""
 
 

@@ -52,6 +52,23 @@ def test_protocol_outputs(warehouse):
     assert len(svr.trials) == 3 and svr.tuned_week == WEEK
 
 
+def test_compute_time_is_the_protocols_cpu_and_is_stored(warehouse):
+    """``compute_time_s`` is this thread's CPU for the building-week: positive, never more than
+    the CPU and the wall time around the call, and written to ``window_status``."""
+    import time
+
+    config = ForecastConfig(models=("svr", "seasonal_naive"), trials=3)
+    cpu0, wall0 = time.thread_time(), time.perf_counter()
+    res = _run(warehouse, "synthetic_b00000", config)
+    cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+    assert 0 < res.compute_time_s <= min(cpu, wall) + 1e-3
+    with connect(":memory:") as con:
+        ensure_schema(con)
+        write_results(con, [res], run_id="timed", models=config.models)
+        stored = con.execute("SELECT compute_time_s FROM window_status").fetchone()[0]
+    assert stored == pytest.approx(res.compute_time_s)
+
+
 def test_rerun_reproduces_tuning(warehouse):
     config = ForecastConfig(models=("svr",), trials=4)
     a = _run(warehouse, "synthetic_b00001", config).outcomes[0]

@@ -1,0 +1,240 @@
+"""The weekly deployment at fleet scale: wall time, CPU per building, peak memory, and the share
+of CPU spent outside the forecasting protocol, for a synthetic fleet (default 1,000 buildings).
+
+Set-up (not timed), in a temporary directory unless ``--keep DIR``:
+
+1. ``wadiro ingest synthetic``: N buildings, 14 weeks from 2024-01-01, so the 14th week
+   (2024-04-01) has its 12 weeks of history and the lags' lookback.
+2. Tuning stored beforehand by a short tuning run: ``wadiro forecast --week <the week before>
+   --tuning per-window --trials T`` on a sample of S buildings (spread over the building types).
+   Every other building then gets, as its stored tuning of that week, the hyperparameters of a
+   sample building of its own type (rows of ``model_fits`` with ``tuned_week = target_week``,
+   which is what ``--tuning reuse`` reads; ``run_id`` says they were copied). Tuning all N would
+   take hours, and the weekly run's cost depends on the hyperparameters' sizes, not on whose
+   window chose them.
+
+Measured: ``wadiro forecast --week 2024-04-01 --tuning reuse`` with every model and the
+deployment's defaults (processes runner, one worker per core, batches of 2), as a child process,
+exactly as the weekly deployment's flow runs it without a Prefect server:
+
+* wall: ``time.perf_counter`` around the child;
+* CPU: user + system time of the child and every process it started (``getrusage`` of the
+  children, taken after the child and its workers have ended);
+* peak memory: the largest sum of resident memory over the child's process tree, sampled every
+  0.2 s (shared pages count once per process, so this errs high), and the largest process;
+* inside the protocol: the run's ``window_status.compute_time_s`` (CPU of features, fits,
+  certificates and scoring per building-week, in the workers); everything else -- start-up,
+  Prefect, reading the warehouse, moving data to and from workers, writing results -- is
+  outside it. Model fitting itself is split by model from ``model_fits``.
+
+    python benchmarks/fleet_scale.py                       # 1,000 buildings (about an hour here)
+    python benchmarks/fleet_scale.py --buildings 20 --sample 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import psutil
+
+from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+
+START = date(2024, 1, 1)
+WEEKS = 14
+WEEK = date(2024, 4, 1)  # the 14th local week of the fleet
+TUNED_WEEK = WEEK - timedelta(weeks=1)
+GOALS = {"wall_min": 30.0, "cpu_per_building_s": 2.0, "outside_share": 0.05}
+WADIRO = [str(Path(sys.executable).with_name("wadiro"))]  # the installed command, as a user runs it
+
+
+def wadiro(*args: str, quiet: bool = False) -> None:
+    """Run one ``wadiro`` command; stop the benchmark if it fails."""
+    out = subprocess.DEVNULL if quiet else None
+    subprocess.run([*WADIRO, *args], check=True, stdout=out)
+
+
+def tuning_sample(warehouse: Path, size: int) -> list[str]:
+    """``size`` buildings taken round-robin over the building types (in id order), and at least
+    one of every type, so that every building has a donor of its own type."""
+    with connect(warehouse, read_only=True) as con:
+        rows = con.execute(
+            "SELECT building_id FROM (SELECT building_id, row_number() OVER "
+            "(PARTITION BY building_type ORDER BY building_id) AS k, building_type FROM buildings) "
+            "ORDER BY k, building_type "
+            "LIMIT greatest(?, (SELECT count(DISTINCT building_type) FROM buildings))",
+            [size]).fetchall()
+    return [r[0] for r in rows]
+
+
+def copy_tuning(warehouse: Path, sample: list[str]) -> int:
+    """Give every building outside ``sample`` the stored tuning of a sample building of its type
+    (the i-th building of a type gets the (i mod k)-th of the k sample buildings of that type)."""
+    with connect(warehouse) as con, transaction(con):
+        con.execute(
+            """
+            INSERT INTO model_fits (building_id, model, target_week, status, params, tuned_week,
+                                    n_train, run_id)
+            WITH donors AS (
+                SELECT b.building_id AS donor, b.building_type,
+                       row_number() OVER (PARTITION BY b.building_type ORDER BY b.building_id) - 1
+                           AS k,
+                       count(*) OVER (PARTITION BY b.building_type) AS n
+                FROM buildings b WHERE b.building_id IN (SELECT unnest(?::VARCHAR[]))),
+            takers AS (
+                SELECT building_id, building_type,
+                       row_number() OVER (PARTITION BY building_type ORDER BY building_id) - 1 AS i
+                FROM buildings WHERE building_id NOT IN (SELECT unnest(?::VARCHAR[])))
+            SELECT t.building_id, f.model, f.target_week, f.status, f.params, f.tuned_week,
+                   f.n_train, 'benchmark: tuning copied from ' || f.building_id
+            FROM takers t
+            JOIN donors d ON d.building_type = t.building_type AND d.k = t.i % d.n
+            JOIN model_fits f ON f.building_id = d.donor AND f.target_week = ?
+                              AND f.tuned_week = f.target_week AND f.status = 'ok'
+            """, [sample, sample, TUNED_WEEK])
+        return con.execute("SELECT count(*) FROM model_fits WHERE run_id LIKE 'benchmark:%'"
+                           ).fetchone()[0]
+
+
+class TreeMemory:
+    """Peak resident memory of a process and its descendants, sampled on a thread."""
+
+    def __init__(self, pid: int, every: float = 0.2) -> None:
+        self.root, self.every = psutil.Process(pid), every
+        self.peak_total = self.peak_one = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                return
+            sizes = []
+            for proc in procs:
+                try:
+                    sizes.append(proc.memory_info().rss)
+                except psutil.Error:
+                    continue
+            if sizes:
+                self.peak_total = max(self.peak_total, sum(sizes))
+                self.peak_one = max(self.peak_one, max(sizes))
+            self._stop.wait(self.every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_weekly_run(warehouse: Path, args: argparse.Namespace) -> dict:
+    command = [*WADIRO, "forecast", "--warehouse", str(warehouse), "--week", WEEK.isoformat(),
+               "--tuning", "reuse"]
+    if args.workers:
+        command += ["--workers", str(args.workers)]
+    cpu0, wall0 = children_cpu(), time.perf_counter()
+    child = subprocess.Popen(command)
+    memory = TreeMemory(child.pid)
+    code = child.wait()
+    wall, cpu = time.perf_counter() - wall0, children_cpu() - cpu0
+    memory.stop()
+    if code != 0:
+        raise SystemExit(f"the weekly run failed with exit code {code}")
+    return {"wall": wall, "cpu": cpu, "peak_total": memory.peak_total,
+            "peak_one": memory.peak_one}
+
+
+def run_facts(warehouse: Path) -> dict:
+    """The measured run's building-weeks, protocol CPU and model time split by model."""
+    with connect(warehouse, read_only=True) as con:
+        run_id = con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+        status = dict(con.execute(
+            "SELECT status, count(*) FROM window_status WHERE run_id = ? GROUP BY 1", [run_id]
+        ).fetchall())
+        inside = con.execute("SELECT coalesce(sum(compute_time_s), 0) FROM window_status "
+                             "WHERE run_id = ?", [run_id]).fetchone()[0]
+        by_model = con.execute(
+            """SELECT model, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status <> 'ok'),
+                      coalesce(sum(fit_time_s), 0), coalesce(sum(certify_time_s), 0),
+                      count(*) FILTER (WHERE tuned_week = target_week AND model <> 'seasonal_naive')
+               FROM model_fits WHERE run_id = ? GROUP BY model ORDER BY 4 + 5 DESC""",
+            [run_id]).fetchall()
+    return {"run_id": run_id, "status": status, "inside": inside, "by_model": by_model}
+
+
+def report(n: int, m: dict, facts: dict) -> None:
+    cpu_per = m["cpu"] / n
+    outside = 1 - facts["inside"] / m["cpu"] if m["cpu"] else float("nan")
+    print(f"\n== weekly run, {n:,} buildings, --tuning reuse, every model ==")
+    print(f"building-weeks by status: {facts['status']}")
+    rows = [
+        ("wall time", f"{m['wall'] / 60:.1f} min", f"< {GOALS['wall_min']:.0f} min",
+         m["wall"] / 60 < GOALS["wall_min"]),
+        ("CPU per building", f"{cpu_per:.2f} s", f"< {GOALS['cpu_per_building_s']:.0f} s",
+         cpu_per < GOALS["cpu_per_building_s"]),
+        ("peak memory (process tree)", f"{m['peak_total'] / 2**30:.2f} GiB", "-", None),
+        ("largest process", f"{m['peak_one'] / 2**30:.2f} GiB", "-", None),
+        ("CPU outside the protocol", f"{100 * outside:.1f} %",
+         f"< {100 * GOALS['outside_share']:.0f} %", outside < GOALS["outside_share"]),
+    ]
+    for name, value, goal, met in rows:
+        verdict = "" if met is None else ("met" if met else "NOT met")
+        print(f"{name:<28}{value:>14}   goal {goal:<9}{verdict}")
+    print(f"total CPU {m['cpu']:.0f} s: inside the protocol {facts['inside']:.0f} s, "
+          f"outside {m['cpu'] - facts['inside']:.0f} s")
+    print(f"\n{'model':<16}{'ok':>6}{'failed':>8}{'tuned':>9}{'refit s/bldg':>14}"
+          f"{'certify s/bldg':>16}")
+    for model, ok, failed, fit, certify, retuned in facts["by_model"]:
+        print(f"{model:<16}{ok:>6}{failed:>8}{retuned:>9}{fit / n:>14.3f}{certify / n:>16.3f}")
+    print("(refit: the final fit on the 12 weeks; each learned model also fits the 11 weeks "
+          "before the validation week, which is counted inside the protocol but not here)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--buildings", type=int, default=1000)
+    parser.add_argument("--sample", type=int, default=12,
+                        help="buildings tuned by the short tuning run (default 12)")
+    parser.add_argument("--trials", type=int, default=5, help="TPE trials of that run")
+    parser.add_argument("--workers", type=int, default=None, help="default: cores")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="build the warehouse in this folder and keep it")
+    args = parser.parse_args()
+    os.environ.pop("PREFECT_API_URL", None)  # the command line's own engine, no server
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        warehouse = folder / "fleet.duckdb"
+        if warehouse.exists():
+            raise SystemExit(f"{warehouse} exists; give an empty --keep folder")
+        wadiro("ingest", "synthetic", "--warehouse", str(warehouse), "--buildings",
+               str(args.buildings), "--start", START.isoformat(), "--weeks", str(WEEKS))
+        sample = tuning_sample(warehouse, min(args.sample, args.buildings))
+        started = time.perf_counter()
+        wadiro("forecast", "--warehouse", str(warehouse), "--week", TUNED_WEEK.isoformat(),
+               "--tuning", "per-window", "--trials", str(args.trials),
+               "--buildings", ",".join(sample), quiet=True)
+        copied = copy_tuning(warehouse, sample)
+        print(f"set-up: tuned {len(sample)} sample buildings ({args.trials} trials, "
+              f"{time.perf_counter() - started:.0f} s); copied {copied:,} stored tunings to the "
+              f"other {args.buildings - len(sample):,} buildings", flush=True)
+        measured = measure_weekly_run(warehouse, args)
+        report(args.buildings, measured, run_facts(warehouse))
+
+
+if __name__ == "__main__":
+    main()
