@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
@@ -19,6 +19,7 @@ from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
 from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
+    IssuedForecast,
     StoredParams,
     forecast_building_week,
 )
@@ -47,6 +48,9 @@ class BuildingJob:
     stored_params: dict[str, StoredParams] = field(default_factory=dict)
     track_record: dict[date, dict[str, WeekScore]] = field(default_factory=dict)
     """The building's earlier scored weeks: target week -> model -> MAE and coverage."""
+    issued: dict[str, IssuedForecast] = field(default_factory=dict)
+    """Each model's forecast issued for the week before the first target week (read under
+    ``tuning="reuse"``, where it can stand in for the validation fit)."""
 
 
 def failed_results(
@@ -67,8 +71,9 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
 
     A building's weeks run in order: each week's scores join its track record for the
     publication step of the weeks after it (they are over by then), and under
-    ``tuning="reuse"`` each week's fresh tuning is what the weeks after it reuse, exactly as if
-    the weeks had run one run at a time.
+    ``tuning="reuse"`` each week's fresh tuning is what the weeks after it reuse, and each
+    week's forecasts are the issued forecasts the next week validates on, exactly as if the
+    weeks had run one run at a time.
 
     BLAS is pinned to one thread: parallelism comes from running batches side by side, and
     two BLAS threads per solve were measured to be much slower on small machines. Both this and
@@ -82,13 +87,14 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     for job in jobs:
         record = dict(job.track_record)
         stored = dict(job.stored_params)
+        issued = {min(job.weeks, default=None): job.issued}  # by the week that validates on it
         for week in sorted(job.weeks):
             try:
                 result = forecast_building_week(
                     job.hours, building_id=job.info.building_id,
                     timezone=job.info.timezone, holiday_country=job.info.holiday_country,
                     holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
-                    stored_params=stored, track_record=record,
+                    stored_params=stored, track_record=record, issued=issued.get(week),
                 )
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
                 results += failed_results(job.info.building_id, [week], exc)
@@ -99,4 +105,9 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
             # ... and a tuning done this week is the one the next weeks reuse.
             stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
                            if o.status == "ok" and o.tuned_week == week and o.trials})
+            # ... and its forecasts are what the next week's validation week was issued.
+            index = pd.DatetimeIndex(result.test_ts)
+            issued[week + timedelta(weeks=1)] = {
+                o.model: IssuedForecast(dict(o.params), pd.Series(o.y_hat, index=index))
+                for o in result.outcomes if o.status == "ok" and o.params is not None}
     return results

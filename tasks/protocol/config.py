@@ -12,7 +12,7 @@ protocol is ``feature_set="paper", target="load", bound_target_week=False``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
@@ -136,6 +136,15 @@ class ForecastConfig(BaseModel):
     def forecast_config(self) -> ForecastConfig:
         """Only the fields of :class:`ForecastConfig` (subclasses add where and how to run)."""
         return ForecastConfig(**{name: getattr(self, name) for name in ForecastConfig.model_fields})
+
+    PROTOCOL_FIELDS: ClassVar[tuple[str, ...]] = (
+        "feature_set", "target", "bound_target_week", "history_weeks", "model_options")
+    """The fields that, with a model's hyperparameters, decide what its forecast is: a forecast
+    issued under other values is not this configuration's forecast."""
+
+    def protocol_record(self) -> dict[str, Any]:
+        """:attr:`PROTOCOL_FIELDS` as they are recorded in ``runs.parameters`` (JSON values)."""
+        return self.model_dump(mode="json", include=set(self.PROTOCOL_FIELDS))
 
     def as_record(self) -> dict[str, Any]:
         """JSON-ready parameters for the ``runs`` table, search spaces included."""

@@ -9,7 +9,11 @@ Every model is tuned and refitted in isolation: a model that fails (every trial 
 error in the refit) records its status and error, and the other models go on. Each learned
 model also forecasts the validation week from the weeks before it (the best tuning trial does
 exactly that); those errors calibrate its intervals and let the publication step compare it
-with seasonal naive using only what is known when the forecast is issued.
+with seasonal naive using only what is known when the forecast is issued. Under
+``--tuning reuse`` that validation forecast is, when it exists, the one the model actually
+issued for that week a week ago with the same hyperparameters and protocol
+(:class:`IssuedForecast`): a second fit is then not needed, and the errors are those of real
+issued forecasts (with the weather the model had then, forecast weather in the live loop).
 
 A learned model predicts either the load itself (``target="load"``, the paper) or the
 correction to the persistence forecast (``target="residual"``: load = persistence + r). A
@@ -56,6 +60,24 @@ class StoredParams:
     tuned_week: date
 
 
+@dataclass(frozen=True)
+class IssuedForecast:
+    """A model's forecast of an earlier week as it was issued: its hyperparameters and its
+    hourly load forecast indexed by UTC hour."""
+
+    params: dict[str, Any]
+    y_hat: pd.Series
+
+
+ISSUED_MIN_SHARE = 0.9
+"""An issued forecast serves as the validation forecast only when it covers at least this share
+of the validation week's usable hours."""
+
+VALIDATION_SOURCES = ("tuning", "refit", "issued")
+"""Where a learned model's validation forecast came from: the best tuning trial, a fit on the
+weeks before the validation week, or the forecast issued for that week a week ago."""
+
+
 @dataclass
 class ModelOutcome:
     """One model's result for one (building, week)."""
@@ -70,6 +92,7 @@ class ModelOutcome:
     intervals: Intervals = field(default_factory=Intervals)
     scores: Scores | None = None
     validation_mae: float | None = None
+    validation_source: str | None = None
     solver: str | None = None
     solver_status: str | None = None
     objective: float | None = None
@@ -113,6 +136,7 @@ class _Part:
     target: np.ndarray
     base: np.ndarray
     load: np.ndarray
+    ts: pd.DatetimeIndex
 
     def to_load(self, prediction: np.ndarray) -> np.ndarray:
         return self.base + np.asarray(prediction, dtype=float)
@@ -122,11 +146,26 @@ def _part(window: Window, name: str, target: str) -> _Part:
     """Rows of part ``name`` in the target's units. For the residual target, history rows
     without a persistence value are left out; test rows are all kept (their forecast is NaN)."""
     X, load = window.xy(name)
+    frame = getattr(window, name)
+    ts = pd.DatetimeIndex(frame[TS])
     if target == "load":
-        return _Part(X, load, np.zeros(len(load)), load)
-    base = getattr(window, name)[PERSISTENCE].to_numpy(dtype=np.float64)
+        return _Part(X, load, np.zeros(len(load)), load, ts)
+    base = frame[PERSISTENCE].to_numpy(dtype=np.float64)
     keep = np.isfinite(base) if name != "test" else np.ones(len(base), dtype=bool)
-    return _Part(X[keep], (load - base)[keep], base[keep], load[keep])
+    return _Part(X[keep], (load - base)[keep], base[keep], load[keep], ts[keep])
+
+
+def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
+                   validation: _Part) -> np.ndarray | None:
+    """Validation errors of the forecast issued for the validation week, when it was made with
+    ``params`` and covers enough of the week's rows; else None (the model is fitted again)."""
+    if issued is None or dict(issued.params) != dict(params) or not len(validation.load):
+        return None
+    y_hat = issued.y_hat.reindex(validation.ts).to_numpy(dtype=np.float64)
+    found = np.isfinite(y_hat)
+    if found.sum() < ISSUED_MIN_SHARE * len(y_hat):
+        return None
+    return (validation.load - y_hat)[found]
 
 
 def _floor_params(spec: ModelSpec, part: _Part, target: str) -> dict[str, Any]:
@@ -182,6 +221,7 @@ def _run_model(
     building_id: str,
     stored: StoredParams | None,
     record: TrackRecord | None = None,
+    issued: IssuedForecast | None = None,
 ) -> ModelOutcome:
     spec = MODELS[name]
     if not spec.is_learned:
@@ -198,9 +238,13 @@ def _run_model(
     try:
         if stored is not None and config.tuning == "reuse":
             outcome.params, outcome.tuned_week = dict(stored.params), stored.tuned_week
-            fitted = maker(fit)(**outcome.params).fit(
-                fit.X, fit.target, **_bound_points(spec, validation, config))
-            validation_prediction = fitted.predict(validation.X)
+            errors = _issued_errors(issued, outcome.params, validation)
+            outcome.validation_source = "issued"
+            if errors is None:
+                fitted = maker(fit)(**outcome.params).fit(
+                    fit.X, fit.target, **_bound_points(spec, validation, config))
+                errors = validation.load - validation.to_load(fitted.predict(validation.X))
+                outcome.validation_source = "refit"
         else:
             result = tune(
                 maker(fit), spec.search_space, fit.X, fit.target, validation.X,
@@ -210,9 +254,8 @@ def _run_model(
             )
             outcome.trials, outcome.tuning_time_s = result.trials, result.elapsed_s
             outcome.params, outcome.tuned_week = result.best_params, window.week
-            validation_prediction = result.best_prediction
-        validation_forecast = validation.to_load(validation_prediction)
-        errors = validation.load - validation_forecast
+            errors = validation.load - validation.to_load(result.best_prediction)
+            outcome.validation_source = "tuning"
         outcome.validation_mae = float(np.mean(np.abs(errors)))
         started = time.perf_counter()
         model = maker(train)(**outcome.params).fit(
@@ -296,6 +339,7 @@ def forecast_building_week(
     config: ForecastConfig,
     stored_params: Mapping[str, StoredParams] | None = None,
     track_record: TrackRecord | None = None,
+    issued: Mapping[str, IssuedForecast] | None = None,
 ) -> BuildingWeekResult:
     """Run the protocol for one building and target week on its hourly frame.
 
@@ -304,7 +348,9 @@ def forecast_building_week(
     latest tuning results per model for ``--tuning reuse``; entries older than
     ``config.reuse_max_age_weeks`` are ignored (the model is tuned again). ``track_record`` is
     how the models did in the building's earlier weeks: the publication step weighs it, and
-    the intervals adapt their level to the coverage it shows.
+    the intervals adapt their level to the coverage it shows. ``issued`` holds each model's
+    forecast issued for the week before ``week`` (the validation week); under ``--tuning
+    reuse`` it replaces the validation fit where its hyperparameters are the ones reused.
 
     When the window cannot feed the learned models (too little history, no weather), only the
     persistence models run, so the week still gets a forecast whenever last week's load exists.
@@ -336,8 +382,8 @@ def forecast_building_week(
         stored = (stored_params or {}).get(name)
         if stored is not None and window.week - stored.tuned_week > max_age:
             stored = None
-        result.outcomes.append(
-            _run_model(name, window, config, building_id, stored, track_record))
+        result.outcomes.append(_run_model(name, window, config, building_id, stored,
+                                          track_record, (issued or {}).get(name)))
     result.publication = _publish(window, result.outcomes, track_record, config.max_l_eps)
     result.compute_time_s = time.thread_time() - started
     return result

@@ -21,7 +21,11 @@ from wadiro_fleet.tasks.warehouse.hours import (
     load_many_building_hours,
 )
 from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
-from wadiro_fleet.tasks.warehouse.results import load_stored_params, load_track_record
+from wadiro_fleet.tasks.warehouse.results import (
+    load_issued_forecasts,
+    load_stored_params,
+    load_track_record,
+)
 
 
 def load_jobs(
@@ -29,7 +33,8 @@ def load_jobs(
 ) -> list[BuildingJob]:
     """One batch's jobs: hours from the history of the first week through the end of the last,
     the building's scores of the weeks before the first (its track record), and (under
-    ``tuning="reuse"``) the latest stored tuning per model."""
+    ``tuning="reuse"``) the latest stored tuning per model and the forecasts issued for the
+    week before the first, which its validation can use instead of fitting again."""
     with connect(warehouse, read_only=True) as con:
         infos = load_buildings_info(con, ids)
         tz = next(iter(infos.values())).timezone
@@ -39,13 +44,15 @@ def load_jobs(
                                    feature_set=config.feature_set)
         # A day of slack on both sides covers buildings in other time zones of the batch.
         hours = load_many_building_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
-        stored = (load_stored_params(con, ids, config.models, weeks[0])
-                  if config.tuning == "reuse" else {})
+        reuse = config.tuning == "reuse"
+        stored = load_stored_params(con, ids, config.models, weeks[0]) if reuse else {}
+        issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
+                  if reuse else {})
         record = load_track_record(con, ids, weeks[0], RECORD_WEEKS)
     return [
         BuildingJob(info=infos[bid], hours=frame.drop(columns="building_id").reset_index(drop=True),
                     weeks=tuple(weeks), stored_params=stored.get(bid, {}),
-                    track_record=record.get(bid, {}))
+                    track_record=record.get(bid, {}), issued=issued.get(bid, {}))
         for bid, frame in hours.groupby("building_id", sort=False)
     ]
 

@@ -17,7 +17,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, StoredParams
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, IssuedForecast, StoredParams
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
 from wadiro_fleet.tasks.protocol.track_record import WeekScore
 from wadiro_fleet.tasks.warehouse.connection import transaction
@@ -64,6 +65,7 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 "solver_status": out.solver_status, "objective": out.objective,
                 "fit_time_s": out.fit_time_s, "tuning_time_s": out.tuning_time_s,
                 "n_train": out.n_train, "run_id": run_id, "validation_mae": out.validation_mae,
+                "validation_source": out.validation_source,
                 "l_eps": out.l_eps, "l_eps_lower": out.l_eps_lower,
                 "l_eps_status": out.l_eps_status, "oos_bound_kwh": out.oos_bound_kwh,
                 "certify_time_s": out.certify_time_s,
@@ -202,6 +204,40 @@ def load_stored_params(
     for building_id, model, params, tuned_week in rows:
         stored[building_id][model] = StoredParams(json.loads(params), tuned_week)
     return dict(stored)
+
+
+def load_issued_forecasts(
+    con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], week: date,
+    config: ForecastConfig,
+) -> dict[str, dict[str, IssuedForecast]]:
+    """Per building, each learned model's stored forecast of ``week`` with the hyperparameters
+    it was made with, where the run that made it used ``config``'s protocol
+    (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`)."""
+    rows = con.execute(
+        """
+        SELECT f.building_id, f.model, m.params, r.parameters,
+               list(f.ts ORDER BY f.ts), list(f.y_hat ORDER BY f.ts)
+        FROM forecasts f
+        JOIN model_fits m ON m.building_id = f.building_id AND m.model = f.model
+                         AND m.target_week = f.target_week AND m.run_id = f.run_id
+        JOIN runs r ON r.run_id = f.run_id
+        WHERE f.target_week = ? AND m.status = 'ok' AND m.params IS NOT NULL
+          AND f.building_id IN (SELECT unnest(?::VARCHAR[]))
+          AND f.model IN (SELECT unnest(?::VARCHAR[]))
+        GROUP BY ALL
+        """,
+        [week, list(building_ids), list(config.models)],
+    ).fetchall()
+    wanted = config.protocol_record()
+    issued: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
+    for building_id, model, params, parameters, ts, y_hat in rows:
+        recorded = json.loads(parameters)
+        if any(recorded.get(name) != value for name, value in wanted.items()):
+            continue
+        index = pd.DatetimeIndex(pd.to_datetime(ts, utc=True))
+        values = np.array([np.nan if v is None else v for v in y_hat], dtype=np.float64)
+        issued[building_id][model] = IssuedForecast(json.loads(params), pd.Series(values, index=index))
+    return dict(issued)
 
 
 def load_track_record(

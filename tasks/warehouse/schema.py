@@ -151,7 +151,8 @@ RESULT_TABLES: dict[str, str] = {
             l_eps_lower    DOUBLE,
             l_eps_status   VARCHAR,
             oos_bound_kwh  DOUBLE,
-            certify_time_s DOUBLE
+            certify_time_s DOUBLE,
+            validation_source VARCHAR
         )""",
     "publications": """
         CREATE TABLE IF NOT EXISTS publications (
@@ -165,7 +166,10 @@ RESULT_TABLES: dict[str, str] = {
 }
 """``model_fits.status``: 'ok' | 'failed' | 'skipped'; ``tuned_week`` is the target week whose
 tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``);
-``validation_mae`` is the model's error on the validation week, fitted on the weeks before it.
+``validation_mae`` is the model's error on the validation week, forecast from the weeks before
+it; ``validation_source`` says by what: 'tuning' (the best trial), 'refit' (a fit with the reused
+hyperparameters) or 'issued' (the forecast the model issued for that week a week earlier with
+the same hyperparameters and protocol, under ``--tuning reuse``).
 ``forecasts.y_lo_80 ... y_hi_95`` are the 80 % and 95 % prediction intervals and
 ``scores.coverage_*`` / ``width_*`` their share of actuals inside and mean width.
 ``publications`` holds the one forecast per building-week an operator uses: its model, why it
@@ -196,6 +200,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model_fits", "l_eps_status", "VARCHAR"),
     ("model_fits", "oos_bound_kwh", "DOUBLE"),
     ("model_fits", "certify_time_s", "DOUBLE"),
+    ("model_fits", "validation_source", "VARCHAR"),
     ("weather", "issued_at", "TIMESTAMPTZ"),
     ("window_status", "n_test_weather_observed", "INTEGER"),
     ("window_status", "n_test_weather_forecast", "INTEGER"),
