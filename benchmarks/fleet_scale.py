@@ -3,8 +3,8 @@ of CPU spent outside the forecasting protocol, for a synthetic fleet (default 1,
 
 Set-up (not timed), in a temporary directory unless ``--keep DIR``:
 
-1. ``wadiro ingest synthetic``: N buildings, 14 weeks from 2024-01-01, so the 14th week
-   (2024-04-01) has its 12 weeks of history and the lags' lookback.
+1. ``wadiro ingest synthetic``: N buildings, 13 + K weeks from 2024-01-01, so the 14th week
+   (2024-04-01), the first measured one, has its 12 weeks of history and the lags' lookback.
 2. Tuning stored beforehand by a short tuning run: ``wadiro forecast --week <the week before>
    --tuning per-window --trials T`` on a sample of S buildings (spread over the building types).
    Every other building then gets, as its stored tuning of that week, the hyperparameters of a
@@ -13,9 +13,14 @@ Set-up (not timed), in a temporary directory unless ``--keep DIR``:
    take hours, and the weekly run's cost depends on the hyperparameters' sizes, not on whose
    window chose them.
 
-Measured: ``wadiro forecast --week 2024-04-01 --tuning reuse`` with every model and the
-deployment's defaults (processes runner, one worker per core, batches of 2), as a child process,
-exactly as the weekly deployment's flow runs it without a Prefect server:
+Measured: K consecutive weekly runs (``--weeks``, default 2), each ``wadiro forecast --week
+MONDAY --tuning reuse`` with every model and the deployment's defaults (processes runner, one
+worker per core, batches of 2), as a child process, exactly as the weekly deployment's flow runs
+it without a Prefect server. The first is the first week after the tuning run: the buildings
+whose tuning was copied have no forecast of the week before, so every learned model also fits
+the 11 weeks before the validation week. From the second on, the weekly run is in its steady
+state: the forecasts issued a week earlier are the validation forecasts (``validation_source``).
+For each run:
 
 * wall: ``time.perf_counter`` around the child;
 * CPU: user + system time of the child and every process it started (``getrusage`` of the
@@ -27,8 +32,8 @@ exactly as the weekly deployment's flow runs it without a Prefect server:
   Prefect, reading the warehouse, moving data to and from workers, writing results -- is
   outside it. Model fitting itself is split by model from ``model_fits``.
 
-    python benchmarks/fleet_scale.py                       # 1,000 buildings (about an hour here)
-    python benchmarks/fleet_scale.py --buildings 20 --sample 4
+    python benchmarks/fleet_scale.py                       # 1,000 buildings, two weekly runs
+    python benchmarks/fleet_scale.py --buildings 100 --weeks 3
 """
 
 from __future__ import annotations
@@ -49,8 +54,7 @@ import psutil
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 
 START = date(2024, 1, 1)
-WEEKS = 14
-WEEK = date(2024, 4, 1)  # the 14th local week of the fleet
+WEEK = date(2024, 4, 1)  # the 14th local week of the fleet: the first measured weekly run
 TUNED_WEEK = WEEK - timedelta(weeks=1)
 GOALS = {"wall_min": 30.0, "cpu_per_building_s": 2.0, "outside_share": 0.05}
 WADIRO = [str(Path(sys.executable).with_name("wadiro"))]  # the installed command, as a user runs it
@@ -141,8 +145,8 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_weekly_run(warehouse: Path, args: argparse.Namespace) -> dict:
-    command = [*WADIRO, "forecast", "--warehouse", str(warehouse), "--week", WEEK.isoformat(),
+def measure_weekly_run(warehouse: Path, week: date, args: argparse.Namespace) -> dict:
+    command = [*WADIRO, "forecast", "--warehouse", str(warehouse), "--week", week.isoformat(),
                "--tuning", "reuse"]
     if args.workers:
         command += ["--workers", str(args.workers)]
@@ -170,16 +174,18 @@ def run_facts(warehouse: Path) -> dict:
         by_model = con.execute(
             """SELECT model, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status <> 'ok'),
                       coalesce(sum(fit_time_s), 0), coalesce(sum(certify_time_s), 0),
-                      count(*) FILTER (WHERE tuned_week = target_week AND model <> 'seasonal_naive')
+                      count(*) FILTER (WHERE validation_source = 'tuning'),
+                      count(*) FILTER (WHERE validation_source = 'refit'),
+                      count(*) FILTER (WHERE validation_source = 'issued')
                FROM model_fits WHERE run_id = ? GROUP BY model ORDER BY 4 + 5 DESC""",
             [run_id]).fetchall()
     return {"run_id": run_id, "status": status, "inside": inside, "by_model": by_model}
 
 
-def report(n: int, m: dict, facts: dict) -> None:
+def report(n: int, week: date, m: dict, facts: dict) -> None:
     cpu_per = m["cpu"] / n
     outside = 1 - facts["inside"] / m["cpu"] if m["cpu"] else float("nan")
-    print(f"\n== weekly run, {n:,} buildings, --tuning reuse, every model ==")
+    print(f"\n== weekly run of {week}, {n:,} buildings, --tuning reuse, every model ==")
     print(f"building-weeks by status: {facts['status']}")
     rows = [
         ("wall time", f"{m['wall'] / 60:.1f} min", f"< {GOALS['wall_min']:.0f} min",
@@ -196,12 +202,14 @@ def report(n: int, m: dict, facts: dict) -> None:
         print(f"{name:<28}{value:>14}   goal {goal:<9}{verdict}")
     print(f"total CPU {m['cpu']:.0f} s: inside the protocol {facts['inside']:.0f} s, "
           f"outside {m['cpu'] - facts['inside']:.0f} s")
-    print(f"\n{'model':<16}{'ok':>6}{'failed':>8}{'tuned':>9}{'refit s/bldg':>14}"
-          f"{'certify s/bldg':>16}")
-    for model, ok, failed, fit, certify, retuned in facts["by_model"]:
-        print(f"{model:<16}{ok:>6}{failed:>8}{retuned:>9}{fit / n:>14.3f}{certify / n:>16.3f}")
-    print("(refit: the final fit on the 12 weeks; each learned model also fits the 11 weeks "
-          "before the validation week, which is counted inside the protocol but not here)")
+    print(f"\n{'model':<16}{'ok':>6}{'failed':>8}{'fit s/bldg':>12}{'certify s/bldg':>16}"
+          f"   validation forecast: tuned / refit / issued")
+    for model, ok, failed, fit, certify, *sources in facts["by_model"]:
+        print(f"{model:<16}{ok:>6}{failed:>8}{fit / n:>12.3f}{certify / n:>16.3f}   "
+              f"{' / '.join(str(k) for k in sources)}")
+    print("(fit: the final fit on the 12 weeks; a 'refit' validation forecast is one more fit on "
+          "the 11 weeks before the validation week, inside the protocol's CPU but not in this "
+          "column)")
 
 
 def main() -> None:
@@ -210,6 +218,8 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=12,
                         help="buildings tuned by the short tuning run (default 12)")
     parser.add_argument("--trials", type=int, default=5, help="TPE trials of that run")
+    parser.add_argument("--weeks", type=int, default=2,
+                        help="consecutive weekly runs to measure (default 2)")
     parser.add_argument("--workers", type=int, default=None, help="default: cores")
     parser.add_argument("--keep", type=Path, default=None,
                         help="build the warehouse in this folder and keep it")
@@ -222,7 +232,7 @@ def main() -> None:
         if warehouse.exists():
             raise SystemExit(f"{warehouse} exists; give an empty --keep folder")
         wadiro("ingest", "synthetic", "--warehouse", str(warehouse), "--buildings",
-               str(args.buildings), "--start", START.isoformat(), "--weeks", str(WEEKS))
+               str(args.buildings), "--start", START.isoformat(), "--weeks", str(13 + args.weeks))
         sample = tuning_sample(warehouse, min(args.sample, args.buildings))
         started = time.perf_counter()
         wadiro("forecast", "--warehouse", str(warehouse), "--week", TUNED_WEEK.isoformat(),
@@ -232,8 +242,11 @@ def main() -> None:
         print(f"set-up: tuned {len(sample)} sample buildings ({args.trials} trials, "
               f"{time.perf_counter() - started:.0f} s); copied {copied:,} stored tunings to the "
               f"other {args.buildings - len(sample):,} buildings", flush=True)
-        measured = measure_weekly_run(warehouse, args)
-        report(args.buildings, measured, run_facts(warehouse))
+        for k in range(args.weeks):
+            week = WEEK + timedelta(weeks=k)
+            report(args.buildings, week, measure_weekly_run(warehouse, week, args),
+                   run_facts(warehouse))
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
