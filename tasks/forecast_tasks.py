@@ -41,7 +41,12 @@ from wadiro_fleet.tasks.warehouse.pending import (
     write_pending,
 )
 from wadiro_fleet.tasks.warehouse.results import rescore_forecasts, write_results
-from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_start
+from wadiro_fleet.tasks.warehouse.runs import (
+    NotForecast,
+    RunSummary,
+    not_forecast_rows,
+    record_run_start,
+)
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import (
     default_target_week,
@@ -259,41 +264,6 @@ def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None) ->
     """The weekly run's default target week (:func:`choose_week`)."""
     with connect(warehouse, read_only=True) as con:
         return choose_week(con, buildings)
-
-
-@dataclass(frozen=True)
-class NotForecast:
-    """A building-week of a run that the learned models could not forecast, and why."""
-
-    building_id: str
-    week: date
-    status: str
-    reason: str
-    published: str | None
-    """The model published instead (seasonal naive), or None: no forecast at all."""
-
-    def line(self) -> str:
-        instead = (f"published {self.published} instead" if self.published
-                   else "no forecast published")
-        return f"{self.building_id} {self.week}: {self.status}: {self.reason} ({instead})"
-
-    def record(self) -> dict[str, Any]:
-        return {"building_id": self.building_id, "target_week": self.week.isoformat(),
-                "status": self.status, "reason": self.reason,
-                "published": self.published or ""}
-
-
-def not_forecast_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[NotForecast]:
-    """The run's building-weeks whose window status is not ``ok``, from ``window_status``."""
-    rows = con.execute(
-        """
-        SELECT w.building_id, w.target_week, w.status, coalesce(w.reason, ''), p.model
-        FROM window_status w
-        LEFT JOIN publications p USING (building_id, target_week)
-        WHERE w.run_id = ? AND w.status <> 'ok'
-        ORDER BY w.target_week, w.building_id
-        """, [run_id]).fetchall()
-    return [NotForecast(*row) for row in rows]
 
 
 @task(name="not-forecast", cache_policy=NO_CACHE)

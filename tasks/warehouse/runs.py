@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
+from typing import Any
+
 import duckdb
 from wadiro_fleet.tasks.errors import RunStoppedError
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
@@ -65,6 +67,41 @@ class RunSummary:
         return "completed", None
 
 
+@dataclass(frozen=True)
+class NotForecast:
+    """A building-week of a run that the learned models could not forecast, and why."""
+
+    building_id: str
+    week: date
+    status: str
+    reason: str
+    published: str | None
+    """The model published instead (seasonal naive), or None: no forecast at all."""
+
+    def line(self) -> str:
+        instead = (f"published {self.published} instead" if self.published
+                   else "no forecast published")
+        return f"{self.building_id} {self.week}: {self.status}: {self.reason} ({instead})"
+
+    def record(self) -> dict[str, Any]:
+        return {"building_id": self.building_id, "target_week": self.week.isoformat(),
+                "status": self.status, "reason": self.reason,
+                "published": self.published or ""}
+
+
+def not_forecast_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[NotForecast]:
+    """The run's building-weeks whose window status is not ``ok``, from ``window_status``."""
+    rows = con.execute(
+        """
+        SELECT w.building_id, w.target_week, w.status, coalesce(w.reason, ''), p.model
+        FROM window_status w
+        LEFT JOIN publications p USING (building_id, target_week)
+        WHERE w.run_id = ? AND w.status <> 'ok'
+        ORDER BY w.target_week, w.building_id
+        """, [run_id]).fetchall()
+    return [NotForecast(*row) for row in rows]
+
+
 def record_run_start(
     con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str
 ) -> None:
@@ -100,4 +137,4 @@ def record_run_end(
     return status
 
 
-__all__ = ["RunSummary", "record_run_end", "record_run_start"]
+__all__ = ["NotForecast", "RunSummary", "not_forecast_rows", "record_run_end", "record_run_start"]
