@@ -1,7 +1,8 @@
 """Which forecast of a building-week is published: the paper's select-check-deploy loop.
 
 Only what is known when the forecast is issued decides: each model's error on the validation
-week (fitted on the weeks before it, as in tuning), its record on this building's earlier
+week (forecast from the weeks before it: by tuning, a refit, or the forecast issued a week
+earlier under tuning reuse), its record on this building's earlier
 weeks, its solver status and whether its forecast is physically sane (complete, never
 negative). A learned model is published only when it is expected to beat the persistence
 forecast (``seasonal_naive``, last week's load); otherwise seasonal naive is published, and so
