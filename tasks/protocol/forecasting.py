@@ -73,11 +73,6 @@ ISSUED_MIN_SHARE = 0.9
 """An issued forecast serves as the validation forecast only when it covers at least this share
 of the validation week's usable hours."""
 
-VALIDATION_SOURCES = ("tuning", "refit", "issued")
-"""Where a learned model's validation forecast came from: the best tuning trial, a fit on the
-weeks before the validation week, or the forecast issued for that week a week ago."""
-
-
 @dataclass
 class ModelOutcome:
     """One model's result for one (building, week)."""
@@ -93,6 +88,8 @@ class ModelOutcome:
     scores: Scores | None = None
     validation_mae: float | None = None
     validation_source: str | None = None
+    """Where the validation forecast came from: ``tuning`` (the best trial), ``refit`` (a fit on
+    the weeks before the validation week) or ``issued`` (the forecast issued for it a week ago)."""
     solver: str | None = None
     solver_status: str | None = None
     objective: float | None = None

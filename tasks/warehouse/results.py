@@ -210,7 +210,7 @@ def load_issued_forecasts(
     con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], week: date,
     config: ForecastConfig,
 ) -> dict[str, dict[str, IssuedForecast]]:
-    """Per building, each learned model's stored forecast of ``week`` with the hyperparameters
+    """Per building, each model's stored forecast of ``week`` with the hyperparameters
     it was made with, where the run that made it used ``config``'s protocol
     (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`)."""
     rows = con.execute(
