@@ -292,7 +292,7 @@ def weekly_forecast_flow(
 ) -> RunSummary:
     """One target week for the fleet (default: the week after the latest readings when its
     weather, observed or forecast, is stored; see
-    :func:`~wadiro_fleet.tasks.forecast_tasks.choose_week`).
+    :func:`~wadiro_fleet.tasks.warehouse.selection.choose_week`).
 
     First scores the last weeks' forecasts again where their actuals have arrived since, so a
     forecast made before its week happened is scored by the first run after its readings are in.

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-import duckdb
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -32,7 +31,6 @@ from wadiro_fleet.tasks.provenance import code_version
 from wadiro_fleet.tasks.report import run_leaderboard
 from wadiro_fleet.tasks.warehouse.batches import load_batch
 from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError, connect
-from wadiro_fleet.tasks.warehouse.hours import next_week_inputs
 from wadiro_fleet.tasks.warehouse.pending import (
     LoadReport,
     PendingResults,
@@ -49,7 +47,8 @@ from wadiro_fleet.tasks.warehouse.runs import (
 )
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import (
-    default_target_week,
+    ChosenWeek,
+    choose_week,
     fleet_building_ids,
 )
 
@@ -220,45 +219,6 @@ def load_pending_results(warehouse: str) -> LoadReport:
         return write_pending(con, warehouse)
 
 
-@dataclass(frozen=True)
-class ChosenWeek:
-    """The weekly run's default target week and why it is that one (for the run's log);
-    ``complete`` is False when the week after the latest readings lacked weather."""
-
-    week: date
-    why: str
-    complete: bool = True
-
-
-def choose_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> ChosenWeek:
-    """The default target week of the weekly run, from what is stored.
-
-    The week after the latest reading (its history has ended; its own readings are not needed
-    to forecast it) when its weather, observed or forecast, is stored for enough of its hours
-    that the window's gap rule fills the rest (at most half the week missing, at the best
-    covered of the selected sites). Otherwise the latest week whose history has ended and
-    whose stored weather reaches its end (the rule of a warehouse whose readings and weather
-    end together, e.g. an archive), and ``complete`` is False.
-    """
-    ids = fleet_building_ids(con, buildings)
-    inputs = next_week_inputs(con, ids)
-    if inputs is not None and inputs.weather_suffices:
-        return ChosenWeek(inputs.next_week, (
-            f"the week after the latest readings; weather stored for {inputs.weather_hours} "
-            f"of its {inputs.hours} hours"))
-    week = default_target_week(con, buildings)
-    assert inputs is not None  # default_target_week raises without readings
-    short = (f"the week after the latest readings, {inputs.next_week}, has weather for only "
-             f"{inputs.weather_hours} of its {inputs.hours} hours")
-    if week == inputs.next_week:  # stored weather reaches its end, with long gaps
-        return ChosenWeek(week, f"{short}: its building-weeks short of weather get status "
-                          "no_weather", complete=False)
-    return ChosenWeek(week, (
-        f"{short}, so the latest week whose weather is stored is forecast instead; to forecast "
-        f"{inputs.next_week}, ingest its weather (`wadiro ingest weather FILE --kind forecast`) "
-        "and run again"), complete=False)
-
-
 @task(name="latest-forecastable-week", **_STORAGE)
 def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None) -> ChosenWeek:
     """The weekly run's default target week (:func:`choose_week`)."""
@@ -329,7 +289,6 @@ __all__ = [
     "close_run",
     "forecast_batch",
     "latest_forecastable_week",
-    "choose_week",
     "load_pending_results",
     "not_forecast",
     "not_forecast_rows",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pandas as pd
 from wadiro_fleet.tasks.errors import EmptySelectionError
 from wadiro_fleet.tasks.protocol.weeks import latest_complete_week
 from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import load_buildings_info
+from wadiro_fleet.tasks.warehouse.hours import load_buildings_info, next_week_inputs
 
 
 def has_buildings(warehouse: str | Path) -> bool:
@@ -86,3 +87,42 @@ def default_target_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str]
     by_weather = latest_complete_week(pd.Timestamp(weather_end) + one_hour, timezone,
                                       include_test_week=True)
     return min(by_history, by_weather)
+
+
+@dataclass(frozen=True)
+class ChosenWeek:
+    """The weekly run's default target week and why it is that one (for the run's log);
+    ``complete`` is False when the week after the latest readings lacked weather."""
+
+    week: date
+    why: str
+    complete: bool = True
+
+
+def choose_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> ChosenWeek:
+    """The default target week of the weekly run, from what is stored.
+
+    The week after the latest reading (its history has ended; its own readings are not needed
+    to forecast it) when its weather, observed or forecast, is stored for enough of its hours
+    that the window's gap rule fills the rest (at most half the week missing, at the best
+    covered of the selected sites). Otherwise the latest week whose history has ended and
+    whose stored weather reaches its end (the rule of a warehouse whose readings and weather
+    end together, e.g. an archive), and ``complete`` is False.
+    """
+    ids = fleet_building_ids(con, buildings)
+    inputs = next_week_inputs(con, ids)
+    if inputs is not None and inputs.weather_suffices:
+        return ChosenWeek(inputs.next_week, (
+            f"the week after the latest readings; weather stored for {inputs.weather_hours} "
+            f"of its {inputs.hours} hours"))
+    week = default_target_week(con, buildings)
+    assert inputs is not None  # default_target_week raises without readings
+    short = (f"the week after the latest readings, {inputs.next_week}, has weather for only "
+             f"{inputs.weather_hours} of its {inputs.hours} hours")
+    if week == inputs.next_week:  # stored weather reaches its end, with long gaps
+        return ChosenWeek(week, f"{short}: its building-weeks short of weather get status "
+                          "no_weather", complete=False)
+    return ChosenWeek(week, (
+        f"{short}, so the latest week whose weather is stored is forecast instead; to forecast "
+        f"{inputs.next_week}, ingest its weather (`wadiro ingest weather FILE --kind forecast`) "
+        "and run again"), complete=False)

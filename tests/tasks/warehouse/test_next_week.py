@@ -8,7 +8,7 @@ from datetime import date
 
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.forecast_tasks import choose_week
+from wadiro_fleet.tasks.warehouse.selection import choose_week
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.hours import next_week_inputs
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
