@@ -4,7 +4,9 @@ Each field of the settings model becomes an option ``--field-name`` with the fie
 and description (a field without a default is a required option); lists are given
 comma-separated and dates as ``YYYY-MM-DD``. A field holding a mapping (per-model solver
 options) is not an option: set it through a flow parameter or a deployment. The values are
-validated by the model itself; a bad one is a usage error naming the option.
+validated by the model itself; a bad one is a usage error naming the option. A field whose
+default comes from another field's choice (the model's ``PROTOCOL_DEFAULTS``, set by
+``--protocol``) has no default of its own on the command line: left out, the model fills it in.
 
 A command starts in about a second because nothing is imported before it is needed: a
 settings model may be named by its import path (``"package.module:Class"``) and is imported
@@ -62,13 +64,16 @@ def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (list, tuple)
 
 
-def _option(name: str, field: FieldInfo) -> inspect.Parameter | None:
-    """The command parameter of one settings field (``None`` for a mapping)."""
+def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parameter | None:
+    """The command parameter of one settings field (``None`` for a mapping). A ``preset``
+    field's option defaults to ``None``, meaning "as the model's own default says"."""
     annotation, _ = _without_none(field.annotation)
     origin = typing.get_origin(annotation)
     help_text = field.description or ""
     required = field.is_required()
     default = inspect.Parameter.empty if required else field.default
+    if preset:
+        help_text += " [default: set by --protocol]"
     if origin in (dict, typing.Mapping) or annotation is dict:
         return None
     if _is_list(annotation):
@@ -78,6 +83,8 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter | None:
         choices = enum.Enum(name, {str(c): str(c) for c in typing.get_args(annotation)},
                             type=str)
         option = typer.Option(_flag(name), help=help_text)
+        if preset:
+            return _parameter(name, Annotated[Optional[choices], option], None)
         return _parameter(name, Annotated[choices, option],
                           default if required else choices(field.default))
     if annotation is bool:
@@ -87,7 +94,8 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter | None:
         option = typer.Option(_flag(name), help=help_text, formats=DATE_FORMATS)
         return _parameter(name, Annotated[_optional(datetime, required), option], default)
     option = typer.Option(_flag(name), help=help_text)
-    return _parameter(name, Annotated[_optional(annotation, required), option], default)
+    return _parameter(name, Annotated[_optional(annotation, required), option],
+                      None if preset else default)
 
 
 def _optional(annotation: Any, required: bool) -> Any:
@@ -101,7 +109,10 @@ def _parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
 
 def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:
     values = {}
+    presets = set(getattr(settings, "PROTOCOL_DEFAULTS", ()))
     for name, value in given.items():
+        if name in presets and value is None:
+            continue  # left to the protocol's value
         annotation, _ = _without_none(settings.model_fields[name].annotation)
         if _is_list(annotation):
             value = split_list(value, _flag(name))
@@ -152,8 +163,9 @@ class _SettingsCommand:
         own = [p.replace(annotation=eval(p.annotation, scope))  # noqa: S307 -- as eval_str does
                if isinstance(p.annotation, str) else p
                for p in signature.parameters.values() if p.name != "settings"]
+        presets = set(getattr(settings, "PROTOCOL_DEFAULTS", ()))
         generated = [p for name, field in settings.model_fields.items()
-                     if (p := _option(name, field)) is not None]
+                     if (p := _option(name, field, name in presets)) is not None]
         return settings, signature.replace(parameters=own + generated), generated
 
     @property

@@ -266,11 +266,11 @@ def objective_value(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: 
     return float(value)
 
 
-def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray,
-                             b: float) -> float:
-    """Largest violation of any constraint of the program at a point (0 when feasible)."""
-    sign = 2.0 * program.patterns - 1.0
-    worst = [0.0, -np.min(sign * (program.X @ nu.T)), -np.min(sign * (program.X @ omega.T))]
+def physical_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray,
+                       b: float) -> float:
+    """Largest violation of the program's physical constraints at a point: bounds, ramps and
+    bound points, not the gate cones (0 when they hold or there are none)."""
+    worst = [0.0]
     y_hat = predictions(program, nu, omega, b)
     if program.lower is not None:
         worst.append(np.max(program.lower - y_hat))
@@ -285,3 +285,11 @@ def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.nda
         if program.bound_upper is not None:
             worst.append(np.max(y_hat_B - program.bound_upper))
     return float(max(worst))
+
+
+def max_constraint_violation(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray,
+                             b: float) -> float:
+    """Largest violation of any constraint of the program at a point (0 when feasible)."""
+    sign = 2.0 * program.patterns - 1.0
+    cones = max(-np.min(sign * (program.X @ nu.T)), -np.min(sign * (program.X @ omega.T)))
+    return float(max(0.0, cones, physical_violation(program, nu, omega, b)))

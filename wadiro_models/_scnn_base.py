@@ -20,7 +20,14 @@ from ._bound_points import BoundPoints, bound_points
 from ._constraints import PhysicalLimits, physical_limits
 from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples, sample_gates
 from ._out_of_sample import OutOfSampleBound, out_of_sample_bound
-from ._program import ScnnProgram, ScnnSolution, bound_predictions, predictions
+from ._program import (
+    ScnnProgram,
+    ScnnSolution,
+    bound_predictions,
+    objective_value,
+    physical_violation,
+    predictions,
+)
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
 from ._status import check_solution
@@ -80,6 +87,7 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         bound_X: object = None,
         bound_lower: object = None,
         bound_upper: object = None,
+        relaxation: ConvexNetworkRegressor | None = None,
     ) -> ConvexNetworkRegressor:
         """Draw the gates, build the training program and solve it.
 
@@ -100,6 +108,13 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         bound_upper : float or array-like of shape (n_bound_points,), default=None
             Upper bound on the predictions at ``bound_X``, in the units of y (``inf``
             where absent).
+        relaxation : fitted estimator of the same class, default=None
+            The same network fitted to the same data without physical constraints (same
+            gates, objective terms and scaling). When its weights already meet this
+            estimator's bounds and ramps (tightened by ``constraint_margin``), they are an
+            optimum of this program too, since they minimise the same objective over a larger
+            set, and they are taken without solving (``solver_info_["relaxation"]`` is True).
+            Otherwise, or when it is not such a fit, the program is solved as usual.
 
         Returns
         -------
@@ -113,7 +128,11 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         training = self._training(X, y, points)
         program, scaling = training.program, training.scaling
         check_supports(self.solver, program)
-        solution = configured_solver(self.solver, self.solver_options)(program)
+        solution = None
+        if relaxation is not None:
+            solution = self._solution_of_relaxation(relaxation, training)
+        if solution is None:
+            solution = configured_solver(self.solver, self.solver_options)(program)
         check_solution(
             solution,
             accept_inaccurate=self.accept_inaccurate,
@@ -139,8 +158,41 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         residual = predictions(program, solution.nu, solution.omega, solution.b) - program.y
         self.training_loss_ = float(np.mean(np.abs(residual)))
         self.n_samples_fit_ = int(X.shape[0])
+        self.physically_constrained_ = bool(program.has_physical_constraints)
         self.fit_time_ = time.perf_counter() - started
         return self
+
+    def _solution_of_relaxation(
+        self, relaxation: ConvexNetworkRegressor, training: _Training
+    ) -> ScnnSolution | None:
+        """``relaxation``'s weights as this program's solution, when they solve it (see
+        ``fit``); None when they do not, or when it is not this program's relaxation."""
+        program, scaling = training.program, training.scaling
+        if type(relaxation) is not type(self) or not hasattr(relaxation, "nu_"):
+            return None
+        if (relaxation.physically_constrained_ or relaxation.solver_status_ != "optimal"
+                or relaxation._objective_terms() != self._objective_terms()
+                or relaxation.fit_intercept != self.fit_intercept
+                or relaxation.gates_.shape != training.gates.shape
+                or not np.array_equal(relaxation.gates_, training.gates)):
+            return None
+        theirs = relaxation.standardization_
+        same_scaling = (np.array_equal(theirs.x_mean, scaling.x_mean)
+                        and np.array_equal(theirs.x_scale, scaling.x_scale)
+                        and theirs.y_mean == scaling.y_mean and theirs.y_scale == scaling.y_scale)
+        nu, omega, b = relaxation.nu_, relaxation.omega_, relaxation.intercept_
+        if not same_scaling or relaxation.n_samples_fit_ != program.n_samples:
+            return None
+        objective = objective_value(program, nu, omega, b)
+        if not np.isclose(objective, relaxation.objective_, rtol=1e-9, atol=1e-12):
+            return None  # other data, whatever the scaling says
+        if physical_violation(program, nu, omega, b) > 0.0:
+            return None
+        return ScnnSolution(
+            nu=nu.copy(), omega=omega.copy(), b=b, objective=objective, status="optimal",
+            solver=f"{relaxation.solver_name_}+relaxation", solve_time=0.0, iterations=0,
+            info={**relaxation.solver_info_, "relaxation": True},
+        )
 
     def build_program(
         self,

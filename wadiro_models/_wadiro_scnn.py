@@ -119,6 +119,10 @@ class WaDiRoSCNN(ConvexNetworkRegressor):
     fit_time_ : float
         Seconds spent in ``fit``.
 
+    physically_constrained_ : bool
+        Whether the program solved had bounds, ramps or bound points (a fit without them can
+        serve as the ``relaxation`` of a constrained fit).
+
     n_features_in_ : int
         Number of features seen during ``fit``.
 

@@ -4,18 +4,28 @@
 with where and how to run, in ``wadiro_fleet.flows.settings``) as their parameters, the command
 line builds its options from its fields, and the ``runs`` table records it.
 
-The defaults are the configuration that won ``benchmarks/forecast_quality.py`` (README,
-"Forecast quality"): the ``recent_change`` features and the residual target. The paper's own
-protocol is ``feature_set="paper", target="load", bound_target_week=False``.
+Two protocols are named (``protocol``), and a field left out takes its value from the chosen one
+(:data:`PROTOCOLS`):
+
+* ``deployed`` (the default): the configuration that won ``benchmarks/forecast_quality.py``
+  at the cost ``benchmarks/fleet_cost.py`` measures (README): the ``recent_change`` features, a
+  residual target over the holiday-aware persistence forecast, the constrained network's
+  forecast projected onto its floor, the SCNN family tuned in one study, the published
+  forecast certified;
+* ``paper``: the paper's own protocol, exactly as it ran before the deployed one existed: its
+  eight features, the load as target, the physical bound on the training rows only, every
+  model tuned on its own and every SCNN-family fit certified.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
+from wadiro_fleet.tasks.protocol.day_types import parse_closure_periods
 from wadiro_fleet.tasks.protocol.features import (
     FEATURE_SETS,
     FEATURES,
@@ -25,6 +35,11 @@ from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, MODELS, check_model_
 
 TuningMode = Literal["per-window", "reuse"]
 Target = Literal["load", "residual"]
+Protocol = Literal["deployed", "paper"]
+Persistence = Literal["last_week", "day_type"]
+TargetWeekFloor = Literal["projection", "program", "none"]
+CertifyScope = Literal["published", "all", "none"]
+ScnnTuning = Literal["joint", "separate"]
 
 
 def parse_perturbation(items: Sequence[str]) -> dict[str, float]:
@@ -46,15 +61,45 @@ def parse_perturbation(items: Sequence[str]) -> dict[str, float]:
     return radii
 
 
-def _default_model_options() -> dict[str, dict[str, Any]]:
-    return {name: dict(spec.options) for name, spec in MODELS.items() if spec.options}
+def _model_options(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    options = {name: dict(spec.options) for name, spec in MODELS.items() if spec.options}
+    for name, more in extra.items():
+        options[name] = {**options.get(name, {}), **more}
+    return options
 
+
+PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "deployed": MappingProxyType({
+        "feature_set": "recent_change",
+        "target": "residual",
+        "persistence": "day_type",
+        "target_week_floor": "projection",
+        "scnn_tuning": "joint",
+        "certify": "published",
+        "model_options": _model_options({}),
+    }),
+    "paper": MappingProxyType({
+        "feature_set": "paper",
+        "target": "load",
+        "persistence": "last_week",
+        "target_week_floor": "none",
+        "scnn_tuning": "separate",
+        "certify": "all",
+        "model_options": _model_options({}),
+    }),
+})
+"""The value each protocol gives the fields a run leaves out."""
 
 class ForecastConfig(BaseModel):
     """Every choice of a run that changes its results (recorded in the ``runs`` table)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    protocol: Protocol = Field(
+        "deployed",
+        description="Which protocol the fields left out follow: deployed (the benchmarked "
+        "configuration) or paper (the paper's own protocol, exactly).",
+    )
     models: tuple[str, ...] = Field(
         MODEL_NAMES, description=f"Models to run (default: all): {', '.join(MODEL_NAMES)}."
     )
@@ -65,19 +110,31 @@ class ForecastConfig(BaseModel):
         "hyperparameters (tune when there are none or they are too old).",
     )
     feature_set: str = Field(
-        "recent_change",
+        PROTOCOLS["deployed"]["feature_set"],
         description=f"Named feature set ({', '.join(FEATURE_SETS)}); paper is the paper's eight.",
     )
     target: Target = Field(
-        "residual",
+        PROTOCOLS["deployed"]["target"],
         description="What the learned models predict: the load itself (the paper) or the "
-        "residual, the correction to last week's load at the same hour.",
+        "residual, the correction to a persistence forecast (--persistence).",
     )
-    bound_target_week: bool = Field(
-        True,
-        description="Impose the physical bound (no negative load) of the constrained network on "
-        "the target week's inputs too, inside its training program, so its forecasts never go "
-        "below zero; the paper bounds the training rows only.",
+    persistence: Persistence = Field(
+        PROTOCOLS["deployed"]["persistence"],
+        description="The persistence forecast a residual target corrects: last_week (the load "
+        "of the same hour last week) or day_type (the same hour of the latest earlier day of "
+        "the same type: workday, weekend, or holiday / closure day).",
+    )
+    closure_periods: tuple[str, ...] = Field(
+        ("12-24..01-01",),
+        description="Annual MM-DD..MM-DD ranges whose weekdays count as holidays for the "
+        "day_type persistence (the buildings run as on a Sunday then).",
+    )
+    target_week_floor: TargetWeekFloor = Field(
+        PROTOCOLS["deployed"]["target_week_floor"],
+        description="How the constrained network's forecast keeps its floor (no negative load) "
+        "beyond its training rows: projection (the forecast is projected onto the floor), "
+        "program (the target week's inputs are bound inside its training program), none "
+        "(the paper: training rows only).",
     )
     reuse_max_age_weeks: int = Field(
         8, ge=0, description="Oldest stored tuning that --tuning reuse accepts, in weeks."
@@ -86,8 +143,14 @@ class ForecastConfig(BaseModel):
         12, ge=2, description="Weeks of history before the target week (the last validates)."
     )
     model_options: dict[str, dict[str, Any]] = Field(
-        default_factory=_default_model_options,
+        default_factory=lambda: _model_options({}),
         description="Fixed constructor arguments per model, not tuned (e.g. the solver).",
+    )
+    scnn_tuning: ScnnTuning = Field(
+        PROTOCOLS["deployed"]["scnn_tuning"],
+        description="joint: wadiro_pcscnn and wadiro_scnn are tuned in one study over the same "
+        "trials, each taking its own best, and a fit whose network already meets the physical "
+        "bound serves both; separate: a study each (the paper).",
     )
 
     perturbation: tuple[str, ...] = Field(
@@ -96,16 +159,42 @@ class ForecastConfig(BaseModel):
         "as FEATURE=RADIUS in the feature's own units (an l_inf box); features not listed "
         "(the calendar) are held fixed.",
     )
+    certify: CertifyScope = Field(
+        PROTOCOLS["deployed"]["certify"],
+        description="Which SCNN-family fits get a stability certificate: the published one, "
+        "all of them, or none.",
+    )
     certify_nodes: int = Field(
-        100, ge=0, description="Branch-and-bound nodes the stability certificate of each "
-        "SCNN-family fit may use (past them, an upper bound is recorded; a node budget keeps "
-        "reruns identical, a time limit would not); 0 turns certification off.",
+        100, ge=0, description="Branch-and-bound nodes a stability certificate may use (past "
+        "them, an upper bound is recorded; a node budget keeps reruns identical, a time limit "
+        "would not); 0 turns certification off.",
     )
 
     max_l_eps: float | None = Field(
         None, gt=0, description="Publish an SCNN-family forecast only when its stability "
         "certificate L_eps (kWh) is at most this (default: no requirement).",
     )
+
+    PROTOCOL_DEFAULTS: ClassVar[tuple[str, ...]] = tuple(PROTOCOLS["deployed"])
+    """The fields whose default is the chosen protocol's (:data:`PROTOCOLS`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        protocol = data.get("protocol", "deployed")
+        preset = PROTOCOLS.get(protocol)
+        if preset is None:
+            return data  # the field's own validation names the bad value
+        return {**{k: _copy(v) for k, v in preset.items()}, **data}
+
+    @field_validator("closure_periods", mode="before")
+    @classmethod
+    def _closure_periods(cls, value: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(value, str):
+            raise ValueError("closure_periods must be a sequence of MM-DD..MM-DD, not one string")
+        return tuple(str(period) for period in parse_closure_periods(value))
 
     @field_validator("perturbation", mode="before")
     @classmethod
@@ -138,7 +227,8 @@ class ForecastConfig(BaseModel):
         return ForecastConfig(**{name: getattr(self, name) for name in ForecastConfig.model_fields})
 
     PROTOCOL_FIELDS: ClassVar[tuple[str, ...]] = (
-        "feature_set", "target", "bound_target_week", "history_weeks", "model_options")
+        "feature_set", "target", "persistence", "closure_periods", "target_week_floor",
+        "history_weeks", "model_options")
     """The fields that, with a model's hyperparameters, decide what its forecast is: a forecast
     issued under other values is not this configuration's forecast."""
 
@@ -155,4 +245,22 @@ class ForecastConfig(BaseModel):
         return record
 
 
-__all__ = ["ForecastConfig", "Target", "TuningMode", "parse_perturbation"]
+def _copy(value: Any) -> Any:
+    """A preset's value as a fresh plain object (mappings become dicts), so no run shares it."""
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+__all__ = [
+    "PROTOCOLS",
+    "CertifyScope",
+    "ForecastConfig",
+    "Persistence",
+    "Protocol",
+    "ScnnTuning",
+    "Target",
+    "TargetWeekFloor",
+    "TuningMode",
+    "parse_perturbation",
+]

@@ -20,6 +20,11 @@ import holidays
 import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.protocol.day_types import (
+    DEFAULT_CLOSURE_PERIODS,
+    day_type_persistence,
+    parse_closure_periods,
+)
 from wadiro_fleet.tasks.protocol.weeks import (
     resolve_timezone,
     same_local_hour_weeks_before,
@@ -31,6 +36,10 @@ PERSISTENCE = "kwh_persistence"
 """The persistence forecast of each hour (:func:`_persistence`). Computed for every feature set
 whenever the load is known and carried through the window beside the label: the seasonal-naive
 model forecasts it, a residual model learns the correction to it."""
+DAY_TYPE_PERSISTENCE = "kwh_day_type_persistence"
+"""The holiday-aware persistence forecast of each hour
+(:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`), carried beside
+:data:`PERSISTENCE`: the base a residual model corrects when the run says so."""
 PERSISTENCE_LOOKBACK = pd.Timedelta(hours=168 * 4 + 1)
 CHANGE_SUFFIX = "_change_168"
 """Suffix of the weather-change features: ``temperature_c_change_168`` is the temperature minus
@@ -366,13 +375,16 @@ def build_features(
     holiday_country: str,
     holiday_subdiv: str | None,
     feature_set: str | FeatureSet = DEFAULT_FEATURE_SET,
+    closure_periods: tuple[str, ...] = DEFAULT_CLOSURE_PERIODS,
 ) -> pd.DataFrame:
     """The features of ``feature_set`` for each row of ``hours``, in local time.
 
     ``hours`` has a time-zone-aware ``ts`` column (start of each hour) and the set's inputs
     (weather columns; ``kwh`` for lag sets). The result keeps the index and row order of
-    ``hours`` and has ``ts`` (UTC), the set's columns in order, then ``kwh`` and
-    ``kwh_persistence`` when ``hours`` has the load. Missing inputs stay NaN: deciding what to do with them is the window step's job.
+    ``hours`` and has ``ts`` (UTC), the set's columns in order, then, when ``hours`` has the
+    load, ``kwh``, ``kwh_persistence`` and ``kwh_day_type_persistence`` (whose off days are
+    the public holidays and ``closure_periods``). Missing inputs stay NaN: deciding what to do
+    with them is the window step's job.
     """
     fs = get_feature_set(feature_set)
     utc = _utc_index(hours)
@@ -394,11 +406,15 @@ def build_features(
     if LABEL in hours.columns:
         out[LABEL] = pd.to_numeric(hours[LABEL], errors="coerce").to_numpy(dtype=np.float64)
         out[PERSISTENCE] = _persistence(ctx)
+        out[DAY_TYPE_PERSISTENCE] = day_type_persistence(
+            _load(ctx), local, ctx.holidays, parse_closure_periods(closure_periods),
+            fallback=out[PERSISTENCE].to_numpy())
     return out
 
 
 __all__ = [
     "CHANGE_SUFFIX",
+    "DAY_TYPE_PERSISTENCE",
     "DEFAULT_FEATURE_SET",
     "FEATURES",
     "FEATURE_SETS",

@@ -5,8 +5,10 @@ intervals -> score -> choose the forecast to publish. Nothing here touches stora
 :mod:`~wadiro_fleet.tasks.protocol.batch` runs it over a batch of buildings and
 :mod:`~wadiro_fleet.tasks.warehouse.results` turns its output into warehouse rows.
 
-Every model is tuned and refitted in isolation: a model that fails (every trial failed, a solver
-error in the refit) records its status and error, and the other models go on. Each learned
+Every model is tuned and refitted on its own (under ``scnn_tuning="joint"`` the SCNN family's
+two networks share a study, each taking its own best trial: :mod:`~.fitting`): a model that fails
+(every trial failed, a solver error in the refit) records its status and error, and the other
+models go on. Each learned
 model also forecasts the validation week from the weeks before it (the best tuning trial does
 exactly that); those errors calibrate its intervals and let the publication step compare it
 with seasonal naive using only what is known when the forecast is issued. Under
@@ -15,12 +17,10 @@ issued for that week a week ago with the same hyperparameters and protocol
 (:class:`IssuedForecast`): a second fit is then not needed, and the errors are those of real
 issued forecasts (with the weather the model had then, forecast weather in the live loop).
 
-A learned model predicts either the load itself (``target="load"``, the paper) or the
-correction to the persistence forecast (``target="residual"``: load = persistence + r). A
-model with a physical floor (``wadiro_pcscnn``: no negative load) then gets the per-sample
-lower bound ``r >= floor - persistence``; with ``bound_target_week`` the same floor also holds
-at the inputs of the week it forecasts (the validation week while tuning, the target week in the
-refit), inside its training program, so its forecasts never go below zero.
+What a learned model predicts (the load, or a correction to a persistence forecast) and how
+the constrained network keeps its floor are the business of :mod:`~.fitting`. Stability
+certificates are computed for every SCNN-family fit (``certify="all"``), for the published
+forecast only (``"published"``), or not at all.
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ from wadiro_fleet.tasks.protocol.features import (
     WEATHER_COLUMNS,
     build_features,
 )
+from wadiro_fleet.tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart
 from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
-from wadiro_fleet.tasks.protocol.models import MODELS, ModelSpec
+from wadiro_fleet.tasks.protocol.models import MODELS
 from wadiro_fleet.tasks.protocol.publication import Candidate, Publication, choose_publication
 from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
-from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune
-from wadiro_fleet.tasks.protocol.windows import Window, WindowBounds, build_window
+from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
+from wadiro_fleet.tasks.protocol.windows import Window, WindowBounds, build_window, window_load_range
 
 
 @dataclass(frozen=True)
@@ -125,35 +126,8 @@ class BuildingWeekResult:
         return sum(o.status != "ok" for o in self.outcomes)
 
 
-@dataclass(frozen=True)
-class _Part:
-    """A window part as a learned model sees it: load = ``base`` + the model's target."""
-
-    X: np.ndarray
-    target: np.ndarray
-    base: np.ndarray
-    load: np.ndarray
-    ts: pd.DatetimeIndex
-
-    def to_load(self, prediction: np.ndarray) -> np.ndarray:
-        return self.base + np.asarray(prediction, dtype=float)
-
-
-def _part(window: Window, name: str, target: str) -> _Part:
-    """Rows of part ``name`` in the target's units. For the residual target, history rows
-    without a persistence value are left out; test rows are all kept (their forecast is NaN)."""
-    X, load = window.xy(name)
-    frame = getattr(window, name)
-    ts = pd.DatetimeIndex(frame[TS])
-    if target == "load":
-        return _Part(X, load, np.zeros(len(load)), load, ts)
-    base = frame[PERSISTENCE].to_numpy(dtype=np.float64)
-    keep = np.isfinite(base) if name != "test" else np.ones(len(base), dtype=bool)
-    return _Part(X[keep], (load - base)[keep], base[keep], load[keep], ts[keep])
-
-
 def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
-                   validation: _Part) -> np.ndarray | None:
+                   validation: WindowPart) -> np.ndarray | None:
     """Validation errors of the forecast issued for the validation week, when it was made with
     ``params`` and covers enough of the week's rows; else None (the model is fitted again)."""
     if issued is None or dict(issued.params) != dict(params) or not len(validation.load):
@@ -163,24 +137,6 @@ def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
     if found.sum() < ISSUED_MIN_SHARE * len(y_hat):
         return None
     return (validation.load - y_hat)[found]
-
-
-def _floor_params(spec: ModelSpec, part: _Part, target: str) -> dict[str, Any]:
-    """Constructor arguments that keep ``spec``'s physical floor on ``part``'s rows."""
-    if spec.load_floor is None or target == "load":
-        return {}  # a floor on the load itself is already the estimator's own bound
-    return {"lower_bound": spec.load_floor - part.base}
-
-
-def _bound_points(spec: ModelSpec, part: _Part, config: ForecastConfig) -> dict[str, Any]:
-    """Fit arguments that also keep ``spec``'s floor at the inputs of ``part``, the week being
-    forecast (its rows are not training samples; their inputs are known when it is issued)."""
-    if spec.load_floor is None or not config.bound_target_week:
-        return {}
-    rows = np.isfinite(part.base) & np.isfinite(part.X).all(axis=1)
-    if not rows.any():
-        return {}
-    return {"bound_X": part.X[rows], "bound_lower": spec.load_floor - part.base[rows]}
 
 
 def _fit_info(model: Any) -> dict[str, Any]:
@@ -211,78 +167,144 @@ def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) 
     )
 
 
-def _run_model(
-    name: str,
-    window: Window,
-    config: ForecastConfig,
-    building_id: str,
-    stored: StoredParams | None,
-    record: TrackRecord | None = None,
-    issued: IssuedForecast | None = None,
-) -> ModelOutcome:
-    spec = MODELS[name]
-    if not spec.is_learned:
-        return _persistence_outcome(name, window, record)
-    train, fit, validation, test = (_part(window, p, config.target)
-                                    for p in ("train", "fit", "validation", "test"))
-    options = dict(config.model_options.get(name, {}))
+def _tuning_groups(names: list[str], config: ForecastConfig,
+                   stored: Mapping[str, StoredParams]) -> list[tuple[str, ...]]:
+    """The studies to run: one per model needing tuning, the SCNN family's two networks in one
+    study under joint tuning (the constrained one, the product's, guiding it)."""
+    needing = [n for n in names if config.tuning != "reuse" or stored.get(n) is None]
+    groups = [(n,) for n in needing]
+    if config.scnn_tuning == "joint":
+        for model, relaxed in RELAXATION_OF.items():
+            if model in names and relaxed in names and (model in needing or relaxed in needing):
+                groups = [g for g in groups if g[0] not in (model, relaxed)]
+                groups.append((model, relaxed))
+    return groups
 
-    def maker(part: _Part):  # noqa: ANN202 - an estimator factory for that part's rows
-        floor = _floor_params(spec, part, config.target)
-        return lambda **params: spec.estimator(**{**options, **params, **floor})
 
-    outcome = ModelOutcome(model=name, status="failed", n_train=len(train.target))
+def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
+                outcomes: Mapping[str, ModelOutcome]) -> dict[str, np.ndarray]:
+    """Tune ``group`` on the fit weeks against the validation week; fill each model's tuning
+    fields and return each tuned model's validation errors (kWh)."""
+    validation = fitter.parts["validation"]
+    spent: dict[str, float] = dict.fromkeys(group, 0.0)
+
+    def evaluate(params: dict[str, Any]) -> dict[str, np.ndarray | BaseException]:
+        out: dict[str, np.ndarray | BaseException] = {}
+        for name in fitter.fit_order(list(group)):
+            started = time.perf_counter()
+            try:
+                model = fitter.fit(name, "fit", params, forecasts="validation")
+                out[name] = fitter.predict(name, model, "validation")
+            except Exception as exc:  # noqa: BLE001 - a failed trial is recorded, tuning goes on
+                out[name] = exc
+            spent[name] += time.perf_counter() - started
+        return out
+
+    study = group[0] if len(group) == 1 else "scnn_family"
+    started = time.perf_counter()
     try:
-        if stored is not None and config.tuning == "reuse":
-            outcome.params, outcome.tuned_week = dict(stored.params), stored.tuned_week
-            errors = _issued_errors(issued, outcome.params, validation)
-            outcome.validation_source = "issued"
-            if errors is None:
-                fitted = maker(fit)(**outcome.params).fit(
-                    fit.X, fit.target, **_bound_points(spec, validation, config))
-                errors = validation.load - validation.to_load(fitted.predict(validation.X))
-                outcome.validation_source = "refit"
-        else:
-            result = tune(
-                maker(fit), spec.search_space, fit.X, fit.target, validation.X,
-                validation.target, n_trials=config.trials,
-                seed=stable_seed(building_id, window.week, name),
-                fit_params=_bound_points(spec, validation, config),
-            )
-            outcome.trials, outcome.tuning_time_s = result.trials, result.elapsed_s
-            outcome.params, outcome.tuned_week = result.best_params, window.week
-            errors = validation.load - validation.to_load(result.best_prediction)
-            outcome.validation_source = "tuning"
-        outcome.validation_mae = float(np.mean(np.abs(errors)))
-        started = time.perf_counter()
-        model = maker(train)(**outcome.params).fit(
-            train.X, train.target, **_bound_points(spec, test, config))
-        outcome.fit_time_s = time.perf_counter() - started
-        outcome.y_hat = test.to_load(model.predict(test.X))
-        floor = 0.0 if spec.load_floor is None else spec.load_floor
-        outcome.intervals = conformal_intervals(
-            outcome.y_hat, errors, levels=adapted_levels(name, record, LEVELS), floor=floor)
-        outcome.scores = score_forecast(
-            test.load, outcome.y_hat, train_prediction=train.to_load(model.predict(train.X)),
-            intervals=outcome.intervals,
-        )
-        info = _fit_info(model)
-        outcome.solver, outcome.solver_status = info["solver"], info["solver_status"]
-        outcome.objective = None if info["objective"] is None else float(info["objective"])
-        certificate = None if config.certify_nodes == 0 else certify_fit(
-            model, window.feature_columns, config.perturbation_radii, config.certify_nodes)
-        if certificate is not None:  # the SCNN family's guarantees
-            outcome.l_eps, outcome.l_eps_lower = certificate.l_eps, certificate.l_eps_lower
-            outcome.l_eps_status = certificate.l_eps_status
-            outcome.oos_bound_kwh = certificate.oos_bound_kwh
-            outcome.certify_time_s = certificate.certify_time_s
-        outcome.status = "ok"
-    except TuningFailedError as exc:
-        outcome.trials = exc.trials
-        outcome.error = f"tuning failed: {exc}"
-    except Exception as exc:  # noqa: BLE001 - any model failure is recorded, the run goes on
-        outcome.error = f"{type(exc).__name__}: {exc}"
-    return outcome
+        results = tune_together(
+            evaluate, group, MODELS[group[0]].search_space, validation.target,
+            n_trials=fitter.config.trials, seed=stable_seed(building_id, fitter.window.week, study))
+    except TuningFailedError as exc:  # the only model of its study
+        results = {group[0]: exc}
+    overhead = time.perf_counter() - started - sum(spent.values())
+    errors = {}
+    for model, result in results.items():
+        outcome = outcomes[model]
+        outcome.tuning_time_s = spent[model] + (overhead if model == group[0] else 0.0)
+        if isinstance(result, TuningFailedError):
+            outcome.trials, outcome.error = result.trials, f"tuning failed: {result}"
+            continue
+        outcome.trials = result.trials
+        outcome.params, outcome.tuned_week = result.best_params, fitter.window.week
+        outcome.validation_source = "tuning"
+        errors[model] = validation.load - validation.to_load(result.best_prediction)
+    return errors
+
+
+def _reused_errors(name: str, fitter: Fitter, stored: StoredParams,
+                   issued: IssuedForecast | None, outcome: ModelOutcome) -> np.ndarray:
+    """Validation errors of a model refitted with stored hyperparameters: those of the forecast
+    it issued for the validation week when it may stand in, else of a fit on the fit weeks."""
+    validation = fitter.parts["validation"]
+    outcome.params, outcome.tuned_week = dict(stored.params), stored.tuned_week
+    errors = _issued_errors(issued, outcome.params, validation)
+    outcome.validation_source = "issued"
+    if errors is None:
+        model = fitter.fit(name, "fit", outcome.params, forecasts="validation")
+        errors = validation.load - validation.to_load(fitter.predict(name, model, "validation"))
+        outcome.validation_source = "refit"
+    return errors
+
+
+def _forecast(name: str, fitter: Fitter, errors: np.ndarray, outcome: ModelOutcome,
+              record: TrackRecord | None) -> Any:
+    """Refit on the whole history, forecast the target week with intervals, score; returns the
+    fitted model."""
+    train, test = fitter.parts["train"], fitter.parts["test"]
+    started = time.perf_counter()
+    model = fitter.fit(name, "train", outcome.params, forecasts="test")
+    outcome.fit_time_s = time.perf_counter() - started
+    outcome.validation_mae = float(np.mean(np.abs(errors)))
+    outcome.y_hat = test.to_load(fitter.predict(name, model, "test"))
+    floor = MODELS[name].load_floor
+    outcome.intervals = conformal_intervals(
+        outcome.y_hat, errors, levels=adapted_levels(name, record, LEVELS),
+        floor=0.0 if floor is None else floor)
+    outcome.scores = score_forecast(
+        test.load, outcome.y_hat,
+        train_prediction=train.to_load(fitter.predict(name, model, "train")),
+        intervals=outcome.intervals,
+    )
+    info = _fit_info(model)
+    outcome.solver, outcome.solver_status = info["solver"], info["solver_status"]
+    outcome.objective = None if info["objective"] is None else float(info["objective"])
+    outcome.status = "ok"
+    return model
+
+
+def _learned_outcomes(
+    names: list[str], window: Window, config: ForecastConfig, building_id: str,
+    stored: Mapping[str, StoredParams], record: TrackRecord | None,
+    issued: Mapping[str, IssuedForecast],
+) -> tuple[dict[str, ModelOutcome], dict[str, Any]]:
+    """Every learned model's outcome, and the fitted models (for certificates)."""
+    fitter = Fitter(window, config)
+    n_train = len(fitter.parts["train"].target)
+    outcomes = {n: ModelOutcome(model=n, status="failed", n_train=n_train) for n in names}
+    errors: dict[str, np.ndarray] = {}
+    groups = _tuning_groups(names, config, stored)
+    for group in groups:
+        errors.update(_tune_group(group, fitter, building_id, outcomes))
+    tuned = {n for group in groups for n in group}
+    for name in fitter.fit_order([n for n in names if n not in tuned]):
+        try:
+            errors[name] = _reused_errors(name, fitter, stored[name], issued.get(name),
+                                          outcomes[name])
+        except Exception as exc:  # noqa: BLE001 - recorded, the other models go on
+            outcomes[name].error = f"{type(exc).__name__}: {exc}"
+    fitted: dict[str, Any] = {}
+    for name in fitter.fit_order([n for n in names if n in errors]):
+        try:
+            fitted[name] = _forecast(name, fitter, errors[name], outcomes[name], record)
+        except Exception as exc:  # noqa: BLE001 - recorded, the other models go on
+            outcomes[name].error = f"{type(exc).__name__}: {exc}"
+            outcomes[name].status = "failed"
+    return outcomes, fitted
+
+
+def _certify(outcome: ModelOutcome, model: Any, window: Window, config: ForecastConfig) -> None:
+    """Record ``model``'s stability certificate and out-of-sample bound (SCNN family only)."""
+    if config.certify_nodes == 0:
+        return
+    certificate = certify_fit(model, window.feature_columns, config.perturbation_radii,
+                              config.certify_nodes)
+    if certificate is not None:
+        outcome.l_eps, outcome.l_eps_lower = certificate.l_eps, certificate.l_eps_lower
+        outcome.l_eps_status = certificate.l_eps_status
+        outcome.oos_bound_kwh = certificate.oos_bound_kwh
+        outcome.certify_time_s = certificate.certify_time_s
 
 
 def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
@@ -295,6 +317,39 @@ def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord |
         for o in outcomes
     ]
     return choose_publication(candidates, forecastable, record, max_l_eps)
+
+
+def _certify_published(result: BuildingWeekResult, window: Window, config: ForecastConfig,
+                       fitted: Mapping[str, Any], record: TrackRecord | None) -> Publication | None:
+    """Certify the published forecast's network. When publication requires a certificate
+    (``max_l_eps``), a network whose certificate fails it is no longer trusted: the choice is
+    made again, certifying each newly chosen network, until the choice stands."""
+    publication = result.publication
+    by_model = {o.model: o for o in result.outcomes}
+    while publication is not None and publication.model in fitted:
+        outcome = by_model[publication.model]
+        if outcome.l_eps_status is not None or config.certify_nodes == 0:
+            break
+        _certify(outcome, fitted[publication.model], window, config)
+        if config.max_l_eps is None:
+            break
+        publication = _publish(window, result.outcomes, record, config.max_l_eps)
+    return publication
+
+
+def _window_hours(hours: pd.DataFrame, week: date, timezone: str,
+                  config: ForecastConfig) -> pd.DataFrame:
+    """The rows of ``hours`` the window and its features read (a backfill's frame spans every
+    week of the batch; building features over all of it for each week would cost weeks
+    squared)."""
+    start, end = window_load_range(week, timezone, history_weeks=config.history_weeks,
+                                   feature_set=config.feature_set)
+    ts = pd.DatetimeIndex(hours[TS]) if TS in hours.columns else None
+    if ts is None or ts.tz is None:
+        return hours  # build_features names what is wrong with it
+    slack = pd.Timedelta(days=1)
+    keep = (ts >= start - slack) & (ts < end + slack)
+    return hours if keep.all() else hours.loc[keep]
 
 
 WEATHER_KIND = "weather_kind"
@@ -354,8 +409,9 @@ def forecast_building_week(
     """
     started = time.thread_time()  # this thread's CPU: right under the threads runner too
     features = build_features(
-        hours, timezone=timezone, holiday_country=holiday_country,
-        holiday_subdiv=holiday_subdiv, feature_set=config.feature_set,
+        _window_hours(hours, week, timezone, config), timezone=timezone,
+        holiday_country=holiday_country, holiday_subdiv=holiday_subdiv,
+        feature_set=config.feature_set, closure_periods=config.closure_periods,
     )
     window = build_window(
         features, week, timezone, feature_set=config.feature_set,
@@ -373,14 +429,22 @@ def forecast_building_week(
         reason=window.reason, coverage=coverage, test_ts=window.test[TS],
     )
     max_age = timedelta(weeks=config.reuse_max_age_weeks)
+    stored = {name: params for name, params in (stored_params or {}).items()
+              if params is not None and window.week - params.tuned_week <= max_age}
+    learned = [n for n in config.models if MODELS[n].is_learned] if window.ok else []
+    outcomes, fitted = _learned_outcomes(learned, window, config, building_id, stored,
+                                         track_record, issued or {})
     for name in config.models:
-        if not (window.ok or not MODELS[name].is_learned):
-            continue
-        stored = (stored_params or {}).get(name)
-        if stored is not None and window.week - stored.tuned_week > max_age:
-            stored = None
-        result.outcomes.append(_run_model(name, window, config, building_id, stored,
-                                          track_record, (issued or {}).get(name)))
+        if MODELS[name].is_learned:
+            if name in outcomes:
+                result.outcomes.append(outcomes[name])
+        else:
+            result.outcomes.append(_persistence_outcome(name, window, track_record))
+    if config.certify == "all":
+        for name, model in fitted.items():
+            _certify(outcomes[name], model, window, config)
     result.publication = _publish(window, result.outcomes, track_record, config.max_l_eps)
+    if config.certify == "published":
+        result.publication = _certify_published(result, window, config, fitted, track_record)
     result.compute_time_s = time.thread_time() - started
     return result

@@ -89,8 +89,37 @@ def tune(
     ``make_model(**params)`` builds an unfitted estimator, fitted with ``fit_params`` besides
     the data. A space with no dimensions (a model without hyperparameters) is evaluated once.
     """
+
+    def evaluate(params: dict[str, Any]) -> dict[str, np.ndarray]:
+        model = make_model(**params).fit(X_fit, y_fit, **(fit_params or {}))
+        return {"model": np.asarray(model.predict(X_val), dtype=float)}
+
+    return tune_together(evaluate, ("model",), space, y_val, n_trials=n_trials, seed=seed,
+                         catch=catch)["model"]
+
+
+def tune_together(
+    evaluate: Callable[[dict[str, Any]], Mapping[str, np.ndarray | BaseException]],
+    models: tuple[str, ...],
+    space: Mapping[str, Any],
+    y_val: np.ndarray,
+    *,
+    n_trials: int,
+    seed: int,
+    catch: tuple[type[Exception], ...] = (Exception,),
+) -> dict[str, TuningResult | TuningFailedError]:
+    """One seeded TPE study over ``space`` that tunes several models on the same trials.
+
+    ``evaluate(params)`` fits every model of ``models`` with ``params`` and returns each one's
+    validation predictions, or the exception that stopped it on that trial. The sampler is guided by the
+    first model's validation MAE; every model then takes its own best trial, so a model is never
+    worse on validation than it would be on the first model's choice. A model whose every trial
+    failed gets a :class:`TuningFailedError` instead of a result (raised when it is the only
+    model).
+    """
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+    primary = models[0]
     sampler = optuna.samplers.TPESampler(
         seed=seed, n_startup_trials=min(N_STARTUP_TRIALS, n_trials)
     )
@@ -99,44 +128,68 @@ def tune(
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(direction="minimize", sampler=sampler)
     last_error: list[BaseException] = []
-    best: dict[str, Any] = {"value": np.inf, "prediction": None}
+    values: dict[str, list[float | None]] = {m: [] for m in models}
+    errors: dict[str, list[str | None]] = {m: [] for m in models}
+    best: dict[str, tuple[float, np.ndarray | None, int]] = {m: (np.inf, None, -1) for m in models}
 
     def objective(trial: optuna.Trial) -> float:
         params = suggest_params(trial, space)
         try:
-            model = make_model(**params).fit(X_fit, y_fit, **(fit_params or {}))
-            prediction = np.asarray(model.predict(X_val), dtype=float)
-            value = mean_absolute_error(y_val, prediction)
-            if value < best["value"]:  # strictly: the first of equal trials, as optuna picks
-                best["value"], best["prediction"] = value, prediction
-            return value
+            predictions: Mapping[str, Any] = evaluate(params)
         except catch as exc:
-            last_error[:] = [exc]
-            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}")
-            raise
+            predictions = dict.fromkeys(models, exc)
+        for model in models:
+            prediction = predictions.get(model)
+            if prediction is None or isinstance(prediction, BaseException):
+                values[model].append(None)
+                errors[model].append(None if prediction is None
+                                     else f"{type(prediction).__name__}: {prediction}")
+                continue
+            prediction = np.asarray(prediction, dtype=float)
+            value = mean_absolute_error(y_val, prediction)
+            values[model].append(value)
+            errors[model].append(None)
+            if value < best[model][0]:  # strictly: the first of equal trials, as optuna picks
+                best[model] = (value, prediction, trial.number)
+        if values[primary][-1] is None:
+            failure = predictions.get(primary)
+            error = failure if isinstance(failure, Exception) else RuntimeError(
+                f"{primary} returned no prediction for {params}")
+            last_error[:] = [error]
+            trial.set_user_attr("error", f"{type(error).__name__}: {error}")
+            raise error
+        return values[primary][-1]
 
     started = time.perf_counter()
-    study.optimize(objective, n_trials=n_trials if space else 1, catch=catch)
+    study.optimize(objective, n_trials=n_trials if space else 1, catch=(*catch, RuntimeError))
     elapsed = time.perf_counter() - started
-    records = [
-        TrialRecord(
-            number=t.number,
-            params=dict(t.params),
-            value=t.value,
-            state=t.state.name.lower(),
-            duration_s=t.duration.total_seconds() if t.duration else None,
-            error=t.user_attrs.get("error"),
+    results: dict[str, TuningResult | TuningFailedError] = {}
+    for model in models:
+        records = [
+            TrialRecord(
+                number=t.number,
+                params=dict(t.params),
+                value=values[model][k],
+                state="complete" if values[model][k] is not None else "fail",
+                duration_s=t.duration.total_seconds() if t.duration else None,
+                error=errors[model][k],
+            )
+            for k, t in enumerate(study.trials)
+        ]
+        value, prediction, number = best[model]
+        if number < 0:
+            cause = repr(last_error[0]) if last_error else "no trial completed"
+            results[model] = TuningFailedError(
+                f"all {len(records)} trials failed; last error: {cause}", records)
+            continue
+        results[model] = TuningResult(
+            best_params=dict(study.trials[number].params),
+            best_value=float(value),
+            trials=records,
+            elapsed_s=elapsed,
+            best_prediction=prediction,
         )
-        for t in study.trials
-    ]
-    completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    if not completed:
-        cause = repr(last_error[0]) if last_error else "no trial completed"
-        raise TuningFailedError(f"all {len(records)} trials failed; last error: {cause}", records)
-    return TuningResult(
-        best_params=dict(study.best_params),
-        best_value=float(study.best_value),
-        trials=records,
-        elapsed_s=elapsed,
-        best_prediction=best["prediction"],
-    )
+    failed = results[primary]
+    if isinstance(failed, TuningFailedError) and len(models) == 1:
+        raise failed
+    return results

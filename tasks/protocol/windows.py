@@ -36,6 +36,7 @@ import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.features import (
     CHANGE_SUFFIX,
+    DAY_TYPE_PERSISTENCE,
     DEFAULT_FEATURE_SET,
     LABEL,
     PERSISTENCE,
@@ -328,7 +329,7 @@ def build_window(
     features = list(fs.columns)
     weather = [col for col in features if col in WEATHER_COLUMNS]
     bounds = window_bounds(week, timezone, history_weeks=history_weeks)
-    extra = [PERSISTENCE] if PERSISTENCE in hours_with_features.columns else []
+    extra = [c for c in (PERSISTENCE, DAY_TYPE_PERSISTENCE) if c in hours_with_features.columns]
     frame = _on_grid(hours_with_features, [*features, LABEL, *extra], bounds)
     filled = _fill_weather_gaps(frame, weather, max_weather_gap_hours)
     ts = frame[TS]

@@ -63,7 +63,7 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         "--history-weeks", "6", "--warehouse", "w.duckdb", "--buildings", "a,b",
         "--runner", "dask", "--dask-address", "tcp://h:1", "--workers", "3",
         "--batch-size", "5", "--max-in-flight", "4", "--target", "residual",
-        "--no-bound-target-week",
+        "--target-week-floor", "none", "--certify", "all",
     ])
     assert result.exit_code == 0, result.output
     settings = captured[0]["settings"]
@@ -71,7 +71,7 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         models=("svr", "gp"), trials=3, tuning="per-window", feature_set="paper_lags",
         reuse_max_age_weeks=2, history_weeks=6, warehouse="w.duckdb", buildings=("a", "b"),
         runner="dask", dask_address="tcp://h:1", workers=3, batch_size=5, max_in_flight=4,
-        target="residual", bound_target_week=False,
+        target="residual", target_week_floor="none", certify="all",
     )
     assert str(captured[0]["week"]) == "2024-04-01"
     # every field but the per-model mapping is an option of both commands
@@ -82,3 +82,22 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         flags = {flag for param in group.get_command(context, command).params
                  for flag in param.opts}
         assert options <= flags, command
+
+
+def test_protocol_paper_sets_the_papers_choices_and_options_still_override(captured):
+    result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
+                                          "2024-03-25", "--protocol", "paper"])
+    assert result.exit_code == 0, result.output
+    paper = captured[0]["settings"]
+    assert (paper.feature_set, paper.target, paper.target_week_floor, paper.scnn_tuning,
+            paper.certify) == ("paper", "load", "none", "separate", "all")
+    result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
+                                          "2024-03-25", "--protocol", "paper", "--target",
+                                          "residual"])
+    assert result.exit_code == 0, result.output
+    assert captured[1]["settings"].target == "residual"
+    assert captured[1]["settings"].feature_set == "paper"
+    deployed = BackfillSettings()
+    assert (deployed.feature_set, deployed.target, deployed.persistence,
+            deployed.target_week_floor, deployed.scnn_tuning, deployed.certify) == (
+        "recent_change", "residual", "day_type", "projection", "joint", "published")

@@ -111,7 +111,8 @@ def _run(warehouse, config):
 
 
 def test_the_run_records_the_guarantees_in_model_fits(warehouse):
-    config = ForecastConfig(models=("wadiro_pcscnn", "svr"), trials=2, certify_nodes=50)
+    config = ForecastConfig(models=("wadiro_pcscnn", "svr"), trials=2, certify_nodes=50,
+                            certify="all")
     result = _run(warehouse, config)
     scnn, svr = result.outcomes
     assert scnn.status == "ok" and scnn.l_eps_status in ("optimal", "node_limit")

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
-from wadiro_fleet.tasks.protocol.tuning import TuningFailedError, tune
+from wadiro_fleet.tasks.protocol.tuning import TuningFailedError, tune, tune_together
 
 from wadiro_models.search_spaces import Categorical, IntUniform, LogUniform
 
@@ -78,3 +78,52 @@ def test_integer_dimension():
     result = tune(KNeighborsRegressor, {"n_neighbors": IntUniform(1, 10)}, X_fit, y_fit,
                   X_val, y_val, n_trials=5, seed=0)
     assert all(isinstance(t.params["n_neighbors"], int) for t in result.trials)
+
+
+def _together(seed=5, n_trials=10):
+    """Ridge (guiding) and Lasso tuned on the same trials."""
+    from sklearn.linear_model import Lasso
+
+    X_fit, y_fit, X_val, y_val = _data()
+    space = {"alpha": LogUniform(1e-4, 10.0)}
+
+    def evaluate(params):
+        out = {"ridge": Ridge(**params).fit(X_fit, y_fit).predict(X_val)}
+        if params["alpha"] > 3.0:
+            out["lasso"] = RuntimeError("too sparse")
+        else:
+            out["lasso"] = Lasso(**params).fit(X_fit, y_fit).predict(X_val)
+        return out
+
+    return tune_together(evaluate, ("ridge", "lasso"), space, y_val, n_trials=n_trials,
+                         seed=seed), (X_fit, y_fit, X_val, y_val, space)
+
+
+def test_models_tuned_together_share_trials_and_each_takes_its_own_best():
+    results, (X_fit, y_fit, X_val, y_val, space) = _together()
+    ridge, lasso = results["ridge"], results["lasso"]
+    assert [t.params for t in ridge.trials] == [t.params for t in lasso.trials]
+    assert ridge.best_value == min(t.value for t in ridge.trials)
+    done = [t for t in lasso.trials if t.value is not None]
+    assert lasso.best_value == min(t.value for t in done)
+    failed = [t for t in lasso.trials if t.state == "fail"]
+    assert all(t.params["alpha"] > 3.0 and t.error == "RuntimeError: too sparse" for t in failed)
+    # the study follows the first model: its trials are those of tuning it alone
+    alone = tune(Ridge, space, X_fit, y_fit, X_val, y_val, n_trials=10, seed=5)
+    assert [t.params for t in alone.trials] == [t.params for t in ridge.trials]
+    assert alone.best_value == ridge.best_value
+
+
+def test_a_model_failing_every_trial_of_a_joint_study_gets_the_error():
+    from sklearn.linear_model import Lasso  # noqa: F401 - the helper's second model
+
+    X_fit, y_fit, X_val, y_val = _data()
+
+    def evaluate(params):
+        return {"ridge": Ridge(**params).fit(X_fit, y_fit).predict(X_val),
+                "broken": ValueError("never fits")}
+
+    results = tune_together(evaluate, ("ridge", "broken"), {"alpha": LogUniform(1e-3, 1.0)},
+                            y_val, n_trials=3, seed=0)
+    assert isinstance(results["broken"], TuningFailedError)
+    assert np.isfinite(results["ridge"].best_value)

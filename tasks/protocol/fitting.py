@@ -1,0 +1,142 @@
+"""How a learned model is fitted on the parts of a window, in the units of its target.
+
+A learned model predicts either the load itself (``target="load"``, the paper) or the
+correction to a persistence forecast (``target="residual"``: load = base + r, the base being last
+week's load or the holiday-aware persistence, ``--persistence``). A model with a physical floor
+(``wadiro_pcscnn``: no negative load) gets the per-sample lower bound ``r >= floor - base`` on its
+training rows, inside its program (the paper). Beyond its training rows the floor holds as the run
+says (``target_week_floor``): ``projection`` projects every forecast onto it (the forecast of an
+hour is ``max(floor, base + r)``: zero negative hours by construction, and no training row
+moved); ``program`` adds the inputs of the week being forecast to the program as bound points
+(its forecasts meet the floor, but a holiday week's unusual inputs can bend the whole fit);
+``none`` leaves them alone (the paper).
+
+Under ``scnn_tuning="joint"`` a :class:`Fitter` shares work between the SCNN family's two
+networks: a fit of the unconstrained network whose weights already meet the constrained one's
+bounds is an optimum of the constrained program too (same objective, smaller feasible set), so
+the constrained network takes it instead of solving again
+(:meth:`wadiro_models.WaDiRoSCNN.fit`'s ``relaxation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE, TS
+from wadiro_fleet.tasks.protocol.models import MODELS
+from wadiro_fleet.tasks.protocol.windows import PARTS, Window
+
+RELAXATION_OF: Mapping[str, str] = {"wadiro_pcscnn": "wadiro_scnn"}
+"""Under joint SCNN tuning: model -> the model whose fit with the same hyperparameters is its
+program's relaxation."""
+
+
+@dataclass(frozen=True)
+class WindowPart:
+    """A window part as a learned model sees it: load = ``base`` + the model's target."""
+
+    X: np.ndarray
+    target: np.ndarray
+    base: np.ndarray
+    load: np.ndarray
+    ts: pd.DatetimeIndex
+
+    def to_load(self, prediction: np.ndarray) -> np.ndarray:
+        return self.base + np.asarray(prediction, dtype=float)
+
+
+def base_column(config: ForecastConfig) -> str:
+    """The window column a residual target corrects."""
+    return DAY_TYPE_PERSISTENCE if config.persistence == "day_type" else PERSISTENCE
+
+
+def window_part(window: Window, name: str, config: ForecastConfig) -> WindowPart:
+    """Rows of part ``name`` in the target's units. For the residual target, history rows
+    without a base value are left out; test rows are all kept (their forecast is NaN)."""
+    X, load = window.xy(name)
+    frame = getattr(window, name)
+    ts = pd.DatetimeIndex(frame[TS])
+    if config.target == "load":
+        return WindowPart(X, load, np.zeros(len(load)), load, ts)
+    base = frame[base_column(config)].to_numpy(dtype=np.float64)
+    keep = np.isfinite(base) if name != "test" else np.ones(len(base), dtype=bool)
+    return WindowPart(X[keep], (load - base)[keep], base[keep], load[keep], ts[keep])
+
+
+def _params_key(params: Mapping[str, Any]) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+@dataclass
+class Fitter:
+    """Fits the learned models of one window: each model's estimator with the run's fixed
+    options, its floor on the training rows and, where the run asks, at the forecast rows."""
+
+    window: Window
+    config: ForecastConfig
+    parts: dict[str, WindowPart] = field(init=False)
+    _relaxations: dict[tuple, Any] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.parts = {name: window_part(self.window, name, self.config) for name in PARTS}
+
+    def floor(self, model: str, part: str) -> np.ndarray | None:
+        """The lowest value of ``model``'s target on ``part``'s rows (None: no floor)."""
+        load_floor = MODELS[model].load_floor
+        if load_floor is None:
+            return None
+        return load_floor - self.parts[part].base
+
+    def fit(self, model: str, part: str, params: Mapping[str, Any], *, forecasts: str) -> Any:
+        """``model`` fitted on ``part`` with ``params``, to forecast the part ``forecasts``."""
+        spec = MODELS[model]
+        floor = self.floor(model, part)
+        extra: dict[str, Any] = {}
+        if floor is not None and self.config.target != "load":
+            extra["lower_bound"] = floor  # a load target's floor is the estimator's own bound
+        estimator = spec.estimator(**{**self.config.model_options.get(model, {}), **params,
+                                      **extra})
+        rows = self.parts[part]
+        fit_args = self._bound_points(model, forecasts)
+        joint = self.config.scnn_tuning == "joint"
+        if joint and model in RELAXATION_OF:
+            fit_args["relaxation"] = self._relaxations.get(
+                (RELAXATION_OF[model], part, _params_key(params)))
+        fitted = estimator.fit(rows.X, rows.target, **fit_args)
+        if joint and model in RELAXATION_OF.values():
+            self._relaxations[(model, part, _params_key(params))] = fitted
+        return fitted
+
+    def _bound_points(self, model: str, forecasts: str) -> dict[str, Any]:
+        """Fit arguments that keep ``model``'s floor at the inputs of the part it forecasts, when
+        the run bounds it inside the program (their inputs are known when it is issued)."""
+        floor = self.floor(model, forecasts)
+        if floor is None or self.config.target_week_floor != "program":
+            return {}
+        rows = self.parts[forecasts]
+        keep = np.isfinite(floor) & np.isfinite(rows.X).all(axis=1)
+        if not keep.any():
+            return {}
+        return {"bound_X": rows.X[keep], "bound_lower": floor[keep]}
+
+    def predict(self, model: str, fitted: Any, part: str) -> np.ndarray:
+        """``fitted``'s prediction of ``part`` in target units, projected onto ``model``'s floor
+        when the run projects."""
+        prediction = np.asarray(fitted.predict(self.parts[part].X), dtype=float)
+        floor = self.floor(model, part)
+        if floor is not None and self.config.target_week_floor == "projection":
+            prediction = np.fmax(prediction, floor)  # NaN predictions stay NaN
+        return prediction
+
+    def fit_order(self, models: list[str]) -> list[str]:
+        """``models`` with every relaxation before the model it serves."""
+        first = [m for m in models if m in RELAXATION_OF.values()]
+        return first + [m for m in models if m not in first]
+
+
+__all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "window_part"]

@@ -1,0 +1,123 @@
+"""The holiday-aware persistence forecast against hand-picked source hours.
+
+The load of every hour is its own UTC instant in hours since 2019-01-01 00:00 UTC, so the value
+the forecast takes names the hour it was read from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from wadiro_fleet.tasks.protocol.day_types import (
+    OFF_WEEKDAY,
+    WEEKEND,
+    WORKDAY,
+    ClosurePeriod,
+    ClosurePeriodError,
+    day_types,
+    parse_closure_periods,
+)
+from wadiro_fleet.tasks.protocol.features import (
+    DAY_TYPE_PERSISTENCE,
+    PERSISTENCE,
+    build_features,
+    holiday_dates,
+)
+
+EPOCH = pd.Timestamp("2019-01-01", tz="UTC")
+LONDON = {"timezone": "Europe/London", "holiday_country": "GB", "holiday_subdiv": "ENG"}
+
+
+def hours(start: str, end: str) -> pd.DataFrame:
+    ts = pd.date_range(start, end, freq="h", tz="UTC", inclusive="left")
+    frame = pd.DataFrame({"ts": ts, "kwh": (ts - EPOCH) / pd.Timedelta(hours=1)})
+    return frame.assign(temperature_c=10.0, irradiance_wm2=0.0, wind_speed_ms=1.0)
+
+
+def source(frame: pd.DataFrame, local: str, column: str = DAY_TYPE_PERSISTENCE) -> pd.Timestamp:
+    """The UTC hour the forecast of local wall-clock time ``local`` was read from."""
+    utc = pd.Timestamp(local).tz_localize("Europe/London").tz_convert("UTC")
+    value = frame.set_index("ts").loc[utc, column]
+    return EPOCH + pd.Timedelta(hours=float(value))
+
+
+@pytest.fixture(scope="module")
+def spring():
+    return build_features(hours("2019-02-01", "2019-05-20"), **LONDON)
+
+
+@pytest.fixture(scope="module")
+def winter():
+    return build_features(hours("2019-11-01", "2020-01-20"), **LONDON)
+
+
+def utc(local: str) -> pd.Timestamp:
+    return pd.Timestamp(local).tz_localize("Europe/London").tz_convert("UTC")
+
+
+def test_a_workday_after_a_workday_is_last_weeks_hour(spring):
+    assert source(spring, "2019-04-23 10:00") == utc("2019-04-16 10:00")
+
+
+def test_a_bank_holiday_is_the_sunday_before_its_week(spring):
+    # Easter Monday and Good Friday 2019: no off weekday 1-4 weeks back, so the Sunday before
+    assert source(spring, "2019-04-22 10:00") == utc("2019-04-21 10:00")
+    assert source(spring, "2019-04-19 15:00") == utc("2019-04-14 15:00")
+
+
+def test_the_workday_after_a_holiday_skips_it(spring):
+    # last week's Monday was Easter Monday: two weeks back instead
+    assert source(spring, "2019-04-29 09:00") == utc("2019-04-15 09:00")
+    assert source(spring, "2019-04-29 09:00", PERSISTENCE) == utc("2019-04-22 09:00")
+
+
+def test_a_weekend_is_last_weeks_same_day(spring):
+    assert source(spring, "2019-04-20 11:00") == utc("2019-04-13 11:00")
+
+
+def test_local_wall_clock_across_the_clock_change(spring):
+    # Monday 1 April 2019 10:00 BST is 09:00 UTC; a week before, 10:00 GMT is 10:00 UTC
+    assert source(spring, "2019-04-01 10:00") == pd.Timestamp("2019-03-25 10:00", tz="UTC")
+
+
+def test_a_missing_reading_falls_back_to_an_older_week_of_the_same_type():
+    frame = hours("2019-02-01", "2019-05-20")
+    gone = frame["ts"] == utc("2019-04-16 10:00")
+    frame.loc[gone, "kwh"] = np.nan
+    out = build_features(frame, **LONDON)
+    assert source(out, "2019-04-23 10:00") == utc("2019-04-09 10:00")
+
+
+def test_closure_days_are_off_weekdays(winter):
+    # Tuesday 31 Dec: the Tuesday before (Christmas Eve) is also a closure day
+    assert source(winter, "2019-12-31 14:00") == utc("2019-12-24 14:00")
+    # Friday 27 Dec, not a public holiday: no off Friday 1-4 weeks back, so the Sunday before
+    assert source(winter, "2019-12-27 14:00") == utc("2019-12-22 14:00")
+    # Thursday 2 Jan, a workday: last Thursday (Boxing Day) was off, the one before was not
+    assert source(winter, "2020-01-02 14:00") == utc("2019-12-19 14:00")
+
+
+def test_without_closure_periods_only_public_holidays_are_off():
+    out = build_features(hours("2019-11-01", "2020-01-20"), **LONDON, closure_periods=())
+    assert source(out, "2019-12-27 14:00") == utc("2019-12-20 14:00")
+    assert source(out, "2019-12-26 14:00") == utc("2019-12-22 14:00")  # Boxing Day stays off
+
+
+def test_day_types_of_a_christmas_week():
+    wall = pd.date_range("2019-12-21", "2019-12-28", freq="D")
+    types = day_types(wall, holiday_dates("GB", "ENG", [2019]),
+                      parse_closure_periods(["12-24..01-01"]))
+    assert types.tolist() == [WEEKEND, WEEKEND, WORKDAY, OFF_WEEKDAY, OFF_WEEKDAY, OFF_WEEKDAY,
+                              OFF_WEEKDAY, WEEKEND]
+
+
+def test_closure_periods_parse_and_wrap_over_new_year():
+    period = ClosurePeriod.parse(" 12-24 .. 01-01 ")
+    assert str(period) == "12-24..01-01"
+    inside = period.contains(np.array([12, 12, 1, 1]), np.array([23, 24, 1, 2]))
+    assert inside.tolist() == [False, True, True, False]
+    assert ClosurePeriod.parse("07-20..08-10").contains(np.array([8]), np.array([1])).all()
+    for bad in ("12-24", "13-01..01-01", "02-30..03-01", "Dec 24..Jan 1"):
+        with pytest.raises(ClosurePeriodError):
+            ClosurePeriod.parse(bad)
