@@ -30,11 +30,12 @@ def test_gp_kernel_is_rbf_plus_exp_sine_plus_white_and_kept_as_given():
     np.testing.assert_allclose(fitted, (2.0, 6.0, 3.0, 1.5), rtol=1e-12)
 
 
-def test_gp_posterior_mean_matches_the_closed_form():
+@pytest.mark.parametrize("method", ["sklearn", "cholesky"])
+def test_gp_posterior_mean_matches_the_closed_form(method):
     """mean(x*) = k(x*, X) (K + noise I)^-1 y on standardised data, computed here by hand."""
     X, y = _data(1, n=60)
     model = GaussianProcessBaseline(length_scale=3.0, periodicity=20.0, length_scale_sine=30.0,
-                                    noise_level=1.2).fit(X, y)
+                                    noise_level=1.2, method=method).fit(X, y)
     mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
     Xs, ys = (X - mx) / sx, (y - my) / sy
     smooth = RBF(3.0) + ExpSineSquared(30.0, 20.0)
@@ -44,13 +45,25 @@ def test_gp_posterior_mean_matches_the_closed_form():
     np.testing.assert_allclose(model.predict(X_new), my + sy * mean, rtol=1e-8)
 
 
-def test_gp_with_an_indefinite_kernel_raises_a_solver_error():
+def test_gp_on_its_last_samples_is_the_gp_of_those_rows():
+    X, y = _data(4, n=200)
+    X_new = np.random.default_rng(5).uniform(0, 10, size=(9, 2))
+    params = {"length_scale": 2.0, "periodicity": 6.0, "length_scale_sine": 3.0,
+              "noise_level": 0.8}
+    last = GaussianProcessBaseline(**params, method="cholesky", max_samples=70).fit(X, y)
+    alone = GaussianProcessBaseline(**params).fit(X[-70:], y[-70:])
+    np.testing.assert_allclose(last.predict(X_new), alone.predict(X_new), rtol=1e-9)
+    assert last.X_train_.shape == (70, 2)
+
+
+@pytest.mark.parametrize("method", ["sklearn", "cholesky"])
+def test_gp_with_an_indefinite_kernel_raises_a_solver_error(method):
     # ExpSineSquared is not positive definite on several features; with little noise the
     # kernel matrix has negative eigenvalues and no Cholesky factor.
     X = np.random.default_rng(3).normal(size=(300, 4))
     y = X.sum(axis=1)
     model = GaussianProcessBaseline(length_scale=1.0, periodicity=1.0, length_scale_sine=1.0,
-                                    noise_level=1.0)
+                                    noise_level=1.0, method=method)
     with pytest.raises(SolverError, match="not positive definite") as info:
         model.fit(X, y)
     assert info.value.status == "failed"

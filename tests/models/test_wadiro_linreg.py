@@ -46,18 +46,38 @@ def _l1_lp(X: np.ndarray, y: np.ndarray, radius: float) -> float:
     return float(res.fun)
 
 
+SOLVERS = ["clarabel", "clarabel-direct"]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("radius", [1e-3, 0.1, 1.0])
-def test_l1_optimum_equals_explicit_lp(radius):
+def test_l1_optimum_equals_explicit_lp(radius, solver):
     X, y = _data()
-    model = WaDiRoLinearRegression(radius=radius, standardize=False, solver_options=TIGHT).fit(X, y)
+    model = WaDiRoLinearRegression(radius=radius, standardize=False, solver=solver,
+                                   solver_options=TIGHT).fit(X, y)
     assert model.objective_ == pytest.approx(_l1_lp(X, y, radius), rel=1e-6)
+    assert model.solver_name_ == solver
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("radius", [1e-3, 0.3, 3.0])
+def test_the_direct_l2_program_is_the_cvxpy_one(radius, fit_intercept):
+    """The SOCP written as matrices has cvxpy's optimum and weights (two formulations)."""
+    X, y = _data(2)
+    fits = [WaDiRoLinearRegression(radius=radius, wasserstein="l2", fit_intercept=fit_intercept,
+                                   solver=solver, solver_options=TIGHT).fit(X, y)
+            for solver in SOLVERS]
+    assert fits[1].objective_ == pytest.approx(fits[0].objective_, rel=1e-8)
+    np.testing.assert_allclose(fits[1].coef_, fits[0].coef_, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("wasserstein", ["l1", "l2"])
-def test_small_radius_is_least_absolute_deviations(wasserstein):
+def test_small_radius_is_least_absolute_deviations(wasserstein, solver):
     """radius -> 0 leaves the l1 loss: the median regression (independent HiGHS solve)."""
     X, y = _data(1)
-    model = WaDiRoLinearRegression(radius=1e-9, wasserstein=wasserstein, solver_options=TIGHT)
+    model = WaDiRoLinearRegression(radius=1e-9, wasserstein=wasserstein, solver=solver,
+                                   solver_options=TIGHT)
     lad = QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs").fit(X, y)
     ours = np.mean(np.abs(model.fit(X, y).predict(X) - y))
     theirs = np.mean(np.abs(lad.predict(X) - y))
