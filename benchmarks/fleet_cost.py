@@ -1,94 +1,134 @@
-"""CPU seconds per building-week of the full protocol, and which part dominates.
+"""What a building-week costs, as a user runs it, against one fit of the peer an operator would
+try first.
 
-Runs the whole per-(building, week) protocol -- window, features, TPE tuning of every model
-(15 trials by default), refit on 12 weeks, forecast, scoring -- on real Cambridge windows, in
-this process, with BLAS pinned to one thread as the pipeline does. Prints CPU and wall time per
-building-week and the split by model (tuning vs refit). With ``--reference`` the same windows
-also run with the SCNN family on the cvxpy + Clarabel reference path, and the ratio is printed.
+On real Cambridge buildings (default: 20 with complete 2019 data, none of the ten that
+``forecast_quality.py`` reports on), in one run and on the same windows:
 
-    python benchmarks/fleet_cost.py [--buildings UCam_Building_b7,...] [--weeks 2019-04-01,...]
-                                    [--trials 15] [--feature-set NAME] [--target load|residual]
-                                    [--reference]
+1. ``wadiro backfill --start W --end W``: a tuned week (the backfill's default, every window
+   tuned), every model, the deployed protocol;
+2. ``wadiro forecast --week W+1``: the weekly run that follows (its default: the tuning of W
+   reused, W's forecasts as the validation forecasts);
+3. ``wadiro forecast --week W+1 --models seasonal_naive`` on a copy of the warehouse: what any
+   run costs before a model is fitted (start-up, reading, writing; the persistence forecast is
+   free);
+4. in this process, one scikit-learn ``HistGradientBoostingRegressor`` (absolute loss, one thread)
+   fitted on each building's window of W (calendar, holiday, weather, the load one and two weeks
+   back: feature set ``paper_lags``): the peer's fit.
+
+Commands 1-3 run as child processes; their CPU is user + system time of the command and every
+worker it started. Per model and stage (tuning, the final fit, the certificate) the seconds come
+from ``model_fits``; the protocol's total from ``window_status.compute_time_s``; everything else
+(start-up, Prefect, the warehouse, moving data to workers) is the rest of the command's CPU.
+
+    python benchmarks/fleet_cost.py                              # 20 buildings, W = 2019-04-01
+    python benchmarks/fleet_cost.py --buildings UCam_Building_b7,UCam_Building_b0 --week 2019-04-01
+    python benchmarks/fleet_cost.py --protocol paper             # the paper's protocol instead
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import tempfile
 import time
-from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
 
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
+from _commands import Measured, RunFacts, latest_run, measure, print_stages, wadiro
+from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits
+
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.models import MODEL_NAMES
+from wadiro_fleet.tasks.protocol.features import build_features
+from wadiro_fleet.tasks.protocol.windows import build_window
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
+BUILDINGS = tuple(f"UCam_Building_b{n}" for n in (15, 16, 19, 20, 21, 22, 23, 24, 25, 26,
+                                                  27, 28, 30, 31, 32, 33, 34, 35, 36, 37))
+"""Complete 2019 data, and not among the buildings the deployed configuration was chosen on."""
+GOALS = {"tuned": 15.0, "weekly": 3.0}
+"""CPU per building-week, in peer fits."""
 
 
-def measure(jobs: list[BuildingJob], config: ForecastConfig) -> dict:
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    results = run_jobs(jobs, config)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    per_model: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
-    solvers: dict[str, set] = defaultdict(set)
-    done = [r for r in results if r.status == "ok"]
-    for res in done:
-        for out in res.outcomes:
-            entry = per_model[out.model]
-            entry[0] += out.tuning_time_s or 0.0
-            entry[1] += out.fit_time_s or 0.0
-            entry[2] += out.status != "ok"
-            if out.solver:
-                solvers[out.model].add(out.solver)
-    n = max(len(done), 1)
-    return {"cpu": cpu / n, "wall": wall / n, "n": len(done), "skipped": len(results) - len(done),
-            "per_model": {m: (t / n, f / n, int(k)) for m, (t, f, k) in per_model.items()},
-            "solvers": {m: sorted(s) for m, s in solvers.items()}}
+def peer_fit_cpu(warehouse: Path, buildings: list[str], week: date) -> tuple[float, int]:
+    """Mean CPU seconds of one peer fit on the buildings' windows of ``week``, one thread."""
+    config = ForecastConfig(feature_set="paper_lags")
+    jobs = load_jobs(warehouse, buildings, [week], config)
+    spent, fitted = 0.0, 0
+    with threadpool_limits(limits=1):
+        for job in jobs:
+            info = job.info
+            features = build_features(job.hours, timezone=info.timezone,
+                                      holiday_country=info.holiday_country,
+                                      holiday_subdiv=info.holiday_subdiv,
+                                      feature_set="paper_lags")
+            window = build_window(features, week, info.timezone, feature_set="paper_lags")
+            if not window.ok:
+                continue
+            X, y = window.xy("train")
+            started = time.process_time()
+            HistGradientBoostingRegressor(loss="absolute_error", random_state=0).fit(X, y)
+            spent += time.process_time() - started
+            fitted += 1
+    return spent / max(fitted, 1), fitted
 
 
-def report(label: str, m: dict) -> None:
-    print(f"\n== {label}: {m['n']} building-week(s) ({m['skipped']} skipped) ==")
-    print(f"CPU per building-week: {m['cpu']:.1f} s   wall: {m['wall']:.1f} s")
-    total = sum(t + f for t, f, _ in m["per_model"].values()) or 1.0
-    print(f"{'model':<16}{'tuning s':>10}{'refit s':>10}{'share':>8}{'failed':>8}  solver")
-    for model, (t, f, k) in sorted(m["per_model"].items(), key=lambda kv: -sum(kv[1][:2])):
-        print(f"{model:<16}{t:>10.2f}{f:>10.2f}{100 * (t + f) / total:>7.1f}%{k:>8}  "
-              f"{','.join(m['solvers'].get(model, [])) or '-'}")
+def print_run(label: str, m: Measured, facts: RunFacts, peer: float) -> float:
+    n = facts.building_weeks
+    per = m.cpu / n
+    print(f"\n== {label}: {n} building-weeks {facts.status}, {m.wall:.0f} s wall ==")
+    print(f"CPU per building-week {per:.2f} s = {per / peer:.1f} peer fits; inside the protocol "
+          f"{facts.inside / n:.2f} s, start-up, orchestration and warehouse "
+          f"{(m.cpu - facts.inside) / n:.2f} s ({100 * (1 - facts.inside / m.cpu):.0f} %)")
+    print_stages(facts, n)
+    return per
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--buildings", default="UCam_Building_b7,UCam_Building_b0")
-    parser.add_argument("--weeks", default="2019-04-01")
-    parser.add_argument("--trials", type=int, default=15)
-    parser.add_argument("--models", default=",".join(MODEL_NAMES))
-    parser.add_argument("--feature-set", default=ForecastConfig.model_fields["feature_set"].default)
-    parser.add_argument("--target", default=ForecastConfig.model_fields["target"].default)
-    parser.add_argument("--reference", action="store_true",
-                        help="also run the SCNN family on cvxpy + Clarabel and print the ratio")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--buildings", default=",".join(BUILDINGS))
+    parser.add_argument("--week", default="2019-04-01", help="W, the tuned week (a Monday)")
+    parser.add_argument("--protocol", default="deployed", choices=("deployed", "paper"))
+    parser.add_argument("--workers", type=int, default=None, help="default: cores")
     args = parser.parse_args()
+    os.environ.pop("PREFECT_API_URL", None)  # the command line's own engine, no server
     buildings = args.buildings.split(",")
-    weeks = [date.fromisoformat(w) for w in args.weeks.split(",")]
-    models = tuple(args.models.split(","))
-    fast_config = ForecastConfig(models=models, trials=args.trials, feature_set=args.feature_set,
-                                 target=args.target)
-    with tempfile.TemporaryDirectory() as tmp:
-        warehouse = Path(tmp) / "bench.duckdb"
-        ingest_cambridge(warehouse, ARCHIVE, buildings=buildings,
-                         start=weeks[0] - timedelta(weeks=13), end=weeks[-1] + timedelta(days=7))
-        jobs = load_jobs(warehouse, buildings, weeks, fast_config)
-    fast = measure(jobs, fast_config)
-    report("fast path (solver=ipm)", fast)
-    if args.reference:
-        options = {m: {**o, "solver": "clarabel"} for m, o in fast_config.model_options.items()}
-        ref = measure(jobs, fast_config.model_copy(update={"model_options": options}))
-        report("reference path (solver=clarabel)", ref)
-        print(f"\nspeed-up of the full protocol (CPU per building-week): "
-              f"{ref['cpu'] / fast['cpu']:.2f}x")
+    week = date.fromisoformat(args.week)
+    common = ["--protocol", args.protocol, *(["--workers", str(args.workers)]
+                                              if args.workers else [])]
+    with tempfile.TemporaryDirectory(prefix="fleet-cost-") as tmp:
+        warehouse = Path(tmp) / "cost.duckdb"
+        wadiro("ingest", "cambridge", "--path", str(ARCHIVE), "--buildings", ",".join(buildings),
+               "--start", (week - timedelta(weeks=20)).isoformat(),
+               "--end", (week + timedelta(weeks=2)).isoformat(), "--warehouse", str(warehouse),
+               quiet=True)
+        peer, fitted = peer_fit_cpu(warehouse, buildings, week)
+        print(f"{len(buildings)} buildings, W = {week}, protocol {args.protocol}; "
+              f"peer fit (HistGradientBoosting, absolute loss, one thread): {peer:.3f} CPU-s "
+              f"(mean of {fitted} windows)")
+        tuned = measure("backfill", "--start", week.isoformat(), "--end", week.isoformat(),
+                        "--warehouse", str(warehouse), *common)
+        tuned_per = print_run(f"wadiro backfill --start {week} --end {week} (tuned week)", tuned,
+                              latest_run(warehouse), peer)
+        empty = Path(tmp) / "startup.duckdb"
+        shutil.copy(warehouse, empty)
+        nxt = (week + timedelta(weeks=1)).isoformat()
+        weekly = measure("forecast", "--week", nxt, "--warehouse", str(warehouse), *common)
+        weekly_per = print_run(f"wadiro forecast --week {nxt} (the weekly run after it)", weekly,
+                               latest_run(warehouse), peer)
+        startup = measure("forecast", "--week", nxt, "--models", "seasonal_naive",
+                          "--warehouse", str(empty), *common)
+    print(f"\nany run before fitting a model (wadiro forecast --models seasonal_naive, same "
+          f"buildings): {startup.cpu:.1f} CPU-s, {startup.cpu / len(buildings):.2f} per "
+          f"building-week")
+    print(f"\n{'what':<44}{'CPU-s per building-week':>24}{'peer fits':>11}{'goal':>8}")
+    for what, per, goal in (("tuned week (wadiro backfill)", tuned_per, GOALS["tuned"]),
+                            ("weekly run (wadiro forecast)", weekly_per, GOALS["weekly"])):
+        verdict = "met" if per / peer <= goal else "NOT met"
+        print(f"{what:<44}{per:>24.2f}{per / peer:>11.1f}{f'<= {goal:g}':>8}  {verdict}")
+    print(f"{'peer fit':<44}{peer:>24.3f}{1:>11}")
 
 
 if __name__ == "__main__":

@@ -40,30 +40,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import date, timedelta
 from pathlib import Path
 
-import psutil
+from _commands import Measured, RunFacts, latest_run, measure, print_stages, wadiro
 
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 
 START = date(2024, 1, 1)
 WEEK = date(2024, 4, 1)  # the 14th local week of the fleet: the first measured weekly run
 TUNED_WEEK = WEEK - timedelta(weeks=1)
-GOALS = {"wall_min": 30.0, "cpu_per_building_s": 2.0, "outside_share": 0.05}
-WADIRO = [str(Path(sys.executable).with_name("wadiro"))]  # the installed command, as a user runs it
-
-
-def wadiro(*args: str, quiet: bool = False) -> None:
-    """Run one ``wadiro`` command; stop the benchmark if it fails."""
-    out = subprocess.DEVNULL if quiet else None
-    subprocess.run([*WADIRO, *args], check=True, stdout=out)
+GOALS = {"wall_min": 15.0, "outside_share": 0.05}
 
 
 def tuning_sample(warehouse: Path, size: int) -> list[str]:
@@ -108,105 +98,32 @@ def copy_tuning(warehouse: Path, sample: list[str]) -> int:
                            ).fetchone()[0]
 
 
-class TreeMemory:
-    """Peak resident memory of a process and its descendants, sampled on a thread."""
-
-    def __init__(self, pid: int, every: float = 0.2) -> None:
-        self.root, self.every = psutil.Process(pid), every
-        self.peak_total = self.peak_one = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                return
-            sizes = []
-            for proc in procs:
-                try:
-                    sizes.append(proc.memory_info().rss)
-                except psutil.Error:
-                    continue
-            if sizes:
-                self.peak_total = max(self.peak_total, sum(sizes))
-                self.peak_one = max(self.peak_one, max(sizes))
-            self._stop.wait(self.every)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+def measure_weekly_run(warehouse: Path, week: date, args: argparse.Namespace) -> Measured:
+    workers = ["--workers", str(args.workers)] if args.workers else []
+    return measure("forecast", "--warehouse", str(warehouse), "--week", week.isoformat(),
+                   "--tuning", "reuse", *workers, quiet=False)
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def measure_weekly_run(warehouse: Path, week: date, args: argparse.Namespace) -> dict:
-    command = [*WADIRO, "forecast", "--warehouse", str(warehouse), "--week", week.isoformat(),
-               "--tuning", "reuse"]
-    if args.workers:
-        command += ["--workers", str(args.workers)]
-    cpu0, wall0 = children_cpu(), time.perf_counter()
-    child = subprocess.Popen(command)
-    memory = TreeMemory(child.pid)
-    code = child.wait()
-    wall, cpu = time.perf_counter() - wall0, children_cpu() - cpu0
-    memory.stop()
-    if code != 0:
-        raise SystemExit(f"the weekly run failed with exit code {code}")
-    return {"wall": wall, "cpu": cpu, "peak_total": memory.peak_total,
-            "peak_one": memory.peak_one}
-
-
-def run_facts(warehouse: Path) -> dict:
-    """The measured run's building-weeks, protocol CPU and model time split by model."""
-    with connect(warehouse, read_only=True) as con:
-        run_id = con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()[0]
-        status = dict(con.execute(
-            "SELECT status, count(*) FROM window_status WHERE run_id = ? GROUP BY 1", [run_id]
-        ).fetchall())
-        inside = con.execute("SELECT coalesce(sum(compute_time_s), 0) FROM window_status "
-                             "WHERE run_id = ?", [run_id]).fetchone()[0]
-        by_model = con.execute(
-            """SELECT model, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status <> 'ok'),
-                      coalesce(sum(fit_time_s), 0), coalesce(sum(certify_time_s), 0),
-                      count(*) FILTER (WHERE validation_source = 'tuning'),
-                      count(*) FILTER (WHERE validation_source = 'refit'),
-                      count(*) FILTER (WHERE validation_source = 'issued')
-               FROM model_fits WHERE run_id = ? GROUP BY model ORDER BY 4 + 5 DESC""",
-            [run_id]).fetchall()
-    return {"run_id": run_id, "status": status, "inside": inside, "by_model": by_model}
-
-
-def report(n: int, week: date, m: dict, facts: dict) -> None:
-    cpu_per = m["cpu"] / n
-    outside = 1 - facts["inside"] / m["cpu"] if m["cpu"] else float("nan")
+def report(n: int, week: date, m: Measured, facts: RunFacts) -> None:
+    cpu_per = m.cpu / n
+    outside = 1 - facts.inside / m.cpu if m.cpu else float("nan")
     print(f"\n== weekly run of {week}, {n:,} buildings, --tuning reuse, every model ==")
-    print(f"building-weeks by status: {facts['status']}")
+    print(f"building-weeks by status: {facts.status}")
     rows = [
-        ("wall time", f"{m['wall'] / 60:.1f} min", f"< {GOALS['wall_min']:.0f} min",
-         m["wall"] / 60 < GOALS["wall_min"]),
-        ("CPU per building", f"{cpu_per:.2f} s", f"< {GOALS['cpu_per_building_s']:.0f} s",
-         cpu_per < GOALS["cpu_per_building_s"]),
-        ("peak memory (process tree)", f"{m['peak_total'] / 2**30:.2f} GiB", "-", None),
-        ("largest process", f"{m['peak_one'] / 2**30:.2f} GiB", "-", None),
+        ("wall time", f"{m.wall / 60:.1f} min", f"< {GOALS['wall_min']:.0f} min",
+         m.wall / 60 < GOALS["wall_min"]),
+        ("CPU per building", f"{cpu_per:.2f} s", "-", None),
+        ("peak memory (process tree)", f"{m.peak_total / 2**30:.2f} GiB", "-", None),
+        ("largest process", f"{m.peak_one / 2**30:.2f} GiB", "-", None),
         ("CPU outside the protocol", f"{100 * outside:.1f} %",
          f"< {100 * GOALS['outside_share']:.0f} %", outside < GOALS["outside_share"]),
     ]
     for name, value, goal, met in rows:
         verdict = "" if met is None else ("met" if met else "NOT met")
         print(f"{name:<28}{value:>14}   goal {goal:<9}{verdict}")
-    print(f"total CPU {m['cpu']:.0f} s: inside the protocol {facts['inside']:.0f} s, "
-          f"outside {m['cpu'] - facts['inside']:.0f} s")
-    print(f"\n{'model':<16}{'ok':>6}{'failed':>8}{'fit s/bldg':>12}{'certify s/bldg':>16}"
-          f"   validation forecast: tuned / refit / issued")
-    for model, ok, failed, fit, certify, *sources in facts["by_model"]:
-        print(f"{model:<16}{ok:>6}{failed:>8}{fit / n:>12.3f}{certify / n:>16.3f}   "
-              f"{' / '.join(str(k) for k in sources)}")
+    print(f"total CPU {m.cpu:.0f} s: inside the protocol {facts.inside:.0f} s, "
+          f"outside {m.cpu - facts.inside:.0f} s\n")
+    print_stages(facts, n)
     print("(fit: the final fit on the 12 weeks; a 'refit' validation forecast is one more fit on "
           "the 11 weeks before the validation week, inside the protocol's CPU but not in this "
           "column)")
@@ -245,7 +162,7 @@ def main() -> None:
         for k in range(args.weeks):
             week = WEEK + timedelta(weeks=k)
             report(args.buildings, week, measure_weekly_run(warehouse, week, args),
-                   run_facts(warehouse))
+                   latest_run(warehouse))
             sys.stdout.flush()
 
 

@@ -31,7 +31,12 @@ from wadiro_fleet.tasks.protocol.features import (
     FEATURES,
     get_feature_set,
 )
-from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, MODELS, check_model_names
+from wadiro_fleet.tasks.protocol.models import (
+    DAY_TYPE_NAIVE,
+    MODEL_NAMES,
+    MODELS,
+    check_model_names,
+)
 
 TuningMode = Literal["per-window", "reuse"]
 Target = Literal["load", "residual"]
@@ -68,8 +73,12 @@ def _model_options(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str
     return options
 
 
+PAPER_MODELS = tuple(name for name in MODEL_NAMES if name != DAY_TYPE_NAIVE)
+"""The paper's comparison: its five learned models and seasonal naive."""
+
 PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "deployed": MappingProxyType({
+        "models": MODEL_NAMES,
         "feature_set": "recent_change",
         "target": "residual",
         "persistence": "day_type",
@@ -79,6 +88,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "model_options": _model_options({}),
     }),
     "paper": MappingProxyType({
+        "models": PAPER_MODELS,
         "feature_set": "paper",
         "target": "load",
         "persistence": "last_week",

@@ -36,8 +36,8 @@ import pandas as pd
 from wadiro_fleet.tasks.protocol.certification import certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import (
+    CHANGE_SUFFIX,
     LABEL,
-    PERSISTENCE,
     TS,
     WEATHER_COLUMNS,
     build_features,
@@ -149,14 +149,16 @@ def _fit_info(model: Any) -> dict[str, Any]:
 
 
 def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) -> ModelOutcome:
-    """Seasonal naive: the persistence forecast, its intervals from its validation week."""
+    """A persistence forecast (seasonal naive, day-type naive), its intervals from its
+    validation week."""
+    column = MODELS[name].persistence
     _, y_test = window.xy("test")
-    y_hat = window.test[PERSISTENCE].to_numpy(dtype=np.float64)
+    y_hat = window.test[column].to_numpy(dtype=np.float64)
     if not np.isfinite(y_hat).any():
         return ModelOutcome(model=name, status="failed", n_train=len(window.train),
                             error="no load at the same hours in the last four weeks")
     calibration = window.validation if len(window.validation) else window.history
-    errors = (calibration[LABEL] - calibration[PERSISTENCE]).to_numpy(dtype=np.float64)
+    errors = (calibration[LABEL] - calibration[column]).to_numpy(dtype=np.float64)
     intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record, LEVELS))
     scored = np.isfinite(errors)
     return ModelOutcome(
@@ -310,13 +312,18 @@ def _certify(outcome: ModelOutcome, model: Any, window: Window, config: Forecast
 def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
              max_l_eps: float | None = None) -> Publication | None:
     forecastable = window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy()
+    weather = any(column in WEATHER_COLUMNS or column.endswith(CHANGE_SUFFIX)
+                  for column in window.feature_columns)
     candidates = [
         Candidate(model=o.model, y_hat=o.y_hat, validation_mae=o.validation_mae,
                   solver_status=o.solver_status, failed=o.error if o.status != "ok" else None,
-                  l_eps=o.l_eps, l_eps_status=o.l_eps_status)
+                  l_eps=o.l_eps, l_eps_status=o.l_eps_status,
+                  reads_weather=weather and MODELS[o.model].is_learned)
         for o in outcomes
     ]
-    return choose_publication(candidates, forecastable, record, max_l_eps)
+    test = window.coverage["test"]
+    filled = test.weather_filled / test.hours if test.hours else 0.0
+    return choose_publication(candidates, forecastable, record, max_l_eps, filled)
 
 
 def _certify_published(result: BuildingWeekResult, window: Window, config: ForecastConfig,

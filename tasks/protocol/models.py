@@ -2,10 +2,13 @@
 seasonal-naive floor.
 
 A learned model is an estimator constructor from :mod:`wadiro_models`, its search space and
-the constructor arguments the pipeline fixes (not tuned). ``seasonal_naive`` has no estimator:
-it repeats the load of the same local hour one week earlier
+the constructor arguments the pipeline fixes (not tuned). The persistence forecasts have no
+estimator. ``seasonal_naive`` repeats the load of the same local hour one week earlier
 (:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`), or two, three or four
-weeks earlier where that reading is missing. It is the bar every learned model must clear.
+weeks earlier where that reading is missing: "same as last week", the bar every model must
+clear. ``day_type_naive`` repeats the same hour of the latest earlier day of the same type
+(workday, weekend, holiday or closure day: :mod:`~wadiro_fleet.tasks.protocol.day_types`), so a
+bank holiday is forecast from a Sunday and the Monday after it from the Monday before.
 """
 
 from __future__ import annotations
@@ -15,26 +18,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.features import PERSISTENCE
-from wadiro_fleet.tasks.protocol.windows import Window
+from wadiro_fleet.tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE
 
 from wadiro_models import MODELS as ESTIMATORS
 from wadiro_models import SEARCH_SPACES
 
 SEASONAL_NAIVE = "seasonal_naive"
+DAY_TYPE_NAIVE = "day_type_naive"
 
 
 class UnknownModelNameError(PipelineError, ValueError):
     """A model name that the pipeline's registry does not know."""
-
-
-def seasonal_naive(window: Window) -> np.ndarray:
-    """The persistence forecast of the target week: the load of the same local hour one week
-    earlier, else two, three or four weeks earlier (NaN, stored as NULL, when all are missing)."""
-    return window.test[PERSISTENCE].to_numpy(dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -43,14 +38,14 @@ class ModelSpec:
 
     ``estimator`` builds an unfitted scikit-learn estimator from keyword arguments; ``options``
     are fixed arguments given to every instance and ``search_space`` the tuned ones. A model
-    without an estimator is a persistence forecast computed from the window by ``forecast``.
+    without an estimator is a persistence forecast: the window's column ``persistence``.
     """
 
     name: str
     estimator: Callable[..., Any] | None = None
     search_space: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
-    forecast: Callable[[Window], np.ndarray] | None = None
+    persistence: str | None = None
     load_floor: float | None = None
     """The lowest load the model may forecast, enforced inside its training program (``None``:
     no such guarantee)."""
@@ -77,7 +72,8 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({
                         load_floor=LOAD_FLOORS.get(name))
         for name, constructor in ESTIMATORS.items()
     },
-    SEASONAL_NAIVE: ModelSpec(SEASONAL_NAIVE, forecast=seasonal_naive),
+    SEASONAL_NAIVE: ModelSpec(SEASONAL_NAIVE, persistence=PERSISTENCE),
+    DAY_TYPE_NAIVE: ModelSpec(DAY_TYPE_NAIVE, persistence=DAY_TYPE_PERSISTENCE),
 })
 """Every model the pipeline knows, by name, in the order runs list them."""
 
@@ -99,6 +95,7 @@ def check_model_names(models: Sequence[str]) -> tuple[str, ...]:
 
 
 __all__ = [
+    "DAY_TYPE_NAIVE",
     "FIXED_OPTIONS",
     "MODELS",
     "MODEL_NAMES",
@@ -106,5 +103,4 @@ __all__ = [
     "ModelSpec",
     "UnknownModelNameError",
     "check_model_names",
-    "seasonal_naive",
 ]

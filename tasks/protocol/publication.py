@@ -3,10 +3,13 @@
 Only what is known when the forecast is issued decides: each model's error on the validation
 week (forecast from the weeks before it: by tuning, a refit, or the forecast issued a week
 earlier under tuning reuse), its record on this building's earlier
-weeks, its solver status and whether its forecast is physically sane (complete, never
-negative). A learned model is published only when it is expected to beat the persistence
-forecast (``seasonal_naive``, last week's load); otherwise seasonal naive is published, and so
-whenever every learned model failed. Every choice carries its reason.
+weeks, its solver status, whether its forecast is physically sane (complete, never
+negative) and whether the weather it reads was forecast or mostly filled in (a model reading
+weather is not trusted when more than :data:`MAX_FILLED_WEATHER_SHARE` of the target week's
+hours had their weather filled from the days before: its inputs are then guesses). A model is
+published only when it is expected to beat the persistence forecast (``seasonal_naive``, last
+week's load); otherwise seasonal naive is published, and so whenever every other model failed.
+Every choice carries its reason.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ import numpy as np
 from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.scoring import count_violations
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, track_ratio
+
+MAX_FILLED_WEATHER_SHARE = 0.25
+"""Above this share of the target week's hours with weather filled in (interpolated, or from the
+last days' profile), models that read weather are not published."""
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -33,6 +41,8 @@ class Candidate:
     l_eps: float | None = None
     l_eps_status: str | None = None
     """Its stability certificate (kWh) and status; ``None`` for models that have none."""
+    reads_weather: bool = False
+    """Whether its forecast depends on the target week's weather."""
 
 
 @dataclass(frozen=True)
@@ -46,10 +56,12 @@ class Publication:
 
 
 def _problem(candidate: Candidate, forecastable: np.ndarray,
-             max_l_eps: float | None = None) -> str | None:
-    """Why a learned candidate cannot be trusted this week (``None`` when it can)."""
+             max_l_eps: float | None = None, weather_filled: float = 0.0) -> str | None:
+    """Why a candidate cannot be trusted this week (``None`` when it can)."""
     if candidate.failed is not None or candidate.y_hat is None:
         return f"failed ({candidate.failed})"
+    if candidate.reads_weather and weather_filled > MAX_FILLED_WEATHER_SHARE:
+        return f"the target week's weather is {weather_filled:.0%} filled in"
     if max_l_eps is not None and candidate.l_eps_status is not None:
         if candidate.l_eps is None:
             return f"no stability certificate ({candidate.l_eps_status})"
@@ -71,6 +83,7 @@ def choose_publication(
     forecastable: np.ndarray,
     record: TrackRecord | None = None,
     max_l_eps: float | None = None,
+    weather_filled: float = 0.0,
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
@@ -79,6 +92,7 @@ def choose_publication(
     building's recent record (a model's MAE relative to seasonal naive over up to 8 earlier
     weeks is averaged with its validation-week ratio once there are at least 2). With
     ``max_l_eps``, a model whose stability certificate is above it (or failed) is not trusted.
+    ``weather_filled`` is the share of the target week's hours whose weather was filled in.
     """
     by_model = {c.model: c for c in candidates}
     naive = by_model.get(SEASONAL_NAIVE)
@@ -91,7 +105,7 @@ def choose_publication(
     for candidate in candidates:
         if candidate.model == SEASONAL_NAIVE:
             continue
-        problem = _problem(candidate, forecastable, max_l_eps)
+        problem = _problem(candidate, forecastable, max_l_eps, weather_filled)
         if problem is not None:
             rejected.append(f"{candidate.model}: {problem}")
             continue
@@ -114,4 +128,4 @@ def choose_publication(
     return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why}){skipped}", ratio)
 
 
-__all__ = ["Candidate", "Publication", "choose_publication"]
+__all__ = ["MAX_FILLED_WEATHER_SHARE", "Candidate", "Publication", "choose_publication"]

@@ -87,3 +87,12 @@ def test_interval_levels_adapt_to_the_coverage_missed_in_earlier_weeks():
     assert adapted_levels("gp", dict(list(record.items())[:1]), (0.8,)) == {0.8: 0.8}
     bad = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.95: 0.5})} for k in (1, 2)}
     assert adapted_levels("gp", bad, (0.95,)) == {0.95: 0.99}  # capped
+
+
+def test_models_reading_weather_are_not_published_when_the_weather_is_mostly_filled_in():
+    candidates = [naive(), Candidate("day_type_naive", GOOD, 1.9),
+                  Candidate("gp", GOOD, 1.0, reads_weather=True)]
+    assert choose_publication(candidates, HOURS, weather_filled=0.25).model == "gp"
+    choice = choose_publication(candidates, HOURS, weather_filled=60 / 168)
+    assert choice.model == "day_type_naive"
+    assert "gp: the target week's weather is 36% filled in" in choice.reason
