@@ -2,9 +2,9 @@
 
 One definition serves every entry point. The flows take a settings object as one parameter
 (``settings``), the deployments in ``prefect.yaml`` take the flows' defaults, and the command
-line builds its options from these fields (:mod:`wadiro_fleet.flows.cli_options`). The only
-default that differs between the weekly run and a backfill is ``tuning``: the weekly run reuses
-recent tuning, a backfill tunes every window as the paper's protocol does.
+line builds its options from these fields (:mod:`wadiro_fleet.flows.cli_options`). The weekly
+run and a backfill share every default; how they tune is the protocol's (the deployed one
+reuses recent tuning, the paper's tunes every window).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, model_validator
-from wadiro_fleet.tasks.protocol.config import ForecastConfig, TuningMode
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE
 
 RunnerKind = Literal["threads", "processes", "dask"]
@@ -58,17 +58,11 @@ class RunSettings(ForecastConfig):
 
 
 class WeeklySettings(RunSettings):
-    """The weekly run's settings: refit with recent tuning, tune when it is missing or old."""
-
-    tuning: TuningMode = Field(
-        "reuse",
-        description="reuse: refit with the latest stored hyperparameters (tune when there are "
-        "none or they are too old); per-window: tune every window.",
-    )
+    """The weekly run's settings (the flow's parameter type)."""
 
 
 class BackfillSettings(RunSettings):
-    """A backfill's settings: every window tuned (the paper's protocol)."""
+    """A backfill's settings (the flow's parameter type)."""
 
 
 __all__ = ["BackfillSettings", "RunSettings", "RunnerKind", "WeeklySettings"]

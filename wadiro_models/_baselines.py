@@ -214,6 +214,35 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
         return scaling.inverse_y(self._kernel_matrix(X_std, self.X_train_) @ self.dual_coef_)
 
 
+def _svr_primal(X: np.ndarray, y: np.ndarray, *, C: float, loss: str, epsilon: float,
+                fit_intercept: bool) -> tuple[np.ndarray, float, str, int]:
+    """The linear SVR's primal as a quadratic program for Clarabel, variables
+    ``z = (w, b, r)``: minimise ``1/2 ||(w, b)||^2 + C sum_j f(r_j)`` subject to
+    ``r_j >= y_j - x_j^T w - b - epsilon``, ``r_j >= x_j^T w + b - y_j - epsilon``,
+    ``r_j >= 0``, with ``f(r) = r`` (l1) or ``r^2`` (l2)."""
+    import clarabel
+    import scipy.sparse as sp
+
+    n, d = X.shape
+    m = d + (1 if fit_intercept else 0)
+    design = sp.hstack([sp.csc_matrix(X), sp.csc_matrix(np.ones((n, m - d)))])
+    eye = sp.identity(n, format="csc")
+    A = sp.vstack([sp.hstack([-design, -eye]), sp.hstack([design, -eye]),
+                   sp.hstack([sp.csc_matrix((n, m)), -eye])]).tocsc()
+    rhs = np.concatenate([epsilon - y, epsilon + y, np.zeros(n)])
+    quadratic = np.concatenate([np.ones(m), np.full(n, 2.0 * C if loss == "l2" else 0.0)])
+    linear = np.concatenate([np.zeros(m), np.full(n, 0.0 if loss == "l2" else C)])
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    solution = clarabel.DefaultSolver(sp.diags(quadratic, format="csc"), linear, A, rhs,
+                                      [clarabel.NonnegativeConeT(3 * n)], settings).solve()
+    status = {"Solved": "optimal", "AlmostSolved": "optimal_inaccurate"}.get(
+        str(solution.status), "failed")
+    z = np.asarray(solution.x, dtype=float)
+    intercept = float(z[d]) if fit_intercept else 0.0
+    return z[:d], intercept, status, int(solution.iterations)
+
+
 _GP_JITTER = 1e-10
 """What scikit-learn's ``GaussianProcessRegressor`` adds to the kernel matrix's diagonal
 (its ``alpha``)."""
@@ -256,10 +285,20 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=0
         Seed of liblinear's coordinate order.
 
+    solver : {"liblinear", "clarabel", "auto"}, default="liblinear"
+        ``"liblinear"``: scikit-learn's ``LinearSVR`` (dual coordinate descent, which needs
+        many passes for the l1 loss at a large C and may stop at ``max_iter``).
+        ``"clarabel"``: the same program, in the primal, solved to optimality as a quadratic
+        program by Clarabel: minimise ``1/2 ||(w, b)||^2 + C sum_j loss(r_j)`` with
+        ``r_j = max(|y_j - x_j^T w - b| - epsilon, 0)`` and ``loss(r) = r`` (l1) or ``r^2``
+        (l2); the bias is regularised as liblinear regularises it (``intercept_scaling=1``).
+        ``"auto"``: Clarabel for the l1 loss, liblinear (whose primal solver converges in a
+        few steps) for the l2 loss.
+
     Attributes
     ----------
-    svr_ : LinearSVR
-        The fitted scikit-learn model, on standardised data.
+    svr_ : LinearSVR or None
+        The fitted scikit-learn model, on standardised data (None with ``solver="clarabel"``).
 
     coef_ : ndarray of shape (n_features_in_,)
         Coefficients in the original units of X and y.
@@ -294,6 +333,7 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
+        "solver": [StrOptions({"liblinear", "clarabel", "auto"})],
     }
 
     def __init__(
@@ -307,6 +347,7 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         max_iter: int = 10_000,
         tol: float = 1e-4,
         random_state: object = 0,
+        solver: str = "liblinear",
     ) -> None:
         self.C = C
         self.loss = loss
@@ -316,12 +357,25 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.solver = solver
 
     def fit(self, X: object, y: object) -> LinearSVRBaseline:
         self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         scaling = Standardization.fit(X, y, self.standardize)
+        if self.solver == "clarabel" or (self.solver == "auto" and self.loss == "l1"):
+            coef, intercept, status, iterations = _svr_primal(
+                scaling.transform_X(X), scaling.transform_y(y), C=self.C, loss=self.loss,
+                epsilon=self.epsilon, fit_intercept=self.fit_intercept)
+            if status != "optimal":
+                raise SolverError(f"Clarabel could not solve the SVR program ({status})",
+                                  status="failed")
+            self.svr_ = None
+            self.coef_, self.intercept_ = scaling.linear_to_original(coef, intercept)
+            self.solver_status_, self.n_iter_ = status, iterations
+            self.fit_time_ = time.perf_counter() - started
+            return self
         svr = LinearSVR(
             C=self.C,
             loss=_SVR_LOSS[self.loss],

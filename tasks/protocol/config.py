@@ -10,11 +10,12 @@ Two protocols are named (``protocol``), and a field left out takes its value fro
 * ``deployed`` (the default): the configuration that won ``benchmarks/forecast_quality.py``
   at the cost ``benchmarks/fleet_cost.py`` measures (README): the ``recent_change`` features, a
   residual target over the holiday-aware persistence forecast, the constrained network's
-  forecast projected onto its floor, the SCNN family tuned in one study, the published
-  forecast certified;
+  forecast projected onto its floor, the SCNN family tuned in one study, 8 trials, tuning
+  reused for up to ``reuse_max_age_weeks`` and warm-started from the last one, faster solvers
+  for the baselines, the published forecast certified;
 * ``paper``: the paper's own protocol, exactly as it ran before the deployed one existed: its
   eight features, the load as target, the physical bound on the training rows only, every
-  model tuned on its own and every SCNN-family fit certified.
+  model tuned on its own in every window (15 trials) and every SCNN-family fit certified.
 """
 
 from __future__ import annotations
@@ -76,19 +77,34 @@ def _model_options(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str
 PAPER_MODELS = tuple(name for name in MODEL_NAMES if name != DAY_TYPE_NAIVE)
 """The paper's comparison: its five learned models and seasonal naive."""
 
+FAST_SOLVERS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "gp": {"method": "cholesky"},
+    "svr": {"solver": "auto"},
+    "wadiro_linreg": {"solver": "clarabel-direct"},
+})
+"""The deployed protocol's solver choices: the same models as the paper's, solved with less work
+(one factorisation for the GP, the SVR's l1 program solved exactly, the linear program handed to
+Clarabel as matrices); see each estimator's ``method``/``solver``."""
+
 PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "deployed": MappingProxyType({
         "models": MODEL_NAMES,
+        "trials": 8,
+        "tuning": "reuse",
+        "warm_start": True,
         "feature_set": "recent_change",
         "target": "residual",
         "persistence": "day_type",
         "target_week_floor": "projection",
         "scnn_tuning": "joint",
         "certify": "published",
-        "model_options": _model_options({}),
+        "model_options": _model_options(FAST_SOLVERS),
     }),
     "paper": MappingProxyType({
         "models": PAPER_MODELS,
+        "trials": 15,
+        "tuning": "per-window",
+        "warm_start": False,
         "feature_set": "paper",
         "target": "load",
         "persistence": "last_week",
@@ -113,11 +129,17 @@ class ForecastConfig(BaseModel):
     models: tuple[str, ...] = Field(
         MODEL_NAMES, description=f"Models to run (default: all): {', '.join(MODEL_NAMES)}."
     )
-    trials: int = Field(15, ge=1, description="TPE trials per model and window.")
+    trials: int = Field(PROTOCOLS["deployed"]["trials"], ge=1,
+                        description="TPE trials per model (or SCNN family) and tuning.")
     tuning: TuningMode = Field(
-        "per-window",
+        PROTOCOLS["deployed"]["tuning"],
         description="per-window: tune every window; reuse: refit with the latest stored "
         "hyperparameters (tune when there are none or they are too old).",
+    )
+    warm_start: bool = Field(
+        PROTOCOLS["deployed"]["warm_start"],
+        description="Start each tuning from the model's latest earlier tuning (its best "
+        "hyperparameters are the first trial), when there is one.",
     )
     feature_set: str = Field(
         PROTOCOLS["deployed"]["feature_set"],
@@ -153,7 +175,7 @@ class ForecastConfig(BaseModel):
         12, ge=2, description="Weeks of history before the target week (the last validates)."
     )
     model_options: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: _model_options({}),
+        default_factory=lambda: _model_options(FAST_SOLVERS),
         description="Fixed constructor arguments per model, not tuned (e.g. the solver).",
     )
     scnn_tuning: ScnnTuning = Field(
@@ -263,6 +285,7 @@ def _copy(value: Any) -> Any:
 
 
 __all__ = [
+    "FAST_SOLVERS",
     "PROTOCOLS",
     "CertifyScope",
     "ForecastConfig",

@@ -184,9 +184,11 @@ def _tuning_groups(names: list[str], config: ForecastConfig,
 
 
 def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
-                outcomes: Mapping[str, ModelOutcome]) -> dict[str, np.ndarray]:
-    """Tune ``group`` on the fit weeks against the validation week; fill each model's tuning
-    fields and return each tuned model's validation errors (kWh)."""
+                outcomes: Mapping[str, ModelOutcome],
+                earlier: Mapping[str, StoredParams]) -> dict[str, np.ndarray]:
+    """Tune ``group`` on the fit weeks against the validation week, warm-started from the
+    models' ``earlier`` tunings when the run says so; fill each model's tuning fields and
+    return each tuned model's validation errors (kWh)."""
     validation = fitter.parts["validation"]
     spent: dict[str, float] = dict.fromkeys(group, 0.0)
 
@@ -205,9 +207,11 @@ def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
     study = group[0] if len(group) == 1 else "scnn_family"
     started = time.perf_counter()
     try:
+        start_from = [earlier[m].params for m in group if m in earlier]
         results = tune_together(
             evaluate, group, MODELS[group[0]].search_space, validation.target,
-            n_trials=fitter.config.trials, seed=stable_seed(building_id, fitter.window.week, study))
+            n_trials=fitter.config.trials, seed=stable_seed(building_id, fitter.window.week, study),
+            start_from=start_from if fitter.config.warm_start else ())
     except TuningFailedError as exc:  # the only model of its study
         results = {group[0]: exc}
     overhead = time.perf_counter() - started - sum(spent.values())
@@ -269,16 +273,17 @@ def _forecast(name: str, fitter: Fitter, errors: np.ndarray, outcome: ModelOutco
 def _learned_outcomes(
     names: list[str], window: Window, config: ForecastConfig, building_id: str,
     stored: Mapping[str, StoredParams], record: TrackRecord | None,
-    issued: Mapping[str, IssuedForecast],
+    issued: Mapping[str, IssuedForecast], earlier: Mapping[str, StoredParams],
 ) -> tuple[dict[str, ModelOutcome], dict[str, Any]]:
-    """Every learned model's outcome, and the fitted models (for certificates)."""
+    """Every learned model's outcome, and the fitted models (for certificates). ``stored`` is
+    the tuning to reuse; ``earlier`` every model's latest tuning, however old (a warm start)."""
     fitter = Fitter(window, config)
     n_train = len(fitter.parts["train"].target)
     outcomes = {n: ModelOutcome(model=n, status="failed", n_train=n_train) for n in names}
     errors: dict[str, np.ndarray] = {}
     groups = _tuning_groups(names, config, stored)
     for group in groups:
-        errors.update(_tune_group(group, fitter, building_id, outcomes))
+        errors.update(_tune_group(group, fitter, building_id, outcomes, earlier))
     tuned = {n for group in groups for n in group}
     for name in fitter.fit_order([n for n in names if n not in tuned]):
         try:
@@ -404,8 +409,9 @@ def forecast_building_week(
 
     ``hours`` is the building's hourly frame (:func:`~wadiro_fleet.tasks.warehouse.hours.load_many_building_hours`)
     covering at least the window and the feature set's lookback. ``stored_params`` holds the
-    latest tuning results per model for ``--tuning reuse``; entries older than
-    ``config.reuse_max_age_weeks`` are ignored (the model is tuned again). ``track_record`` is
+    latest tuning results per model: ``--tuning reuse`` refits with them; entries older than
+    ``config.reuse_max_age_weeks`` are not reused (the model is tuned again, starting from them
+    when ``config.warm_start``). ``track_record`` is
     how the models did in the building's earlier weeks: the publication step weighs it, and
     the intervals adapt their level to the coverage it shows. ``issued`` holds each model's
     forecast issued for the week before ``week`` (the validation week); under ``--tuning
@@ -436,11 +442,13 @@ def forecast_building_week(
         reason=window.reason, coverage=coverage, test_ts=window.test[TS],
     )
     max_age = timedelta(weeks=config.reuse_max_age_weeks)
-    stored = {name: params for name, params in (stored_params or {}).items()
-              if params is not None and window.week - params.tuned_week <= max_age}
+    earlier = {name: params for name, params in (stored_params or {}).items()
+               if params is not None and params.tuned_week < window.week}
+    stored = {name: params for name, params in earlier.items()
+              if window.week - params.tuned_week <= max_age}
     learned = [n for n in config.models if MODELS[n].is_learned] if window.ok else []
     outcomes, fitted = _learned_outcomes(learned, window, config, building_id, stored,
-                                         track_record, issued or {})
+                                         track_record, issued or {}, earlier)
     for name in config.models:
         if MODELS[name].is_learned:
             if name in outcomes:

@@ -9,7 +9,7 @@ when every trial fails does tuning fail.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,20 @@ def suggest_params(trial: optuna.Trial, space: Mapping[str, Any]) -> dict[str, A
     return params
 
 
+def _inside(point: Mapping[str, Any], space: Mapping[str, Any]) -> bool:
+    """Whether ``point`` is a point of ``space`` (a stored tuning of another space is not)."""
+    if set(point) != set(space):
+        return False
+    for name, dist in space.items():
+        value = point[name]
+        if isinstance(dist, Categorical):
+            if value not in dist.choices:
+                return False
+        elif not dist.low <= value <= dist.high:
+            return False
+    return True
+
+
 def mean_absolute_error(y_true: np.ndarray, y_hat: np.ndarray) -> float:
     mask = np.isfinite(y_true)
     return float(np.mean(np.abs(y_hat[mask] - y_true[mask])))
@@ -107,6 +121,7 @@ def tune_together(
     n_trials: int,
     seed: int,
     catch: tuple[type[Exception], ...] = (Exception,),
+    start_from: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, TuningResult | TuningFailedError]:
     """One seeded TPE study over ``space`` that tunes several models on the same trials.
 
@@ -116,12 +131,18 @@ def tune_together(
     worse on validation than it would be on the first model's choice. A model whose every trial
     failed gets a :class:`TuningFailedError` instead of a result (raised when it is the only
     model).
+
+    ``start_from`` warm-starts the study: those points (e.g. the best hyperparameters of an
+    earlier, overlapping window) are its first trials, sampled ones fill the rest of the
+    ``n_trials``, and the sampler's random start-up is shortened by as many (it already has
+    points to model).
     """
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1, got {n_trials}")
     primary = models[0]
+    seeds = [dict(point) for point in start_from if _inside(point, space)][:n_trials]
     sampler = optuna.samplers.TPESampler(
-        seed=seed, n_startup_trials=min(N_STARTUP_TRIALS, n_trials)
+        seed=seed, n_startup_trials=max(0, min(N_STARTUP_TRIALS, n_trials) - len(seeds))
     )
     # Failed trials are recorded in the results (state "fail"); optuna would also log each one
     # with its traceback at WARNING level.
@@ -161,6 +182,8 @@ def tune_together(
         return values[primary][-1]
 
     started = time.perf_counter()
+    for point in seeds if space else ():
+        study.enqueue_trial(point, skip_if_exists=True)
     study.optimize(objective, n_trials=n_trials if space else 1, catch=(*catch, RuntimeError))
     elapsed = time.perf_counter() - started
     results: dict[str, TuningResult | TuningFailedError] = {}

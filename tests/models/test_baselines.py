@@ -103,3 +103,34 @@ def test_svr_fits_on_concurrent_threads_reproduce_a_lone_fit():
         together = list(pool.map(lambda _: LinearSVRBaseline(C=3.0).fit(X, y).coef_, range(8)))
     for coef in together:
         np.testing.assert_array_equal(coef, alone)
+
+
+def _svr_objective(X, y, coef, intercept, C, loss, fit_intercept):
+    """The primal objective liblinear minimises, on standardised data."""
+    mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    Xs, ys = (X - mx) / sx, (y - my) / sy
+    w = coef * sx / sy  # back to standardised units
+    b = (intercept - my + (mx * coef).sum()) / sy
+    r = np.abs(ys - Xs @ w - b)
+    penalty = 0.5 * (w @ w + (b * b if fit_intercept else 0.0))
+    return penalty + C * np.sum(r if loss == "l1" else r**2)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize(("loss", "C"), [("l1", 0.5), ("l1", 50.0), ("l2", 5.0)])
+def test_linear_svr_primal_by_clarabel_is_optimal(loss, C, fit_intercept):
+    """The primal QP's optimum is no worse than a long liblinear run, and equals it where that
+    converges (l2)."""
+    X, y = _data(6, n=300)
+    exact = LinearSVRBaseline(C=C, loss=loss, fit_intercept=fit_intercept,
+                              solver="clarabel").fit(X, y)
+    long = LinearSVRBaseline(C=C, loss=loss, fit_intercept=fit_intercept, max_iter=200_000,
+                             tol=1e-10).fit(X, y)
+    ours = _svr_objective(X, y, exact.coef_, exact.intercept_, C, loss, fit_intercept)
+    theirs = _svr_objective(X, y, long.coef_, long.intercept_, C, loss, fit_intercept)
+    assert exact.solver_status_ == "optimal" and exact.svr_ is None
+    assert ours <= theirs * (1 + 1e-7)
+    if long.solver_status_ == "optimal":
+        assert ours == pytest.approx(theirs, rel=1e-5)
+    auto = LinearSVRBaseline(C=C, loss=loss, fit_intercept=fit_intercept, solver="auto")
+    assert (auto.fit(X, y).svr_ is None) == (loss == "l1")

@@ -102,7 +102,7 @@ def test_other_params_or_too_few_hours_mean_a_refit(warehouse):
 
 def test_per_window_tuning_validates_on_its_best_trial(warehouse):
     actuals = _validation_actuals(warehouse)
-    config = ForecastConfig(models=("svr",), trials=2)
+    config = ForecastConfig(models=("svr",), trials=2, tuning="per-window")
     svr = _outcome(_run(warehouse, {"svr": IssuedForecast(dict(SVR), actuals)}, config), "svr")
     assert svr.validation_source == "tuning" and svr.validation_mae > 0
 

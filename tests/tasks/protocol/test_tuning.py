@@ -127,3 +127,17 @@ def test_a_model_failing_every_trial_of_a_joint_study_gets_the_error():
                             y_val, n_trials=3, seed=0)
     assert isinstance(results["broken"], TuningFailedError)
     assert np.isfinite(results["ridge"].best_value)
+
+
+def test_a_warm_start_tries_its_points_first_and_finds_the_cold_optimum_with_fewer_trials():
+    X_fit, y_fit, X_val, y_val = _data()
+    cold = tune(Ridge, SPACE, X_fit, y_fit, X_val, y_val, n_trials=15, seed=11)
+
+    def evaluate(params):
+        return {"ridge": Ridge(**params).fit(X_fit, y_fit).predict(X_val)}
+
+    outside = {"alpha": 1e6, "fit_intercept": True}  # not a point of SPACE: left out
+    warm = tune_together(evaluate, ("ridge",), SPACE, y_val, n_trials=4, seed=11,
+                         start_from=[cold.best_params, outside])["ridge"]
+    assert len(warm.trials) == 4 and warm.trials[0].params == cold.best_params
+    assert warm.best_value <= cold.best_value * (1 + 1e-12)
