@@ -176,8 +176,11 @@ the same hyperparameters and protocol, under ``--tuning reuse``).
 was chosen, and its expected MAE relative to seasonal naive. The SCNN family's guarantees
 (``tasks.protocol.certification``) are in ``model_fits``: ``l_eps`` (kWh, a certified upper
 bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' |
-'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models or with
-certification off. ``window_status.n_test_weather_observed`` / ``n_test_weather_forecast`` count
+'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models, for fits
+not certified (``--certify published`` certifies the published one) or with certification off.
+``tuning_time_s``, ``fit_time_s`` (the final fit on the whole history) and ``certify_time_s``
+are CPU seconds of the worker thread; under joint SCNN tuning the family's shared fits count
+where they were solved (a constrained network that took its twin's optimum spent none). ``window_status.n_test_weather_observed`` / ``n_test_weather_forecast`` count
 the target week's hours whose weather was an observation / a forecast, ``weather_source`` is
 'observed' | 'forecast' | 'mixed' (NULL: neither, or the building-week failed before its window
 was built); the week's other hours had their weather filled or missing (``reason`` says).
