@@ -22,7 +22,7 @@ from wadiro_fleet.tasks.ingest.cambridge_archive import (
     CambridgeBatch,
     load_cambridge,
 )
-from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy
+from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy, value_notes
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
@@ -43,13 +43,15 @@ class IngestSummary:
     """Time spent reading, checking and writing (excluding orchestration)."""
     implausible_values: int = 0
     """Values stored as missing because they were implausible (``--implausible missing``)."""
+    clipped_values: int = 0
+    """Values just past their bound, within a sensor's tolerance, stored as the bound."""
 
     def line(self) -> str:
-        implausible = (f"; {self.implausible_values:,} implausible value(s) stored as missing"
-                       if self.implausible_values else "")
         return (
             f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
-            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours{implausible}"
+            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
+            + "".join(f"; {note}" for note in value_notes(self.implausible_values,
+                                                          self.clipped_values))
         )
 
 
@@ -84,6 +86,7 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         weather_hours_without_wind=batch.weather["wind_speed_ms"].null_count,
         seconds=batch.read_seconds + time.perf_counter() - began,
         implausible_values=batch.implausible_values,
+        clipped_values=batch.clipped_values,
     )
 
 

@@ -192,7 +192,7 @@ def _energy(
 ) -> tuple[np.ndarray, int]:
     """A value column in kWh per interval (NaN = missing) and its count of implausible values
     stored as missing."""
-    values, bad = check_column(
+    checked = check_column(
         source.numbers(column),
         ENERGY_KWH,
         path=source.path,
@@ -202,8 +202,8 @@ def _energy(
         scale=factor,
         label=source.row_label,
     )
-    kwh = values.to_numpy(zero_copy_only=False).astype(float) * factor
-    return kwh, int(bad.sum())
+    kwh = checked.values.to_numpy(zero_copy_only=False).astype(float) * factor
+    return kwh, int(checked.implausible.sum())
 
 
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:

@@ -42,6 +42,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     Bound,
     ImplausiblePolicy,
     check_column,
+    value_notes,
 )
 from wadiro_fleet.tasks.ingest.source_files import read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
@@ -112,6 +113,8 @@ class WeatherBatch:
     """Forecast rows left out because the file holds a later issue of the same site and hour."""
     implausible_values: int
     read_seconds: float
+    clipped_values: int = 0
+    """Values just past their bound, within a sensor's tolerance, stored as the bound."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class WeatherSummary:
     older_than_stored: int
     implausible_values: int
     seconds: float
+    clipped_values: int = 0
 
     def line(self) -> str:
         notes = []
@@ -135,8 +139,7 @@ class WeatherSummary:
                 f"issue(s) in the file and {self.older_than_stored:,} older than the "
                 "stored forecast left out"
             )
-        if self.implausible_values:
-            notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
+        notes += value_notes(self.implausible_values, self.clipped_values)
         extra = f" ({'; '.join(notes)})" if notes else ""
         return (
             f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
@@ -180,12 +183,12 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         source, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
     )
     columns: dict[str, pa.Array] = {}
-    implausible = 0
+    implausible = clipped = 0
     for name, bound in VALUES.items():
         if name not in source.columns:
             columns[name] = pa.nulls(n, pa.float64())
             continue
-        columns[name], bad = check_column(
+        checked = check_column(
             source.numbers(name),
             bound,
             path=source.path,
@@ -194,7 +197,9 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
             policy=options.implausible,
             label=source.row_label,
         )
-        implausible += int(bad.sum())
+        columns[name] = checked.values
+        implausible += int(checked.implausible.sum())
+        clipped += int(checked.clipped.sum())
     frame = pd.DataFrame(
         {
             "site_id": sites.to_numpy(),
@@ -222,6 +227,7 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         rows_read=n,
         superseded_in_file=superseded,
         implausible_values=implausible,
+        clipped_values=clipped,
         read_seconds=time.perf_counter() - began,
     )
 
@@ -265,6 +271,7 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
         superseded_in_file=batch.superseded_in_file,
         older_than_stored=batch.weather.num_rows - inserted if batch.kind == "forecast" else 0,
         implausible_values=batch.implausible_values,
+        clipped_values=batch.clipped_values,
         seconds=batch.read_seconds + time.perf_counter() - began,
     )
 

@@ -116,10 +116,21 @@ def test_local_times_and_parquet(warehouse, tmp_path):
 
 
 def test_implausible_values_can_be_stored_as_missing(warehouse, tmp_path):
-    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,99,-3,1\n")
+    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,99,-31,1\n")
     summary = ingest_weather(warehouse, path, WeatherOptions(kind="observed", implausible="missing"))
     assert summary.implausible_values == 2
     assert weather_rows(warehouse, "observed") == {("s1", utc("2024-02-05 00:00")): (None, None)}
+
+
+def test_values_just_past_a_bound_are_clipped_and_counted(warehouse, tmp_path):
+    path = write(tmp_path / "o.csv", HEAD + ",humidity_pct\n"
+                 "s1,2024-02-05T00:00Z,3,-4.5,1,100.4\ns1,2024-02-05T01:00Z,3,0,1,99\n")
+    summary = ingest_weather(warehouse, path, OBSERVED)
+    assert summary.clipped_values == 2 and summary.implausible_values == 0
+    assert "2 value(s) just past their bound (a sensor's tolerance) clipped to it" in summary.line()
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT irradiance_wm2, humidity_pct FROM weather ORDER BY ts").fetchall() == [
+            (0.0, 100.0), (0.0, 99.0)]
 
 
 BAD = [
@@ -135,6 +146,8 @@ BAD = [
      r"line 3, column 'ts': 2024-02-05 00:30:00Z is not the start of an hour", PipelineError),
     ("implausible", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T01:00Z,1,0,200\n",
      r"line 3, column 'wind_speed_ms': 200 is not a finite value from 0 to 115 m/s", PipelineError),
+    ("humidity-past-tolerance", OBSERVED, HEAD + ",humidity_pct\ns1,2024-02-05T00:00Z,1,0,1,105.5\n",
+     r"line 2, column 'humidity_pct': 105.5 is not a finite value from 0 to 105 %", PipelineError),
     ("duplicate-observed", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T00:00Z,2,0,1\n",
      r"line 2 and line 3, column 'ts': site 's1' at 2024-02-05 00:00Z appears twice", PipelineError),
     ("duplicate-forecast", FORECAST, FHEAD + "\ns1,2024-02-05T00:00Z,1,0,1,2024-02-04T00:00Z\n"
