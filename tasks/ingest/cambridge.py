@@ -2,7 +2,9 @@
 
 The archive is read and checked first (:func:`~wadiro_fleet.tasks.ingest.cambridge_archive.load_cambridge`,
 nothing written on any error); the warehouse is then changed in one transaction that replaces
-the (buildings, time range) slice of every input table, so a rerun leaves the same rows.
+the selected buildings' rows and every hour of readings and weather the archive holds in the
+asked range, so a rerun leaves the same rows. Hours the archive does not hold (a year without a
+file, weather sent from elsewhere for later years) are never touched.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import duckdb
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from wadiro_fleet.tasks.ingest.cambridge_archive import (
-    SITE_ID,
     ArchiveSelection,
     CambridgeBatch,
     load_cambridge,
@@ -25,7 +26,7 @@ from wadiro_fleet.tasks.ingest.cambridge_archive import (
 from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy, value_notes
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
+from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice, write_key_hours
 
 __all__ = ["IngestSummary", "ingest_cambridge", "write_cambridge"]
 
@@ -56,7 +57,8 @@ class IngestSummary:
 
 
 def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> IngestSummary:
-    """Replace the batch's slice of all three input tables in one transaction."""
+    """Replace the batch's buildings and the hours of readings and weather it holds, in one
+    transaction."""
     began = time.perf_counter()
     ensure_schema(con)
     ids = list(batch.building_ids)
@@ -64,20 +66,10 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         replace_slice(
             con, "buildings", batch.buildings, Slice(where_in={"building_id": ids}), own_transaction=False
         )
-        replace_slice(
-            con,
-            "meter_readings",
-            batch.readings,
-            Slice(where_in={"building_id": ids}, start=batch.start, end=batch.end),
-            own_transaction=False,
-        )
-        replace_slice(
-            con,
-            "weather",
-            batch.weather,
-            Slice(where_in={"site_id": [SITE_ID], "kind": ["observed"]}, start=batch.start, end=batch.end),
-            own_transaction=False,
-        )
+        write_key_hours(con, "meter_readings", batch.readings, "building_id",
+                        own_transaction=False)
+        write_key_hours(con, "weather", batch.weather, "site_id", where={"kind": "observed"},
+                        own_transaction=False)
     return IngestSummary(
         buildings=len(ids),
         readings=batch.readings.num_rows,

@@ -7,8 +7,9 @@ and every timestamp must lie on that grid of UTC instants (10:07 in an hourly fi
 
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
 interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh).
-Sub-hourly energies are summed to their hour; an hour with a sub-interval absent from the file,
-or blank, is stored as missing (NULL), never as a partial sum.
+Sub-hourly energies are summed to their hour, never as a partial sum: an hour with a blank
+sub-interval is stored as missing (NULL), and an hour with a sub-interval absent from the file
+is not written at all (the file does not hold that hour; what is stored for it stays).
 """
 
 from __future__ import annotations
@@ -112,19 +113,21 @@ def check_unique(
     )
 
 
-def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int]:
+def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int, int]:
     """``frame`` (``building_id``, ``ts`` UTC, ``kwh`` per interval; NaN = missing) summed per
-    (building, UTC hour). Returns the hours, sorted, and how many *partial* hours were stored
-    as missing: some sub-intervals had values, but one was absent or blank (0 for an hourly
-    file)."""
+    (building, UTC hour), never as a partial sum. Returns the hours to write, sorted; how many
+    of them are missing because a sub-interval was blank while others had values (*partial*);
+    and how many hours are left out because a sub-interval is absent from the file
+    (*incomplete*: the file does not hold the whole hour, so a stored value is kept). Both
+    counts are 0 for an hourly file."""
     per_hour = 60 // minutes
     hour = frame["ts"].dt.floor("h")
     grouped = frame.assign(hour=hour).groupby(["building_id", "hour"], sort=True)["kwh"]
     total = grouped.sum(min_count=1)
     present = grouped.size()
     valued = grouped.count()
-    complete = (present == per_hour) & (valued == present)
-    hours = pd.DataFrame({"kwh": total.where(complete)}).reset_index()
+    whole = present == per_hour
+    hours = pd.DataFrame({"kwh": total.where(valued == present)})[whole.to_numpy()].reset_index()
     hours = hours.rename(columns={"hour": "ts"})[["building_id", "ts", "kwh"]]
-    incomplete = int((~complete & (valued > 0)).sum()) if per_hour > 1 else 0
-    return hours, incomplete
+    partial = int((whole & (valued > 0) & (valued < present)).sum())
+    return hours, partial, int((~whole).sum())

@@ -11,11 +11,14 @@ wide. Timestamps, clock changes, the grid, units and sub-hourly sums follow
 :mod:`~wadiro_fleet.tasks.ingest.timestamps` and :mod:`~wadiro_fleet.tasks.ingest.hourly`;
 every value must be a plausible energy (:mod:`~wadiro_fleet.tasks.ingest.plausibility`).
 
-Incremental: for each building in the file, the stored readings from its first to its last
-hour in the file (inclusive) are replaced by the file's; hours of that range the file lacks are
-then missing (no row), whatever was stored; every other hour and building is untouched. All
-buildings change in one transaction, so re-ingesting a file changes nothing, and a refused file
-changes nothing. Every building id must already be in ``buildings``.
+Incremental: only the hours the file holds change (an upsert): each is replaced by the file's
+value, a blank cell making it missing; a stored hour the file does not mention is never
+touched, whatever gap lies between the file's rows. With ``replace_range``
+(``--replace-range``) each building's stored hours from its first to its last hour in the file
+are replaced instead, so the hours of that range the file lacks are removed, and the summary
+says how many. All buildings change in one transaction, so re-ingesting a file changes
+nothing, and a refused file changes nothing. Every building id must already be in
+``buildings``.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptio
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges
+from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 
 __all__ = [
     "ReadingsBatch",
@@ -91,6 +94,12 @@ class ReadingsOptions(LocalTimeOptions):
         description="A negative or non-finite energy: refuse the file (error naming "
         "line and column; nothing is written) or store it as missing and count it.",
     )
+    replace_range: bool = Field(
+        False,
+        description="Replace each building's stored hours from its first to its last hour in "
+        "the file, removing those the file does not hold (default: only the hours the file "
+        "holds change).",
+    )
 
 
 @dataclass(frozen=True)
@@ -103,9 +112,13 @@ class ReadingsBatch:
     interval_minutes: int
     rows_read: int
     partial_hours: int
-    """Hours stored as missing because some, not all, of their sub-intervals had values."""
+    """Hours stored as missing because a sub-interval was blank while others had values."""
     implausible_values: int
     read_seconds: float
+    incomplete_hours: int = 0
+    """Hours not written because a sub-interval is absent from the file."""
+    replace_range: bool = False
+    """Whether each building's range in the file replaces what is stored (``--replace-range``)."""
 
 
 @dataclass(frozen=True)
@@ -122,13 +135,22 @@ class ReadingsSummary:
     start: datetime | None
     end: datetime | None
     seconds: float
+    incomplete_hours: int = 0
+    removed: int | None = None
+    """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``);
+    ``None`` without it (nothing is removed)."""
 
     def line(self) -> str:
         notes = [f"{self.missing_readings:,} missing"]
         if self.partial_hours:
             notes.append(
-                f"{self.partial_hours:,} with a missing {self.interval_minutes}-minute "
-                "interval stored as missing"
+                f"{self.partial_hours:,} with a blank {self.interval_minutes}-minute "
+                "value stored as missing"
+            )
+        if self.incomplete_hours:
+            notes.append(
+                f"{self.incomplete_hours:,} with a {self.interval_minutes}-minute interval "
+                "absent from the file not written"
             )
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
@@ -142,9 +164,12 @@ class ReadingsSummary:
             if self.interval_minutes == 60
             else f" from {self.interval_minutes}-minute readings"
         )
+        removed = ("" if self.removed is None else
+                   f"; removed {self.removed:,} stored hour(s) of the file's range that it "
+                   "does not hold (--replace-range)")
         return (
             f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
-            f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored"
+            f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored{removed}"
         )
 
 
@@ -247,7 +272,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
             implausible += bad
             parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh}))
         frame = pd.concat(parts, ignore_index=True)
-    hours, partial = sum_to_hours(frame, minutes)
+    hours, partial, incomplete = sum_to_hours(frame, minutes)
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
         path=str(source.path),
@@ -258,12 +283,14 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         partial_hours=partial,
         implausible_values=implausible,
         read_seconds=time.perf_counter() - began,
+        incomplete_hours=incomplete,
+        replace_range=options.replace_range,
     )
 
 
 def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> ReadingsSummary:
-    """Refuse building ids the warehouse does not know, then replace each building's range of
-    hours in one transaction."""
+    """Refuse building ids the warehouse does not know, then write the file's hours (or, with
+    ``replace_range``, each building's range of hours) in one transaction."""
     began = time.perf_counter()
     ensure_schema(con)
     unknown = ids_not_in_buildings(con, "building_id", batch.building_ids)
@@ -273,21 +300,22 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
             f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)"
         )
     with transaction(con):
-        deleted, inserted = replace_key_ranges(
-            con, "meter_readings", batch.readings, "building_id", own_transaction=False
-        )
+        written = write_key_hours(con, "meter_readings", batch.readings, "building_id",
+                                  replace_range=batch.replace_range, own_transaction=False)
     ts = batch.readings["ts"]
     return ReadingsSummary(
         buildings=len(batch.building_ids),
-        readings=inserted,
+        readings=written.inserted,
         missing_readings=batch.readings["kwh"].null_count,
         partial_hours=batch.partial_hours,
         implausible_values=batch.implausible_values,
         interval_minutes=batch.interval_minutes,
-        replaced=deleted,
+        replaced=written.replaced,
         start=pc.min(ts).as_py(),
         end=pc.max(ts).as_py(),
         seconds=batch.read_seconds + time.perf_counter() - began,
+        incomplete_hours=batch.incomplete_hours,
+        removed=written.removed if batch.replace_range else None,
     )
 
 

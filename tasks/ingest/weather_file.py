@@ -10,8 +10,11 @@ start of its hour, read like meter timestamps (:mod:`~wadiro_fleet.tasks.ingest.
 Every site must be the ``site_id`` of a building already stored: weather for a site no building
 uses cannot feed a forecast and is most likely a typo, so it is refused (naming the sites).
 
-Observed weather is written like meter readings: per site, the stored observations from the
-file's first to its last hour (inclusive) are replaced. Forecasts keep one row per (site, hour),
+Observed weather is written like meter readings: only the hours the file holds change (a blank
+cell making that value missing), and a stored hour the file does not mention is never touched;
+with ``replace_range`` (``--replace-range``) each site's stored observations from the file's
+first to its last hour (inclusive) are replaced instead, the hours the file lacks removed and
+counted. Forecasts keep one row per (site, hour),
 the *latest issue*: within the file the latest ``issued_at`` per hour wins, and a stored forecast
 of that hour is replaced only by one issued at the same time or later (an older file ingested
 late never overwrites a newer forecast). Forecast hours the file does not hold are untouched.
@@ -31,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
+from pydantic import Field, model_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
 from wadiro_fleet.tasks.ingest.plausibility import (
@@ -49,7 +52,7 @@ from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptio
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges, replace_unless_newer
+from wadiro_fleet.tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
 __all__ = [
     "WeatherBatch",
@@ -98,6 +101,19 @@ class WeatherOptions(LocalTimeOptions):
         description="A non-finite or physically implausible value: refuse the file "
         "(error naming line and column; nothing is written) or store it as missing and count it.",
     )
+    replace_range: bool = Field(
+        False,
+        description="Observed weather: replace each site's stored hours from its first to its "
+        "last hour in the file, removing those the file does not hold (default: only the hours "
+        "the file holds change).",
+    )
+
+    @model_validator(mode="after")
+    def _range_of_observations_only(self) -> WeatherOptions:
+        if self.replace_range and self.kind == "forecast":
+            raise ValueError("--replace-range is for observed weather; a forecast replaces only "
+                             "the hours it holds, and only by a later issue")
+        return self
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,7 @@ class WeatherBatch:
     read_seconds: float
     clipped_values: int = 0
     """Values just past their bound, within a sensor's tolerance, stored as the bound."""
+    replace_range: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,8 @@ class WeatherSummary:
     implausible_values: int
     seconds: float
     clipped_values: int = 0
+    removed: int | None = None
+    """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``)."""
 
     def line(self) -> str:
         notes = []
@@ -141,9 +160,12 @@ class WeatherSummary:
             )
         notes += value_notes(self.implausible_values, self.clipped_values)
         extra = f" ({'; '.join(notes)})" if notes else ""
+        removed = ("" if self.removed is None else
+                   f"; removed {self.removed:,} stored hour(s) of the file's range that it "
+                   "does not hold (--replace-range)")
         return (
             f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
-            f"replacing {self.replaced:,} stored{extra}"
+            f"replacing {self.replaced:,} stored{removed}{extra}"
         )
 
 
@@ -229,12 +251,14 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         implausible_values=implausible,
         clipped_values=clipped,
         read_seconds=time.perf_counter() - began,
+        replace_range=options.replace_range,
     )
 
 
 def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> WeatherSummary:
     """Refuse sites no stored building uses, then write the feed in one transaction
-    (observations: per-site range replaced; forecasts: the latest issue per hour kept)."""
+    (observations: the file's hours, or with ``replace_range`` each site's range; forecasts:
+    the latest issue per hour kept)."""
     began = time.perf_counter()
     ensure_schema(con)
     unknown = ids_not_in_buildings(con, "site_id", batch.site_ids)
@@ -244,16 +268,14 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
             f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites first "
             "(wadiro ingest buildings FILE)"
         )
+    removed = None
     with transaction(con):
         if batch.kind == "observed":
-            deleted, inserted = replace_key_ranges(
-                con,
-                "weather",
-                batch.weather,
-                "site_id",
-                where={"kind": "observed"},
-                own_transaction=False,
-            )
+            written = write_key_hours(con, "weather", batch.weather, "site_id",
+                                      where={"kind": "observed"},
+                                      replace_range=batch.replace_range, own_transaction=False)
+            deleted, inserted = written.replaced, written.inserted
+            removed = written.removed if batch.replace_range else None
         else:
             deleted, inserted = replace_unless_newer(
                 con,
@@ -273,6 +295,7 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
         implausible_values=batch.implausible_values,
         clipped_values=batch.clipped_values,
         seconds=batch.read_seconds + time.perf_counter() - began,
+        removed=removed,
     )
 
 

@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge, write_cambridge
@@ -297,7 +298,8 @@ def test_failure_while_writing_rolls_back_every_table(archive, loaded):
     """Readings and buildings are replaced before weather; a weather failure undoes them too."""
     before = snapshot(loaded)
     batch = load_cambridge(archive)
-    broken = batch.weather.drop_columns(["site_id"])  # NOT NULL column left empty
+    site = batch.weather.schema.get_field_index("site_id")
+    broken = batch.weather.set_column(site, "site_id", pa.nulls(batch.weather.num_rows, pa.string()))  # NOT NULL
     damaged = replace(batch, weather=broken, readings=batch.readings.slice(0, 10))
     with connect(loaded) as con, pytest.raises(duckdb.ConstraintException, match="site_id"):
         write_cambridge(con, damaged)
