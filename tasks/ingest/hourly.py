@@ -6,7 +6,9 @@ between consecutive timestamps of one series (a file with one timestamp per seri
 and every timestamp must lie on that grid of UTC instants (10:07 in an hourly file is refused).
 
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
-interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh).
+interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh);
+``register`` is a cumulative register in kWh, differenced first
+(:mod:`~wadiro_fleet.tasks.ingest.registers`).
 Sub-hourly energies are summed to their hour, never as a partial sum: an hour with a blank
 sub-interval is stored as missing (NULL), and an hour with a sub-interval absent from the file
 is not written at all (the file does not hold that hour; what is stored for it stays).
@@ -31,16 +33,16 @@ __all__ = [
     "sum_to_hours",
 ]
 
-EnergyUnit = Literal["kWh", "Wh", "kW"]
+EnergyUnit = Literal["kWh", "Wh", "kW", "register"]
 SUPPORTED_MINUTES = (15, 30, 60)
 _US_PER_MINUTE = 60_000_000
 
 
 def kwh_factor(unit: EnergyUnit, minutes: int) -> float:
     """What one value in ``unit`` over an interval of ``minutes`` is in kWh."""
-    factors = {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0}
+    factors = {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0, "register": 1.0}
     if unit not in factors:
-        raise MalformedSourceError(f"unknown unit {unit!r}; one of kWh, Wh, kW")
+        raise MalformedSourceError(f"unknown unit {unit!r}; one of kWh, Wh, kW, register")
     return factors[unit]
 
 

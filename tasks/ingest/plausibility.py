@@ -60,6 +60,7 @@ class CheckedColumn:
 
 ENERGY_KWH = Bound(0.0, 1.0e6, "kWh", "an hour's consumption is never negative, and a building "
                    "drawing 1 GW is a power station")
+REGISTER_KWH = Bound(0.0, 1.0e12, "kWh", "a meter register counts up from 0")
 TEMPERATURE_C = Bound(-90.0, 60.0, "degC", "the coldest and hottest air ever recorded were "
                       "-89.2 and 56.7 degC")
 HUMIDITY_PCT = Bound(0.0, 100.0, "%", "relative humidity; hygrometers read up to 5 % over "
@@ -138,6 +139,7 @@ def _nan_not_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 __all__ = [
     "ENERGY_KWH",
     "HUMIDITY_PCT",
+    "REGISTER_KWH",
     "IRRADIANCE_WM2",
     "TEMPERATURE_C",
     "WIND_MS",

@@ -47,7 +47,17 @@ from wadiro_fleet.tasks.ingest.hourly import (
     kwh_factor,
     sum_to_hours,
 )
-from wadiro_fleet.tasks.ingest.plausibility import ENERGY_KWH, ImplausiblePolicy, check_column
+from wadiro_fleet.tasks.ingest.plausibility import (
+    ENERGY_KWH,
+    REGISTER_KWH,
+    ImplausiblePolicy,
+    check_column,
+)
+from wadiro_fleet.tasks.ingest.registers import (
+    RegisterCounts,
+    difference_registers,
+    refuse_registers,
+)
 from wadiro_fleet.tasks.ingest.source_files import SourceTable, read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
@@ -81,7 +91,9 @@ class ReadingsOptions(LocalTimeOptions):
     unit: EnergyUnit = Field(
         "kWh",
         description="kWh or Wh: energy of each interval; kW: average power over the "
-        "interval (kWh = kW x interval in hours).",
+        "interval (kWh = kW x interval in hours); register: a cumulative meter register in "
+        "kWh, read at each timestamp (the differences are stored; rollovers bridged, resets "
+        "missing).",
     )
     ambiguous: AmbiguousPolicy = Field(
         "refuse",
@@ -119,6 +131,9 @@ class ReadingsBatch:
     """Hours not written because a sub-interval is absent from the file."""
     replace_range: bool = False
     """Whether each building's range in the file replaces what is stored (``--replace-range``)."""
+    registers: RegisterCounts = RegisterCounts()
+    """Rollovers and resets met differencing a register (``--unit register``)."""
+    unit: EnergyUnit = "kWh"
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,8 @@ class ReadingsSummary:
     removed: int | None = None
     """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``);
     ``None`` without it (nothing is removed)."""
+    registers: RegisterCounts | None = None
+    """Rollovers and resets met differencing a register; ``None`` unless ``--unit register``."""
 
     def line(self) -> str:
         notes = [f"{self.missing_readings:,} missing"]
@@ -154,6 +171,11 @@ class ReadingsSummary:
             )
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
+        if self.registers is not None:
+            notes.append(
+                f"differences of a register: {self.registers.rollovers:,} rollover(s) bridged, "
+                f"{self.registers.resets:,} reset(s) stored as missing"
+            )
         span = (
             f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC"
             if self.start is not None and self.end is not None
@@ -215,11 +237,12 @@ def _long_columns(source: SourceTable) -> str:
 def _energy(
     source: SourceTable, column: str, factor: float, options: ReadingsOptions
 ) -> tuple[np.ndarray, int]:
-    """A value column in kWh per interval (NaN = missing) and its count of implausible values
-    stored as missing."""
+    """A value column in kWh per interval (a register's reading, with ``--unit register``;
+    NaN = missing) and its count of implausible values stored as missing."""
+    bound = REGISTER_KWH if options.unit == "register" else ENERGY_KWH
     checked = check_column(
         source.numbers(column),
-        ENERGY_KWH,
+        bound,
         path=source.path,
         column=column,
         lines=source.row_numbers(),
@@ -231,11 +254,33 @@ def _energy(
     return kwh, int(checked.implausible.sum())
 
 
+def _differences(
+    source: SourceTable, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
+    column: str | None,
+) -> tuple[pd.DataFrame, RegisterCounts, int]:
+    """Register readings -> the energy of each interval, checked to be plausible energies
+    (errors name the interval's first reading and the building's column, or ``column``)."""
+    energies, counts = difference_registers(frame, minutes)
+    implausible = 0
+    parts = []
+    for building, part in energies.groupby("building_id", sort=False):
+        checked = check_column(pa.array(part["kwh"].to_numpy(float), from_pandas=True),
+                               ENERGY_KWH, path=source.path, column=column or building,
+                               lines=part["line"].to_numpy(), policy=options.implausible,
+                               label=source.row_label)
+        implausible += int(checked.implausible.sum())
+        parts.append(part.assign(kwh=checked.values.to_numpy(zero_copy_only=False)))
+    frame = pd.concat(parts, ignore_index=True) if parts else energies
+    return frame, counts, implausible
+
+
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
     options = options or ReadingsOptions()
     source = read_source(path, required=["ts"], optional=None)
+    lines = source.row_numbers()
+    value_column = None
     if _layout(source, options.layout) == "long":
         value_column = _long_columns(source)
         ids = source.text("building_id", required=True)
@@ -253,7 +298,8 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
             source, "ts", ts, pd.DataFrame({"building_id": ids}), "building {building_id!r}"
         )
         kwh, implausible = _energy(source, value_column, kwh_factor(options.unit, minutes), options)
-        frame = pd.DataFrame({"building_id": ids.to_numpy(), "ts": ts.to_numpy(), "kwh": kwh})
+        frame = pd.DataFrame({"building_id": ids.to_numpy(), "ts": ts.to_numpy(), "kwh": kwh,
+                              "line": lines})
     else:
         buildings = [c for c in source.columns if c != "ts"]
         if not buildings:
@@ -270,9 +316,16 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         for building in buildings:
             kwh, bad = _energy(source, building, factor, options)
             implausible += bad
-            parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh}))
+            parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh,
+                                       "line": lines}))
         frame = pd.concat(parts, ignore_index=True)
-    hours, partial, incomplete = sum_to_hours(frame, minutes)
+    registers = RegisterCounts()
+    if options.unit == "register":
+        frame, registers, more = _differences(source, frame, minutes, options, value_column)
+        implausible += more
+    else:
+        refuse_registers(source.path, frame, minutes)
+    hours, partial, incomplete = sum_to_hours(frame.drop(columns="line"), minutes)
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
         path=str(source.path),
@@ -285,6 +338,8 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         read_seconds=time.perf_counter() - began,
         incomplete_hours=incomplete,
         replace_range=options.replace_range,
+        registers=registers,
+        unit=options.unit,
     )
 
 
@@ -316,6 +371,7 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         seconds=batch.read_seconds + time.perf_counter() - began,
         incomplete_hours=batch.incomplete_hours,
         removed=written.removed if batch.replace_range else None,
+        registers=batch.registers if batch.unit == "register" else None,
     )
 
 
