@@ -305,7 +305,8 @@ def weekly_forecast_flow(
                    "target week %s: %s", week, chosen.why)
     rescored = engine.call(rescore_earlier_forecasts, settings.warehouse,
                            week - timedelta(weeks=RESCORE_WEEKS))
-    engine.log(logging.INFO, "rescored %d earlier forecast(s) whose actuals have arrived", rescored)
+    engine.log(logging.INFO, "rescored %d earlier forecast(s) whose readings changed since they "
+               "were scored", rescored)
     return _run_weeks([week], settings, "forecast")
 
 

@@ -38,7 +38,8 @@ from wadiro_fleet.tasks.warehouse.pending import (
     pending_runs,
     write_pending,
 )
-from wadiro_fleet.tasks.warehouse.results import rescore_forecasts, write_results
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+from wadiro_fleet.tasks.warehouse.results import write_results
 from wadiro_fleet.tasks.warehouse.runs import (
     NotForecast,
     RunSummary,
@@ -259,7 +260,7 @@ def publish_not_forecast(run: OpenRun, rows: list[NotForecast]) -> None:
 
 @task(name="rescore-forecasts", **_STORAGE)
 def rescore_earlier_forecasts(warehouse: str, since: date) -> int:
-    """Score stored forecasts from ``since`` on again where their actuals arrived later."""
+    """Score stored forecasts from ``since`` on again where their readings changed since."""
     with connect(warehouse) as con:
         ensure_schema(con)
         return rescore_forecasts(con, since)

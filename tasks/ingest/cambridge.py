@@ -4,7 +4,8 @@ The archive is read and checked first (:func:`~wadiro_fleet.tasks.ingest.cambrid
 nothing written on any error); the warehouse is then changed in one transaction that replaces
 the selected buildings' rows and every hour of readings and weather the archive holds in the
 asked range, so a rerun leaves the same rows. Hours the archive does not hold (a year without a
-file, weather sent from elsewhere for later years) are never touched.
+file, weather sent from elsewhere for later years) are never touched. The scores of stored
+forecasts whose readings changed are recomputed in the same transaction.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import date
 from pathlib import Path
 
 import duckdb
+import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from wadiro_fleet.tasks.ingest.cambridge_archive import (
@@ -25,6 +27,7 @@ from wadiro_fleet.tasks.ingest.cambridge_archive import (
 )
 from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy, value_notes
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice, write_key_hours
 
@@ -46,6 +49,8 @@ class IngestSummary:
     """Values stored as missing because they were implausible (``--implausible missing``)."""
     clipped_values: int = 0
     """Values just past their bound, within a sensor's tolerance, stored as the bound."""
+    rescored: int = 0
+    """Stored scores of forecasts whose readings changed, updated in place."""
 
     def line(self) -> str:
         return (
@@ -53,6 +58,7 @@ class IngestSummary:
             f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
             + "".join(f"; {note}" for note in value_notes(self.implausible_values,
                                                           self.clipped_values))
+            + rescored_note(self.rescored)
         )
 
 
@@ -70,6 +76,9 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
                         own_transaction=False)
         write_key_hours(con, "weather", batch.weather, "site_id", where={"kind": "observed"},
                         own_transaction=False)
+        ts = batch.readings["ts"]
+        rescored = rescore_forecasts(con, buildings=ids, start=pc.min(ts).as_py(),
+                                     end=pc.max(ts).as_py())
     return IngestSummary(
         buildings=len(ids),
         readings=batch.readings.num_rows,
@@ -79,6 +88,7 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         seconds=batch.read_seconds + time.perf_counter() - began,
         implausible_values=batch.implausible_values,
         clipped_values=batch.clipped_values,
+        rescored=rescored,
     )
 
 

@@ -16,8 +16,9 @@ value, a blank cell making it missing; a stored hour the file does not mention i
 touched, whatever gap lies between the file's rows. With ``replace_range``
 (``--replace-range``) each building's stored hours from its first to its last hour in the file
 are replaced instead, so the hours of that range the file lacks are removed, and the summary
-says how many. All buildings change in one transaction, so re-ingesting a file changes
-nothing, and a refused file changes nothing. Every building id must already be in
+says how many. The scores of stored forecasts whose hours the file changed are recomputed in
+the same transaction (:mod:`~wadiro_fleet.tasks.warehouse.rescoring`). All buildings change in
+one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing. Every building id must already be in
 ``buildings``.
 """
 
@@ -63,6 +64,7 @@ from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptio
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 
 __all__ = [
@@ -156,6 +158,8 @@ class ReadingsSummary:
     ``None`` without it (nothing is removed)."""
     registers: RegisterCounts | None = None
     """Rollovers and resets met differencing a register; ``None`` unless ``--unit register``."""
+    rescored: int = 0
+    """Stored scores of forecasts whose readings the file changed, updated in place."""
 
     def line(self) -> str:
         notes = [f"{self.missing_readings:,} missing"]
@@ -192,6 +196,7 @@ class ReadingsSummary:
         return (
             f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
             f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored{removed}"
+            f"{rescored_note(self.rescored)}"
         )
 
 
@@ -354,10 +359,12 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
             f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
             f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)"
         )
+    ts = batch.readings["ts"]
     with transaction(con):
         written = write_key_hours(con, "meter_readings", batch.readings, "building_id",
                                   replace_range=batch.replace_range, own_transaction=False)
-    ts = batch.readings["ts"]
+        rescored = rescore_forecasts(con, buildings=batch.building_ids,
+                                     start=pc.min(ts).as_py(), end=pc.max(ts).as_py())
     return ReadingsSummary(
         buildings=len(batch.building_ids),
         readings=written.inserted,
@@ -372,6 +379,7 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         incomplete_hours=batch.incomplete_hours,
         removed=written.removed if batch.replace_range else None,
         registers=batch.registers if batch.unit == "register" else None,
+        rescored=rescored,
     )
 
 
