@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from wadiro_fleet.tasks.forecast_tasks import RunSummary
     from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
     from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions
+    from wadiro_fleet.tasks.ingest.source_files import CsvFormat
     from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
     from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions
 
@@ -227,12 +228,14 @@ _WEATHER_HELP = """Ingest hourly weather per site: site_id, ts, temperature_c, i
 
 
 @ingest_commands.command("buildings", help=_paragraphs(_BUILDINGS_HELP))
-def ingest_buildings(file: SourceFile, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+@with_settings("wadiro_fleet.tasks.ingest.source_files:CsvFormat")
+def ingest_buildings(settings: CsvFormat, file: SourceFile,
+                     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Add or update buildings from an operator's file."""
     from wadiro_fleet.flows.ingest import ingest_buildings_flow
 
     _ingest("buildings", lambda: _run_flow(ingest_buildings_flow, path=str(file),
-                                           warehouse=str(warehouse)))
+                                           warehouse=str(warehouse), form=settings))
 
 
 @ingest_commands.command("readings", help=_paragraphs(_READINGS_HELP))

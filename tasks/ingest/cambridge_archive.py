@@ -136,6 +136,9 @@ class ArchiveLayout:
     @classmethod
     def at(cls, root: str | Path) -> ArchiveLayout:
         layout = cls(Path(root))
+        if layout.root.exists() and not layout.root.is_dir():
+            raise SourceNotFoundError(f"archive path {layout.root} is a file; give the archive's "
+                                      "root folder (the one holding building_data/)")
         if not layout.root.is_dir():
             raise SourceNotFoundError(f"archive path does not exist: {layout.root}")
         for needed in (layout.buildings_dir, layout.weather_dir):

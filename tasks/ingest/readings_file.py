@@ -59,7 +59,7 @@ from wadiro_fleet.tasks.ingest.registers import (
     difference_registers,
     refuse_registers,
 )
-from wadiro_fleet.tasks.ingest.source_files import SourceTable, read_source
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -82,7 +82,7 @@ _UTC_TS = pa.timestamp("us", tz="UTC")
 READINGS_SCHEMA = pa.schema([("building_id", pa.string()), ("ts", _UTC_TS), ("kwh", pa.float64())])
 
 
-class ReadingsOptions(LocalTimeOptions):
+class ReadingsOptions(LocalTimeOptions, CsvFormat):
     """How to read a meter export (the options of ``wadiro ingest readings``)."""
 
     layout: Layout = Field(
@@ -283,7 +283,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
     options = options or ReadingsOptions()
-    source = read_source(path, required=["ts"], optional=None)
+    source = read_source(path, required=["ts"], optional=None, form=options)
     lines = source.row_numbers()
     value_column = None
     if _layout(source, options.layout) == "long":
@@ -388,7 +388,7 @@ def ingest_readings(
 ) -> ReadingsSummary:
     """Load and check the file, then write it to the warehouse file in one transaction."""
     batch = load_readings(path, options)
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_readings(con, batch)
 
 
@@ -401,5 +401,5 @@ def load_readings_task(path: str, options: ReadingsOptions) -> ReadingsBatch:
 @task(name="write-readings-file", cache_policy=NO_CACHE)
 def write_readings_task(warehouse: str, batch: ReadingsBatch) -> ReadingsSummary:
     """Prefect wrapper: open the warehouse and :func:`write_readings` the batch."""
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_readings(con, batch)

@@ -47,7 +47,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     check_column,
     value_notes,
 )
-from wadiro_fleet.tasks.ingest.source_files import read_source
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -83,7 +83,7 @@ WEATHER_SCHEMA = pa.schema(
 )
 
 
-class WeatherOptions(LocalTimeOptions):
+class WeatherOptions(LocalTimeOptions, CsvFormat):
     """How to read a weather feed (the options of ``wadiro ingest weather``)."""
 
     kind: WeatherKind = Field(
@@ -174,7 +174,8 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     began = time.perf_counter()
     forecast = options.kind == "forecast"
     required = (*REQUIRED, "issued_at") if forecast else REQUIRED
-    source = read_source(path, required=required, optional=("humidity_pct", "issued_at"))
+    source = read_source(path, required=required, optional=("humidity_pct", "issued_at"),
+                         form=options)
     if not forecast and "issued_at" in source.columns:
         raise MalformedSourceError(
             f"{source.path}: an 'issued_at' column, but --kind observed; "
@@ -304,7 +305,7 @@ def ingest_weather(
 ) -> WeatherSummary:
     """Load and check the feed, then write it to the warehouse file in one transaction."""
     batch = load_weather(path, options)
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_weather(con, batch)
 
 
@@ -317,5 +318,5 @@ def load_weather_task(path: str, options: WeatherOptions) -> WeatherBatch:
 @task(name="write-weather-file", cache_policy=NO_CACHE)
 def write_weather_task(warehouse: str, batch: WeatherBatch) -> WeatherSummary:
     """Prefect wrapper: open the warehouse and :func:`write_weather` the batch."""
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_weather(con, batch)
