@@ -342,27 +342,19 @@ def data_quality_sql(selected: bool = False) -> str:
         ordered AS (
             SELECT building_id, ts, kwh,
                    lag(ts) OVER w AS prev_ts,
-                   lag(kwh) OVER w AS prev_kwh
+                   lag(kwh) OVER w AS prev_kwh,
+                   quantile_disc(kwh, 0.99) OVER (PARTITION BY building_id) AS p99
             FROM meter_readings
             WHERE kwh IS NOT NULL{their_readings}
             WINDOW w AS (PARTITION BY building_id ORDER BY ts)
         ),
         stepped AS (
-            SELECT building_id, ts, kwh, prev_ts,
+            SELECT building_id, ts, kwh, prev_ts, p99,
                    greatest(CAST(round((epoch(ts) - epoch(prev_ts)) / 3600) AS BIGINT) - 1, 0)
                        AS gap_before,
                    epoch(ts) - epoch(prev_ts) = 3600 AS follows,
                    prev_kwh
             FROM ordered
-        ),
-        levels AS (
-            SELECT building_id, quantile_disc(kwh, 0.99) AS p99 FROM ordered GROUP BY building_id
-        ),
-        spikes AS (
-            SELECT building_id, count(*) AS spike_readings
-            FROM ordered JOIN levels USING (building_id)
-            WHERE kwh > {SPIKE_RATIO} * p99
-            GROUP BY building_id
         ),
         per_building AS (
             SELECT building_id,
@@ -377,7 +369,9 @@ def data_quality_sql(selected: bool = False) -> str:
                                                             AS recent_readings,
                    count(*) FILTER (WHERE kwh = 0)          AS zero_readings,
                    count(*) FILTER (WHERE kwh < 0)          AS negative_readings,
-                   max(kwh)                                 AS largest_reading
+                   max(kwh)                                 AS largest_reading,
+                   count(*) FILTER (WHERE kwh > {SPIKE_RATIO} * p99)
+                                                            AS spike_readings
             FROM stepped
             GROUP BY building_id
         ),
@@ -443,14 +437,13 @@ def data_quality_sql(selected: bool = False) -> str:
                coalesce(n.longest_negative_run,
                         CASE WHEN p.negative_readings > 0 THEN 1 ELSE 0 END)
                                                                          AS longest_negative_hours,
-               coalesce(k.spike_readings, 0)                             AS spike_readings,
+               coalesce(p.spike_readings, 0)                             AS spike_readings,
                p.largest_reading
         FROM selection b
         CROSS JOIN fleet f
         LEFT JOIN per_building p USING (building_id)
         LEFT JOIN value_stats v USING (building_id)
-        LEFT JOIN negative_stats n USING (building_id)
-        LEFT JOIN spikes k USING (building_id)"""
+        LEFT JOIN negative_stats n USING (building_id)"""
 
 
 VIEWS: dict[str, str] = {

@@ -106,6 +106,12 @@ def test_a_bad_file_is_one_line_and_changes_no_table(loaded, tmp_path, command, 
     ("weather",),
     ("weather", "--kind", "guessed"),
     ("weather", "--kind", "observed", "--timezone", "Europe/Londres"),
+    ("weather", "--kind", "forecast", "--replace-range"),
+    ("readings", "--delimiter", "x"),
+    ("readings", "--decimal", ";"),
+    ("readings", "--decimal", ","),  # with the default delimiter, a comma
+    ("readings", "--encoding", "klingon"),
+    ("buildings", "--delimiter", "::"),
 ], ids=lambda a: " ".join(a))
 def test_options_that_do_not_exist_are_usage_errors(tmp_path, args):
     path = write(tmp_path / "x.csv", "ts,b1\n2024-02-05T00:00Z,1\n")
