@@ -18,8 +18,8 @@ touched, whatever gap lies between the file's rows. With ``replace_range``
 are replaced instead, so the hours of that range the file lacks are removed, and the summary
 says how many. The scores of stored forecasts whose hours the file changed are recomputed in
 the same transaction (:mod:`~wadiro_fleet.tasks.warehouse.rescoring`). All buildings change in
-one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing. Every building id must already be in
-``buildings``.
+one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing.
+Every building id must already be in ``buildings``.
 """
 
 from __future__ import annotations

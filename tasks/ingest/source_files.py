@@ -6,8 +6,9 @@ Cells are read as text from a CSV (an empty cell is missing; surrounding spaces 
 as stored from a Parquet file. A CSV is comma-separated UTF-8 with decimal points unless a
 :class:`CsvFormat` says otherwise (``--delimiter``, ``--decimal``, ``--encoding``); a file
 written otherwise (European Excel's ``;`` and decimal commas, Latin-1 text) is refused naming
-the line and the option that reads it. :meth:`SourceTable.numbers` and :meth:`SourceTable.text` turn a
-column into values, refusing a cell that is not one with an error naming file, row and column.
+the line and the option that reads it. :meth:`SourceTable.numbers` and
+:meth:`SourceTable.text` turn a column into values, refusing a cell that is not one with an
+error naming file, row and column.
 Rows are named as a reader finds them: ``line N`` of a CSV (the header is line 1), ``row N``
 (1-based) of a Parquet file.
 """
@@ -75,7 +76,8 @@ class CsvFormat(BaseModel):
         try:
             codecs.lookup(value)
         except LookupError:
-            raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1252)") from None
+            raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, latin-1, "
+                             "cp1252)") from None
         return value
 
     @model_validator(mode="after")
@@ -177,7 +179,8 @@ def _undecodable_line(path: Path, encoding: str) -> MalformedSourceError | None:
                 return MalformedSourceError(
                     f"{path}: line {number} is not {encoding} text (byte 0x{byte:02x} at "
                     f"character {error.start + 1}); save the file as UTF-8 (Excel: 'CSV UTF-8'), "
-                    "or give --encoding with the encoding it was saved in (e.g. --encoding latin-1)")
+                    "or give --encoding with the encoding it was saved in "
+                    "(e.g. --encoding latin-1)")
     return None
 
 

@@ -60,7 +60,8 @@ class DataQuality:
             shown[column] = ["-" if pd.isna(v) else str(int(v)) for v in table[column]]
         shown["missing_share_12w"] = ["-" if pd.isna(v) else f"{v:.3f}"
                                       for v in table["missing_share_12w"]]
-        shown["largest_reading"] = ["-" if pd.isna(v) else f"{v:g}" for v in table["largest_reading"]]
+        shown["largest_reading"] = ["-" if pd.isna(v) else f"{v:g}"
+                                    for v in table["largest_reading"]]
         return shown.to_string(index=False)
 
     def period_line(self) -> str:

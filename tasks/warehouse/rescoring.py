@@ -76,8 +76,8 @@ def rescore_forecasts(
         intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END) "
                       f"FILTER (WHERE {bounded}) AS coverage_{pct}",
                       f"avg({hi} - {lo}) FILTER (WHERE {bounded}) AS width_{pct}"]
-    numbers = ["mae", "rmse", "mean_actual",
-               *(f"{kind}_{level_pct(level)}" for level in LEVELS for kind in ("coverage", "width"))]
+    numbers = ["mae", "rmse", "mean_actual", *(f"{kind}_{level_pct(level)}" for level in LEVELS
+                                               for kind in ("coverage", "width"))]
     return con.execute(
         f"""
         UPDATE scores AS s

@@ -371,3 +371,19 @@ def test_whole_real_archive_matches_duckdbs_own_reader(tmp_path, cambridge_archi
             datetime(2016, 1, 1, tzinfo=UTC),
             datetime(2020, 12, 31, 23, tzinfo=UTC),
         )
+
+
+def test_hours_the_archive_does_not_hold_are_never_touched(loaded, archive):
+    """Weather and readings sent from elsewhere for a year the archive has no file for (and a
+    whole-archive ingest, whose range is everything) stay as they were: an ingest replaces the
+    hours it holds, not a range."""
+    later = datetime(2021, 6, 1, 12, tzinfo=UTC)
+    with connect(loaded) as con:
+        con.execute("INSERT INTO weather (site_id, ts, temperature_c, kind) VALUES ('bedford', ?, 17.5, "
+                    "'observed')", [later])
+        con.execute("INSERT INTO meter_readings VALUES ('UCam_Building_b0', ?, 42.0)", [later])
+    before = snapshot(loaded)
+    ingest_cambridge(loaded, archive)
+    assert snapshot(loaded) == before
+    ingest_cambridge(loaded, archive, start=date(2019, 12, 1), end=date(2021, 12, 31))
+    assert snapshot(loaded) == before

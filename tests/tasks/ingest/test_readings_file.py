@@ -207,7 +207,8 @@ BAD = [
     ("blank-id", H + ",2024-02-05T00:00Z,1\n", {}, r"line 2, column 'building_id': empty cell"),
     ("ragged-row", H + "b1,2024-02-05T00:00Z,1\nb1,2024-02-05T01:00Z,1,5\n", {},
      r"line 3: 4 cell\(s\), but the header has 3 columns"),
-    ("latin-1", (H + "b\xe9,2024-02-05T00:00Z,1\n").encode("latin-1"), {}, r"not a readable CSV file"),
+    ("latin-1", (H + "b\xe9,2024-02-05T00:00Z,1\n").encode("latin-1"), {},
+     r"line 2 is not utf-8 text \(byte 0xe9 at character 2\); save the file as UTF-8"),
 ]
 
 
