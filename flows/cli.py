@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from wadiro_fleet.tasks.forecast_tasks import RunSummary
     from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
     from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions
+    from wadiro_fleet.tasks.ingest.source_files import CsvFormat
     from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
     from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions
 
@@ -210,26 +211,31 @@ _READINGS_HELP = """Ingest a meter export: long (building_id, ts, kwh|value) or 
     column per building id), hourly or every 15 or 30 minutes (summed to hours; an hour missing
     a sub-interval is stored as missing).
 
-    Timestamps label the start of each interval. For each building, the stored hours from its
-    first to its last hour in the file are replaced (hours of that range the file lacks become
-    missing); all other hours are untouched, and re-ingesting a file changes nothing. Every
-    building must be ingested first (wadiro ingest buildings)."""
+    Timestamps label the start of each interval. Only the hours the file holds change (a blank
+    cell makes its hour missing); a stored hour the file does not mention is never erased, and
+    re-ingesting a file changes nothing. With --replace-range each building's stored hours from
+    its first to its last hour in the file are replaced, and the summary says how many it
+    removed. Every building must be ingested first (wadiro ingest buildings)."""
 
 _WEATHER_HELP = """Ingest hourly weather per site: site_id, ts, temperature_c, irradiance_wm2,
     wind_speed_ms [, humidity_pct] [, issued_at with --kind forecast].
 
-    Observed: per site, the stored observations from the file's first to its last hour are
-    replaced. Forecast: the latest issue per site and hour is kept (an older issue never
-    overwrites a newer one). Every site must be the site of an ingested building."""
+    Observed: only the hours the file holds change (a stored hour the file does not mention is
+    never erased; --replace-range replaces each site's range from the file's first to its last
+    hour, saying how many hours it removed). Forecast: the latest issue per site and hour is
+    kept (an older issue never overwrites a newer one). Every site must be the site of an
+    ingested building."""
 
 
 @ingest_commands.command("buildings", help=_paragraphs(_BUILDINGS_HELP))
-def ingest_buildings(file: SourceFile, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+@with_settings("wadiro_fleet.tasks.ingest.source_files:CsvFormat")
+def ingest_buildings(settings: CsvFormat, file: SourceFile,
+                     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Add or update buildings from an operator's file."""
     from wadiro_fleet.flows.ingest import ingest_buildings_flow
 
     _ingest("buildings", lambda: _run_flow(ingest_buildings_flow, path=str(file),
-                                           warehouse=str(warehouse)))
+                                           warehouse=str(warehouse), form=settings))
 
 
 @ingest_commands.command("readings", help=_paragraphs(_READINGS_HELP))

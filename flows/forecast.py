@@ -200,7 +200,7 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
         STOP.reset()  # a stop of an earlier run in this process is not this run's
     run = engine.call(
         open_run, settings.warehouse, engine.run_id(), label, weeks, settings.buildings,
-        settings.forecast_config(), settings.record(weeks, label),
+        settings.forecast_config(), settings.record(weeks, label), 60.0 * settings.lock_wait_minutes,
     )
     engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
                len(run.building_ids), len(weeks), ", ".join(run.config.models))
@@ -299,13 +299,15 @@ def weekly_forecast_flow(
     """
     engine = current_engine()
     if week is None:
-        chosen = engine.call(latest_forecastable_week, settings.warehouse, settings.buildings)
+        chosen = engine.call(latest_forecastable_week, settings.warehouse, settings.buildings,
+                             60.0 * settings.lock_wait_minutes)
         week = chosen.week
         engine.log(logging.INFO if chosen.complete else logging.WARNING,
                    "target week %s: %s", week, chosen.why)
     rescored = engine.call(rescore_earlier_forecasts, settings.warehouse,
-                           week - timedelta(weeks=RESCORE_WEEKS))
-    engine.log(logging.INFO, "rescored %d earlier forecast(s) whose actuals have arrived", rescored)
+                           week - timedelta(weeks=RESCORE_WEEKS), 60.0 * settings.lock_wait_minutes)
+    engine.log(logging.INFO, "rescored %d earlier forecast(s) whose readings changed since they "
+               "were scored", rescored)
     return _run_weeks([week], settings, "forecast")
 
 

@@ -16,6 +16,7 @@ from wadiro_fleet.tasks.ingest.cambridge import (
     write_cambridge_task,
 )
 from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat
 from wadiro_fleet.tasks.ingest.readings_file import (
     ReadingsOptions,
     ReadingsSummary,
@@ -56,10 +57,12 @@ def ingest_synthetic_flow(spec: FleetSpec, warehouse: str = DEFAULT_WAREHOUSE) -
 
 
 @flow(name="ingest-buildings")
-def ingest_buildings_flow(path: str, warehouse: str = DEFAULT_WAREHOUSE) -> BuildingsSummary:
+def ingest_buildings_flow(
+    path: str, warehouse: str = DEFAULT_WAREHOUSE, form: CsvFormat = CsvFormat()
+) -> BuildingsSummary:
     """Read and check an operator's buildings file, then add or update its buildings."""
     engine = current_engine()
-    batch = engine.call(load_buildings_task, path)
+    batch = engine.call(load_buildings_task, path, form)
     return engine.call(write_buildings_task, warehouse, batch)
 
 

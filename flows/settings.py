@@ -38,8 +38,9 @@ class RunSettings(ForecastConfig):
     max_in_flight: int = Field(8, ge=1, description="Task runs submitted at a time.")
     lock_wait_minutes: float = Field(
         10.0, ge=0,
-        description="How long a run waits at its end for a warehouse that another process "
-        "keeps locked; results not written by then stay kept beside it (wadiro load-pending).",
+        description="How long a run waits for a warehouse that another process keeps locked: "
+        "before it starts and at each read, and at its end, when results not written by then "
+        "stay kept beside it (wadiro load-pending).",
     )
 
     @model_validator(mode="after")

@@ -3,7 +3,8 @@
 The storage side of a run -- open it, read a batch, write a batch, close it, score earlier
 forecasts again -- runs in the flow's own process, the warehouse's single writer. Each storage
 task either only reads or changes the warehouse in one transaction that replaces what it owns,
-so running it again is safe: it is retried when the warehouse stays locked by another process.
+so running it again is safe. A step that finds the warehouse locked by another process waits
+for it at most the run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so.
 Writing results is the exception: computed results are never thrown away because another
 process holds the warehouse, so a batch that cannot be written within a short wait is kept on
 disk beside the warehouse and written as soon as the lock clears
@@ -22,8 +23,6 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import State, TaskRun
-from prefect.tasks import Task
 from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
@@ -38,7 +37,8 @@ from wadiro_fleet.tasks.warehouse.pending import (
     pending_runs,
     write_pending,
 )
-from wadiro_fleet.tasks.warehouse.results import rescore_forecasts, write_results
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+from wadiro_fleet.tasks.warehouse.results import write_results
 from wadiro_fleet.tasks.warehouse.runs import (
     NotForecast,
     RunSummary,
@@ -53,18 +53,10 @@ from wadiro_fleet.tasks.warehouse.selection import (
 )
 
 
-def _warehouse_locked(task: Task, task_run: TaskRun, state: State) -> bool:
-    """Retry a storage task only when another process kept the warehouse locked."""
-    return isinstance(state.data, WarehouseLockedError)
-
-
-_STORAGE: dict[str, Any] = {
-    "cache_policy": NO_CACHE,
-    "retries": 3,
-    "retry_delay_seconds": [10, 30, 60],
-    "retry_condition_fn": _warehouse_locked,
-}
-"""Storage tasks always run (never served from a cache) and retry while the file is locked."""
+_STORAGE: dict[str, Any] = {"cache_policy": NO_CACHE}
+"""Storage tasks always run (never served from a cache). They wait for a locked warehouse
+inside :func:`~wadiro_fleet.tasks.warehouse.connection.connect` (``wait_s``), so that the
+whole wait is the run's ``--lock-wait-minutes``, never task retries on top of it."""
 
 SHORT_LOCK_WAIT: dict[str, Any] = {"retries": 3, "backoff_s": 0.25}
 """How long a write waits for the warehouse lock (under 2 s) before keeping its batch on disk."""
@@ -82,6 +74,8 @@ class OpenRun:
     config: ForecastConfig
     earlier_pending: tuple[str, ...] = ()
     """Runs whose results are kept beside the warehouse, not written yet (``wadiro load-pending``)."""
+    lock_wait_s: float = 600.0
+    """How long a step waits for a warehouse another process keeps locked (``--lock-wait-minutes``)."""
 
     @property
     def pending_folder(self) -> str:
@@ -117,23 +111,26 @@ def open_run(
     buildings: Sequence[str] | None,
     config: ForecastConfig,
     parameters: dict[str, Any],
+    lock_wait_s: float = 600.0,
 ) -> OpenRun:
     """Create the schema if needed, resolve the buildings and write the run's ``running`` row
     (``parameters`` is recorded with it)."""
-    with connect(warehouse) as con:
+    with connect(warehouse, wait_s=lock_wait_s) as con:
         ensure_schema(con)
         ids = fleet_building_ids(con, buildings)
         record_run_start(con, run_id=run_id, flow=label, parameters=parameters,
                          code_version=code_version())
     earlier = tuple(p.run_id for p in pending_runs(warehouse) if p.run_id != run_id)
     return OpenRun(run_id=run_id, warehouse=warehouse, label=label, weeks=tuple(weeks),
-                   building_ids=tuple(ids), config=config, earlier_pending=earlier)
+                   building_ids=tuple(ids), config=config, earlier_pending=earlier,
+                   lock_wait_s=lock_wait_s)
 
 
 @task(name="read-batch", **_STORAGE)
 def read_batch(run: OpenRun, building_ids: list[str]) -> Batch:
     """The batch's hours and stored tuning, read in one short read-only connection."""
-    jobs, unreadable = load_batch(run.warehouse, building_ids, list(run.weeks), run.config)
+    jobs, unreadable = load_batch(run.warehouse, building_ids, list(run.weeks), run.config,
+                                  lock_wait_s=run.lock_wait_s)
     return Batch(f"{building_ids[0]}+{len(building_ids) - 1}", jobs, unreadable)
 
 
@@ -220,9 +217,10 @@ def load_pending_results(warehouse: str) -> LoadReport:
 
 
 @task(name="latest-forecastable-week", **_STORAGE)
-def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None) -> ChosenWeek:
+def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None,
+                             lock_wait_s: float = 600.0) -> ChosenWeek:
     """The weekly run's default target week (:func:`choose_week`)."""
-    with connect(warehouse, read_only=True) as con:
+    with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:
         return choose_week(con, buildings)
 
 
@@ -258,9 +256,9 @@ def publish_not_forecast(run: OpenRun, rows: list[NotForecast]) -> None:
 
 
 @task(name="rescore-forecasts", **_STORAGE)
-def rescore_earlier_forecasts(warehouse: str, since: date) -> int:
-    """Score stored forecasts from ``since`` on again where their actuals arrived later."""
-    with connect(warehouse) as con:
+def rescore_earlier_forecasts(warehouse: str, since: date, lock_wait_s: float = 600.0) -> int:
+    """Score stored forecasts from ``since`` on again where their readings changed since."""
+    with connect(warehouse, wait_s=lock_wait_s) as con:
         ensure_schema(con)
         return rescore_forecasts(con, since)
 

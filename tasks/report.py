@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ matplotlib.use("Agg")  # files only; no display on batch machines
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
 from wadiro_fleet.tasks.report_html import render_report  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect  # noqa: E402
 from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
@@ -75,6 +77,25 @@ class NothingToReportError(WarehouseError):
     """The warehouse holds no scored forecast yet."""
 
 
+class ReportFolderError(PipelineError):
+    """The report's folder (``--out``) cannot be written: a file, not writable, ..."""
+
+
+def _writable_folder(out_dir: Path) -> Path:
+    """``out_dir``, created if needed and checked to take a file, or a one-line error."""
+    fix = "give --out a folder you can write to"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReportFolderError(f"cannot write the report to {out_dir}: it is a file; {fix}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as error:
+        raise ReportFolderError(f"cannot write the report to {out_dir}: "
+                                f"{error.strerror or error}; {fix}") from None
+    return out_dir
+
+
 _UNSAFE_FILE_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_FILE_STEM = 80
 """Characters of a building id kept in its plot's file name (file systems allow 255 bytes)."""
@@ -107,7 +128,11 @@ def write_report(
     (:mod:`~wadiro_fleet.tasks.report_html`) and one PNG per building, read from the warehouse
     in one read-only connection."""
     with connect(warehouse, read_only=True) as con:
-        return _write_report(con, out_dir, buildings)
+        try:
+            return _write_report(con, out_dir, buildings)
+        except OSError as error:  # a disk that filled up, a folder removed while writing
+            raise ReportFolderError(f"cannot write the report to {out_dir}: "
+                                    f"{error.strerror or error}") from None
 
 
 def read_data_quality(warehouse: str | Path, buildings: Sequence[str] | None = None) -> DataQuality:
@@ -139,7 +164,7 @@ def _write_report(
         raise NothingToReportError(
             "the warehouse holds no scored forecast yet; run `wadiro forecast` or "
             "`wadiro backfill` first (a week is scored once its actual readings are ingested)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _writable_folder(out_dir)
     for name, frame in (("leaderboard", report.leaderboard),
                         ("building_errors", report.building_errors)):
         csv = out_dir / f"{name}.csv"

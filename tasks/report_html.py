@@ -27,7 +27,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
-from wadiro_fleet.tasks.warehouse.schema import FLAT_RUN_ALERT_HOURS, leaderboard_sql  # noqa: E402
+from wadiro_fleet.tasks.warehouse.schema import (  # noqa: E402
+    FLAT_RUN_ALERT_HOURS,
+    SPIKE_RATIO,
+    leaderboard_sql,
+)
 
 PLOT_WEEKS = 4
 """How many of a building's latest published weeks its plot shows."""
@@ -37,7 +41,7 @@ QUALITY_ROWS = 10
 
 QUALITY_COLUMNS = ("building_id", "last_reading", "hours_since_last_reading", "missing_share_12w",
                    "longest_gap_hours", "longest_flat_hours", "flat_runs_24h", "zero_readings",
-                   "negative_readings")
+                   "negative_readings", "spike_readings")
 """The data-quality columns the page shows (the CSV beside it has them all)."""
 
 _STYLE = """
@@ -137,15 +141,23 @@ def _quality_section(quality: DataQuality) -> list[str]:
         "have no reading at all": int((table["readings"] == 0).sum()),
         f"have a flat line of {FLAT_RUN_ALERT_HOURS} h or more": int((table["flat_runs_24h"] > 0).sum()),
         "hold negative readings": int((table["negative_readings"] > 0).sum()),
+        f"hold spikes (readings over {SPIKE_RATIO} times their own 99th percentile)":
+            int((table["spike_readings"] > 0).sum()),
     }
     counts = "; ".join(f"{n} {what}" for what, n in count.items())
+    spiky = table.loc[table["spike_readings"] > 0, ["building_id", "spike_readings",
+                                                    "largest_reading"]]
+    spiky = spiky.sort_values("spike_readings", ascending=False, kind="stable")
+    named = ", ".join(f"{b} ({int(n)}, up to {v:g} kWh)"
+                      for b, n, v in spiky.head(QUALITY_ROWS).itertuples(index=False))
+    spikes = f" Spikes: {named}{' and more' if len(spiky) > QUALITY_ROWS else ''}." if named else ""
     shown = table.loc[:, list(QUALITY_COLUMNS)].head(QUALITY_ROWS).astype(object)
     shown["last_reading"] = [f"{t:%Y-%m-%d %H:%M}" if not pd.isna(t) else "none"
                              for t in table["last_reading"].head(QUALITY_ROWS)]
     for column in QUALITY_COLUMNS[2:]:
         if column != "missing_share_12w":
             shown[column] = ["" if pd.isna(v) else str(int(v)) for v in shown[column]]
-    return [f"<p class='note'>{len(table)} buildings: {html.escape(counts)}. "
+    return [f"<p class='note'>{len(table)} buildings: {html.escape(counts)}.{html.escape(spikes)} "
             f"{html.escape(quality.period_line())}. The {min(QUALITY_ROWS, len(table))} worst "
             "(most recent hours missing first) are below; <b>data_quality.csv</b> beside this "
             "page lists every building with every column.</p>",

@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.protocol": {"wadiro_models", "tasks.errors", "tasks.protocol"},
     "tasks.warehouse": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},
     "tasks.ingest": {"tasks.errors", "tasks.warehouse", "tasks.ingest"},
-    "tasks.report": {"tasks.warehouse", "tasks.report_html"},
+    "tasks.report": {"tasks.errors", "tasks.warehouse", "tasks.report_html"},
     "tasks.report_html": {"tasks.warehouse"},
     "tasks.forecast_tasks": {"tasks"},
     "flows": {"flows", "tasks.errors", "tasks.protocol", "tasks.forecast_tasks", "tasks.ingest",

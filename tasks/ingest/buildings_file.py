@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from wadiro_fleet.tasks.ingest.source_files import SourceTable, read_source
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
 from wadiro_fleet.tasks.ingest.timestamps import check_zone
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -102,10 +102,10 @@ def _check_calendars(source: SourceTable, countries: pd.Series, subdivs: pd.Seri
             )
 
 
-def load_buildings(path: str | Path) -> BuildingsBatch:
-    """Read and check a buildings file; no warehouse involved."""
+def load_buildings(path: str | Path, form: CsvFormat | None = None) -> BuildingsBatch:
+    """Read and check a buildings file (a CSV written as ``form`` says); no warehouse involved."""
     began = time.perf_counter()
-    source = read_source(path, required=REQUIRED, optional=OPTIONAL)
+    source = read_source(path, required=REQUIRED, optional=OPTIONAL, form=form)
     columns = {name: source.text(name, required=True) for name in REQUIRED}
     for name in OPTIONAL:
         columns[name] = (
@@ -114,6 +114,13 @@ def load_buildings(path: str | Path) -> BuildingsBatch:
             else pd.Series([None] * source.rows, dtype=object)
         )
     ids = columns["building_id"]
+    commas = ids.str.contains(",", regex=False).to_numpy()
+    if commas.any():
+        row = int(commas.argmax())
+        raise source.error(
+            row, "building_id",
+            f"building id {ids.iloc[row]!r} holds a comma, which separates ids in --buildings "
+            "(it could never be selected); rename it, e.g. with '-' or '_'")
     repeated = ids.duplicated().to_numpy()
     if repeated.any():
         second = int(repeated.argmax())
@@ -154,17 +161,18 @@ def write_buildings(con: duckdb.DuckDBPyConnection, batch: BuildingsBatch) -> Bu
     )
 
 
-def ingest_buildings(warehouse: str | Path, path: str | Path) -> BuildingsSummary:
+def ingest_buildings(warehouse: str | Path, path: str | Path,
+                     form: CsvFormat | None = None) -> BuildingsSummary:
     """Load and check the file, then write it to the warehouse file."""
-    batch = load_buildings(path)
+    batch = load_buildings(path, form)
     with connect(warehouse) as con:
         return write_buildings(con, batch)
 
 
 @task(name="load-buildings-file", cache_policy=NO_CACHE)
-def load_buildings_task(path: str) -> BuildingsBatch:
+def load_buildings_task(path: str, form: CsvFormat | None = None) -> BuildingsBatch:
     """Prefect wrapper of :func:`load_buildings`."""
-    return load_buildings(path)
+    return load_buildings(path, form)
 
 
 @task(name="write-buildings-file", cache_policy=NO_CACHE)

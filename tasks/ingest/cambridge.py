@@ -2,7 +2,10 @@
 
 The archive is read and checked first (:func:`~wadiro_fleet.tasks.ingest.cambridge_archive.load_cambridge`,
 nothing written on any error); the warehouse is then changed in one transaction that replaces
-the (buildings, time range) slice of every input table, so a rerun leaves the same rows.
+the selected buildings' rows and every hour of readings and weather the archive holds in the
+asked range, so a rerun leaves the same rows. Hours the archive does not hold (a year without a
+file, weather sent from elsewhere for later years) are never touched. The scores of stored
+forecasts whose readings changed are recomputed in the same transaction.
 """
 
 from __future__ import annotations
@@ -14,18 +17,19 @@ from datetime import date
 from pathlib import Path
 
 import duckdb
+import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from wadiro_fleet.tasks.ingest.cambridge_archive import (
-    SITE_ID,
     ArchiveSelection,
     CambridgeBatch,
     load_cambridge,
 )
-from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy
+from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy, value_notes
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
+from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice, write_key_hours
 
 __all__ = ["IngestSummary", "ingest_cambridge", "write_cambridge"]
 
@@ -43,18 +47,24 @@ class IngestSummary:
     """Time spent reading, checking and writing (excluding orchestration)."""
     implausible_values: int = 0
     """Values stored as missing because they were implausible (``--implausible missing``)."""
+    clipped_values: int = 0
+    """Values just past their bound, within a sensor's tolerance, stored as the bound."""
+    rescored: int = 0
+    """Stored scores of forecasts whose readings changed, updated in place."""
 
     def line(self) -> str:
-        implausible = (f"; {self.implausible_values:,} implausible value(s) stored as missing"
-                       if self.implausible_values else "")
         return (
             f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
-            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours{implausible}"
+            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
+            + "".join(f"; {note}" for note in value_notes(self.implausible_values,
+                                                          self.clipped_values))
+            + rescored_note(self.rescored)
         )
 
 
 def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> IngestSummary:
-    """Replace the batch's slice of all three input tables in one transaction."""
+    """Replace the batch's buildings and the hours of readings and weather it holds, in one
+    transaction."""
     began = time.perf_counter()
     ensure_schema(con)
     ids = list(batch.building_ids)
@@ -62,20 +72,13 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         replace_slice(
             con, "buildings", batch.buildings, Slice(where_in={"building_id": ids}), own_transaction=False
         )
-        replace_slice(
-            con,
-            "meter_readings",
-            batch.readings,
-            Slice(where_in={"building_id": ids}, start=batch.start, end=batch.end),
-            own_transaction=False,
-        )
-        replace_slice(
-            con,
-            "weather",
-            batch.weather,
-            Slice(where_in={"site_id": [SITE_ID], "kind": ["observed"]}, start=batch.start, end=batch.end),
-            own_transaction=False,
-        )
+        write_key_hours(con, "meter_readings", batch.readings, "building_id",
+                        own_transaction=False)
+        write_key_hours(con, "weather", batch.weather, "site_id", where={"kind": "observed"},
+                        own_transaction=False)
+        ts = batch.readings["ts"]
+        rescored = rescore_forecasts(con, buildings=ids, start=pc.min(ts).as_py(),
+                                     end=pc.max(ts).as_py())
     return IngestSummary(
         buildings=len(ids),
         readings=batch.readings.num_rows,
@@ -84,6 +87,8 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         weather_hours_without_wind=batch.weather["wind_speed_ms"].null_count,
         seconds=batch.read_seconds + time.perf_counter() - began,
         implausible_values=batch.implausible_values,
+        clipped_values=batch.clipped_values,
+        rescored=rescored,
     )
 
 

@@ -20,11 +20,14 @@ Rules (also in ``data/README.md``):
 * Every yearly file must hold exactly the hours of its year, each once; anything else (a
   truncated file, a duplicated timestamp, a non-numeric value) is an error naming the file, and
   nothing is written.
-* Every value must be finite and physically plausible
-  (:mod:`~wadiro_fleet.tasks.ingest.plausibility`: no negative energy or irradiance, no
-  temperature no weather station has recorded, ...). Otherwise the ingest stops with an error
-  naming file, line and column and writes nothing -- or, when the selection says
-  ``implausible="missing"``, stores such values as missing and counts them.
+* Every value of the selected hours must be finite and physically plausible
+  (:mod:`~wadiro_fleet.tasks.ingest.plausibility`: no negative energy, no temperature no
+  weather station has recorded, ...). A value just past its bound within a sensor's tolerance
+  (humidity up to 105 %, irradiance down to -30 W/m2) is clipped to the bound and counted.
+  Otherwise the ingest stops with an error naming file, line and column and writes nothing --
+  or, when the selection says ``implausible="missing"``, stores such values as missing and
+  counts them. Values of hours outside the selected range are not judged (the file's layout
+  is: every yearly file is checked whole).
 
 Everything is read and checked into Arrow tables (:class:`CambridgeBatch`), with no
 warehouse: the ingest (:mod:`~wadiro_fleet.tasks.ingest.cambridge`), the tests and the
@@ -58,6 +61,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     IRRADIANCE_WM2,
     TEMPERATURE_C,
     WIND_MS,
+    CheckedColumn,
     ImplausiblePolicy,
     check_column,
 )
@@ -92,9 +96,6 @@ WEATHER_COLUMNS = ("datetime", "air_temperature [degC]", "rltv_hum [%]", "glbl_i
 _UTC_TS = pa.timestamp("us", tz="UTC")
 _YEAR_FILE = re.compile(r"^(\d{4})\.csv$")
 _MIDAS_YEAR = re.compile(r"qcv-1_(\d{4})\.csv$")
-_IMPLAUSIBLE = "__implausible"
-"""A row's count of values stored as missing because they were implausible (dropped before
-the rows leave this module)."""
 
 
 class ArchiveSelection(BaseModel):
@@ -135,6 +136,9 @@ class ArchiveLayout:
     @classmethod
     def at(cls, root: str | Path) -> ArchiveLayout:
         layout = cls(Path(root))
+        if layout.root.exists() and not layout.root.is_dir():
+            raise SourceNotFoundError(f"archive path {layout.root} is a file; give the archive's "
+                                      "root folder (the one holding building_data/)")
         if not layout.root.is_dir():
             raise SourceNotFoundError(f"archive path does not exist: {layout.root}")
         for needed in (layout.buildings_dir, layout.weather_dir):
@@ -156,6 +160,8 @@ class CambridgeBatch:
     read_seconds: float = 0.0
     implausible_values: int = 0
     """Values stored as missing because they were implausible (``implausible="missing"``)."""
+    clipped_values: int = 0
+    """Values just past their bound, within a sensor's tolerance, stored as the bound."""
 
 
 def _building_number(building_id: str) -> tuple[int, str]:
@@ -259,43 +265,60 @@ def _utc(ts: pa.ChunkedArray) -> pa.ChunkedArray:
     return ts.cast(pa.timestamp("s", tz="UTC")).cast(_UTC_TS)
 
 
-def _in_range(table: pa.Table, lo: datetime | None, hi: datetime | None) -> pa.Table:
-    mask = None
+def _range_mask(ts: pa.ChunkedArray | pa.Array, lo: datetime | None,
+                hi: datetime | None) -> np.ndarray:
+    """Which UTC instants lie in ``[lo, hi)`` (every one when both are ``None``)."""
+    keep = np.ones(len(ts), bool)
     if lo is not None:
-        mask = pc.greater_equal(table["ts"], pa.scalar(lo, _UTC_TS))
+        keep &= pc.greater_equal(ts, pa.scalar(lo, _UTC_TS)).to_numpy(zero_copy_only=False)
     if hi is not None:
-        upper = pc.less(table["ts"], pa.scalar(hi, _UTC_TS))
-        mask = upper if mask is None else pc.and_(mask, upper)
-    return table if mask is None else table.filter(mask)
+        keep &= pc.less(ts, pa.scalar(hi, _UTC_TS)).to_numpy(zero_copy_only=False)
+    return keep
 
 
-def _csv_lines(table: pa.Table) -> np.ndarray:
-    """Each row's line in its file (the header is line 1)."""
-    return np.arange(table.num_rows) + 2
+@dataclass
+class _Tally:
+    """Values of the selected rows stored as missing (implausible) or clipped to their bound."""
+
+    implausible: int = 0
+    clipped: int = 0
+
+    def take(self, checked: CheckedColumn) -> pa.ChunkedArray | pa.Array:
+        self.implausible += int(checked.implausible.sum())
+        self.clipped += int(checked.clipped.sum())
+        return checked.values
 
 
-def _electricity(path: Path, building_id: str, year: int, implausible: ImplausiblePolicy) -> pa.Table:
-    raw = _read_csv(path, ELECTRICITY_COLUMNS)
+def _year_rows(path: Path, columns: Sequence[str], year: int, lo: datetime | None,
+               hi: datetime | None) -> tuple[pa.Table, pa.ChunkedArray, np.ndarray]:
+    """A yearly file checked whole (:func:`_check_full_year`), then only its rows in
+    ``[lo, hi)``: those rows, their UTC hours and their lines in the file. Values are judged
+    only in the selected rows, so a value outside the range never stops an ingest."""
+    raw = _read_csv(path, columns)
     _check_full_year(path, year, raw["datetime"])
+    ts = _utc(raw["datetime"])
+    keep = _range_mask(ts, lo, hi)
+    selected = pa.array(keep)
+    return raw.filter(selected), ts.filter(selected), (np.arange(raw.num_rows) + 2)[keep]
+
+
+def _electricity(path: Path, building_id: str, year: int, implausible: ImplausiblePolicy,
+                 lo: datetime | None = None, hi: datetime | None = None,
+                 tally: _Tally | None = None) -> pa.Table:
+    raw, ts, lines = _year_rows(path, ELECTRICITY_COLUMNS, year, lo, hi)
     column = ELECTRICITY_COLUMNS[1]
-    kwh, bad = check_column(raw[column], ENERGY_KWH, path=path, column=column,
-                            lines=_csv_lines(raw), policy=implausible)
+    kwh = (tally or _Tally()).take(check_column(raw[column], ENERGY_KWH, path=path, column=column,
+                                                lines=lines, policy=implausible))
     kwh = pc.if_else(pc.equal(kwh, 0.0), pa.scalar(None, pa.float64()), kwh)
-    return pa.table(
-        {
-            "building_id": pa.repeat(pa.scalar(building_id), raw.num_rows),
-            "ts": _utc(raw["datetime"]),
-            "kwh": kwh,
-            _IMPLAUSIBLE: pa.array(bad.astype(np.int64)),
-        }
-    )
+    return pa.table({"building_id": pa.repeat(pa.scalar(building_id), raw.num_rows), "ts": ts,
+                     "kwh": kwh})
 
 
 def read_electricity_file(
     path: Path, building_id: str, year: int, implausible: ImplausiblePolicy = "refuse"
 ) -> pa.Table:
     """One building-year as (building_id, ts, kwh), exact zeros and blanks as NULL."""
-    return _electricity(path, building_id, year, implausible).drop_columns([_IMPLAUSIBLE])
+    return _electricity(path, building_id, year, implausible)
 
 
 _WEATHER_BOUNDS = {
@@ -305,21 +328,22 @@ _WEATHER_BOUNDS = {
 }
 
 
-def _bedford(path: Path, year: int, implausible: ImplausiblePolicy) -> pa.Table:
-    raw = _read_csv(path, WEATHER_COLUMNS)
-    _check_full_year(path, year, raw["datetime"])
-    columns: dict[str, pa.ChunkedArray | pa.Array] = {"ts": _utc(raw["datetime"])}
-    replaced = np.zeros(raw.num_rows, np.int64)
+def _bedford(path: Path, year: int, implausible: ImplausiblePolicy,
+             lo: datetime | None = None, hi: datetime | None = None,
+             tally: _Tally | None = None) -> pa.Table:
+    raw, ts, lines = _year_rows(path, WEATHER_COLUMNS, year, lo, hi)
+    tally = tally or _Tally()
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {"ts": ts}
     for source, (name, bound) in _WEATHER_BOUNDS.items():
-        columns[name], bad = check_column(raw[source], bound, path=path, column=source,
-                                          lines=_csv_lines(raw), policy=implausible)
-        replaced += bad
-    return pa.table({**columns, _IMPLAUSIBLE: pa.array(replaced)})
+        columns[name] = tally.take(check_column(raw[source], bound, path=path, column=source,
+                                                lines=lines, policy=implausible))
+    return pa.table(columns)
 
 
 def read_bedford_weather(path: Path, year: int, implausible: ImplausiblePolicy = "refuse") -> pa.Table:
-    """One processed Bedford year as (ts, temperature_c, humidity_pct, irradiance_wm2)."""
-    return _bedford(path, year, implausible).drop_columns([_IMPLAUSIBLE])
+    """One processed Bedford year as (ts, temperature_c, humidity_pct, irradiance_wm2); values
+    just past a bound (humidity up to 105 %, irradiance down to -30 W/m2) are clipped to it."""
+    return _bedford(path, year, implausible)
 
 
 def _midas_body(path: Path) -> tuple[bytes, int]:
@@ -337,7 +361,8 @@ def _midas_body(path: Path) -> tuple[bytes, int]:
     return b"".join(lines[begin + 1 : end]), begin + 3  # the CSV's header follows "data"
 
 
-def _midas_wind(path: Path, implausible: ImplausiblePolicy) -> pa.Table:
+def _midas_wind(path: Path, implausible: ImplausiblePolicy, lo: datetime | None = None,
+                hi: datetime | None = None, tally: _Tally | None = None) -> pa.Table:
     wanted = ["ob_time", "version_num", "wind_speed_unit_id", "wind_speed"]
     body, first_line = _midas_body(path)
     try:
@@ -365,16 +390,14 @@ def _midas_wind(path: Path, implausible: ImplausiblePolicy) -> pa.Table:
     frame = frame.assign(order=np.arange(len(frame)), version_num=frame["version_num"].fillna(-1))
     frame = frame.sort_values(["ob_time", "version_num", "order"], kind="stable")
     frame = frame.drop_duplicates("ob_time", keep="last")
-    knots, bad = check_column(pa.array(frame["wind_speed"], pa.float64()), WIND_MS, path=path,
-                              column="wind_speed", lines=frame["line"].to_numpy(),
-                              policy=implausible, scale=KNOT_IN_MS)
-    return pa.table(
-        {
-            "ts": _utc(pa.chunked_array([pa.array(frame["ob_time"], pa.timestamp("s"))])),
-            "wind_speed_ms": pc.multiply(knots, KNOT_IN_MS),
-            _IMPLAUSIBLE: pa.array(bad.astype(np.int64)),
-        }
-    )
+    ts = _utc(pa.chunked_array([pa.array(frame["ob_time"], pa.timestamp("s"))]))
+    keep = _range_mask(ts, lo, hi)
+    frame = frame[keep]
+    knots = (tally or _Tally()).take(check_column(
+        pa.array(frame["wind_speed"], pa.float64()), WIND_MS, path=path, column="wind_speed",
+        lines=frame["line"].to_numpy(), policy=implausible, scale=KNOT_IN_MS))
+    return pa.table({"ts": ts.filter(pa.array(keep)),
+                     "wind_speed_ms": pc.multiply(knots, KNOT_IN_MS)})
 
 
 def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse") -> pa.Table:
@@ -383,7 +406,7 @@ def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse") -> pa
     Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
     on the hour are ignored. Wind is converted from knots to m/s.
     """
-    return _midas_wind(path, implausible).drop_columns([_IMPLAUSIBLE])
+    return _midas_wind(path, implausible)
 
 
 _HOURLY_WEATHER = pa.schema(
@@ -397,44 +420,34 @@ _HOURLY_WEATHER = pa.schema(
 )
 
 
-def _weather_year(path: Path, year: int, midas: Path | None,
-                  implausible: ImplausiblePolicy) -> pa.Table:
-    """One year of processed Bedford weather with the MIDAS wind joined on the hour (and the
-    count of implausible values stored as missing, per hour)."""
-    hourly = _bedford(path, year, implausible)
+def _weather_year(path: Path, year: int, midas: Path | None, implausible: ImplausiblePolicy,
+                  lo: datetime | None, hi: datetime | None, tally: _Tally) -> pa.Table:
+    """The hours of one year of processed Bedford weather in ``[lo, hi)``, with the MIDAS wind
+    joined on the hour."""
+    hourly = _bedford(path, year, implausible, lo, hi, tally)
     if midas is None:
-        wind = pa.nulls(hourly.num_rows, pa.float64())
-        table = hourly.append_column("wind_speed_ms", wind)
-        return table.select([*_HOURLY_WEATHER.names, _IMPLAUSIBLE])
-    wind = _midas_wind(midas, implausible).rename_columns(["ts", "wind_speed_ms", "wind_bad"])
-    joined = hourly.join(wind, "ts", join_type="left outer")
-    replaced = pc.add(joined[_IMPLAUSIBLE], pc.fill_null(joined["wind_bad"], 0))
-    table = joined.select(_HOURLY_WEATHER.names).cast(_HOURLY_WEATHER)
-    return table.append_column(_IMPLAUSIBLE, replaced)
+        return hourly.append_column("wind_speed_ms", pa.nulls(hourly.num_rows, pa.float64()))
+    wind = _midas_wind(midas, implausible, lo, hi, tally)
+    return hourly.join(wind, "ts", join_type="left outer").select(_HOURLY_WEATHER.names)
 
 
 def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None,
-             implausible: ImplausiblePolicy = "refuse") -> tuple[pa.Table, int]:
-    """Observed Bedford weather of every archive year overlapping the range, sorted by time,
-    and how many of its values were stored as missing because they were implausible."""
+             implausible: ImplausiblePolicy = "refuse",
+             tally: _Tally | None = None) -> pa.Table:
+    """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
+    tally = tally or _Tally()
     years = _year_files(layout.weather_dir, _YEAR_FILE)
     midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
     parts = [
-        _in_range(_weather_year(path, year, midas.get(year), implausible), lo, hi)
+        _weather_year(path, year, midas.get(year), implausible, lo, hi, tally).cast(_HOURLY_WEATHER)
         for year, path in sorted(years.items())
         if _overlaps(year, lo, hi)
     ]
-    if not parts:
-        table, replaced = _HOURLY_WEATHER.empty_table(), 0
-    else:
-        table = pa.concat_tables(parts).sort_by("ts")
-        replaced = int(pc.sum(table[_IMPLAUSIBLE]).as_py() or 0)
-        table = table.drop_columns([_IMPLAUSIBLE])
+    table = pa.concat_tables(parts).sort_by("ts") if parts else _HOURLY_WEATHER.empty_table()
     n = table.num_rows
-    table = table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
+    return table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
         "kind", pa.repeat(pa.scalar("observed"), n)
     )
-    return table, replaced
 
 
 def load_cambridge(
@@ -445,17 +458,19 @@ def load_cambridge(
     implausible: ImplausiblePolicy = "refuse",
 ) -> CambridgeBatch:
     """Read and validate the archive's buildings, readings and weather for the selection
-    (``implausible``: refuse implausible values, or store them as missing and count them)."""
+    (``implausible``: refuse implausible values, or store them as missing and count them; only
+    values of the selected hours are judged)."""
     began = time.perf_counter()
     layout = ArchiveLayout.at(path)
     lo, hi = utc_range(start, end)
     ids = select_buildings(list_buildings(layout), buildings)
+    tally = _Tally()
     readings = []
     for building_id in ids:
         files = _year_files(layout.buildings_dir / building_id / "electricity", _YEAR_FILE)
         for year, file in sorted(files.items()):
             if _overlaps(year, lo, hi):
-                readings.append(_in_range(_electricity(file, building_id, year, implausible), lo, hi))
+                readings.append(_electricity(file, building_id, year, implausible, lo, hi, tally))
     if not readings:
         raise EmptyRangeError(
             f"no electricity readings between {start or 'the beginning'} and {end or 'the end'} "
@@ -471,17 +486,15 @@ def load_cambridge(
             "source": pa.repeat(pa.scalar(ARCHIVE_SOURCE), len(ids)),
         }
     )
-    readings_table = pa.concat_tables(readings)
-    weather, weather_replaced = _weather(layout, lo, hi, implausible)
+    weather = _weather(layout, lo, hi, implausible, tally)
     return CambridgeBatch(
         buildings=meta,
-        readings=readings_table.drop_columns([_IMPLAUSIBLE]),
+        readings=pa.concat_tables(readings),
         weather=weather,
         building_ids=tuple(ids),
         start=lo,
         end=hi,
         read_seconds=time.perf_counter() - began,
-        implausible_values=int(pc.sum(readings_table[_IMPLAUSIBLE]).as_py() or 0) + weather_replaced,
+        implausible_values=tally.implausible,
+        clipped_values=tally.clipped,
     )
-
-

@@ -6,9 +6,12 @@ between consecutive timestamps of one series (a file with one timestamp per seri
 and every timestamp must lie on that grid of UTC instants (10:07 in an hourly file is refused).
 
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
-interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh).
-Sub-hourly energies are summed to their hour; an hour with a sub-interval absent from the file,
-or blank, is stored as missing (NULL), never as a partial sum.
+interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh);
+``register`` is a cumulative register in kWh, differenced first
+(:mod:`~wadiro_fleet.tasks.ingest.registers`).
+Sub-hourly energies are summed to their hour, never as a partial sum: an hour with a blank
+sub-interval is stored as missing (NULL), and an hour with a sub-interval absent from the file
+is not written at all (the file does not hold that hour; what is stored for it stays).
 """
 
 from __future__ import annotations
@@ -30,16 +33,16 @@ __all__ = [
     "sum_to_hours",
 ]
 
-EnergyUnit = Literal["kWh", "Wh", "kW"]
+EnergyUnit = Literal["kWh", "Wh", "kW", "register"]
 SUPPORTED_MINUTES = (15, 30, 60)
 _US_PER_MINUTE = 60_000_000
 
 
 def kwh_factor(unit: EnergyUnit, minutes: int) -> float:
     """What one value in ``unit`` over an interval of ``minutes`` is in kWh."""
-    factors = {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0}
+    factors = {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0, "register": 1.0}
     if unit not in factors:
-        raise MalformedSourceError(f"unknown unit {unit!r}; one of kWh, Wh, kW")
+        raise MalformedSourceError(f"unknown unit {unit!r}; one of kWh, Wh, kW, register")
     return factors[unit]
 
 
@@ -112,19 +115,21 @@ def check_unique(
     )
 
 
-def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int]:
+def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int, int]:
     """``frame`` (``building_id``, ``ts`` UTC, ``kwh`` per interval; NaN = missing) summed per
-    (building, UTC hour). Returns the hours, sorted, and how many *partial* hours were stored
-    as missing: some sub-intervals had values, but one was absent or blank (0 for an hourly
-    file)."""
+    (building, UTC hour), never as a partial sum. Returns the hours to write, sorted; how many
+    of them are missing because a sub-interval was blank while others had values (*partial*);
+    and how many hours are left out because a sub-interval is absent from the file
+    (*incomplete*: the file does not hold the whole hour, so a stored value is kept). Both
+    counts are 0 for an hourly file."""
     per_hour = 60 // minutes
     hour = frame["ts"].dt.floor("h")
     grouped = frame.assign(hour=hour).groupby(["building_id", "hour"], sort=True)["kwh"]
     total = grouped.sum(min_count=1)
     present = grouped.size()
     valued = grouped.count()
-    complete = (present == per_hour) & (valued == present)
-    hours = pd.DataFrame({"kwh": total.where(complete)}).reset_index()
+    whole = present == per_hour
+    hours = pd.DataFrame({"kwh": total.where(valued == present)})[whole.to_numpy()].reset_index()
     hours = hours.rename(columns={"hour": "ts"})[["building_id", "ts", "kwh"]]
-    incomplete = int((~complete & (valued > 0)).sum()) if per_hour > 1 else 0
-    return hours, incomplete
+    partial = int((whole & (valued > 0) & (valued < present)).sum())
+    return hours, partial, int((~whole).sum())

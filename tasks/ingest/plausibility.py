@@ -5,6 +5,11 @@ weather station has recorded, ...) is never stored silently. By default the inge
 file with an :class:`ImplausibleValueError` naming file, line and column, and writes nothing;
 with ``implausible="missing"`` (``--implausible missing``) such values are stored as missing
 (NULL, like a blank cell) and counted in the ingest's summary.
+
+Sensor tolerances are not physical limits: a real hygrometer reads up to a few per cent above
+100 % in fog, and a pyranometer a few W/m2 below 0 at night (its thermal offset). A value just
+past its bound, within the bound's *tolerance*, is therefore clipped to the bound and counted
+(never refused); only values past the tolerance are implausible.
 """
 
 from __future__ import annotations
@@ -28,24 +33,42 @@ class ImplausibleValueError(MalformedSourceError):
 
 @dataclass(frozen=True)
 class Bound:
-    """The values a measured quantity can take (inclusive), and why."""
+    """The values a measured quantity can take (inclusive), and why; values down to
+    ``low - below`` and up to ``high + above`` are a sensor's tolerance, clipped to the bound."""
 
     low: float
     high: float
     unit: str
     why: str
+    below: float = 0.0
+    above: float = 0.0
 
     def describe(self) -> str:
-        return f"a finite value from {self.low:g} to {self.high:g} {self.unit} ({self.why})"
+        return (f"a finite value from {self.low - self.below:g} to {self.high + self.above:g} "
+                f"{self.unit} ({self.why})")
+
+
+@dataclass(frozen=True)
+class CheckedColumn:
+    """A column after :func:`check_column`: its values, and which were made missing
+    (implausible, under ``"missing"``) or clipped to the bound (within its tolerance)."""
+
+    values: pa.ChunkedArray | pa.Array
+    implausible: np.ndarray
+    clipped: np.ndarray
 
 
 ENERGY_KWH = Bound(0.0, 1.0e6, "kWh", "an hour's consumption is never negative, and a building "
                    "drawing 1 GW is a power station")
+REGISTER_KWH = Bound(0.0, 1.0e12, "kWh", "a meter register counts up from 0")
 TEMPERATURE_C = Bound(-90.0, 60.0, "degC", "the coldest and hottest air ever recorded were "
                       "-89.2 and 56.7 degC")
-HUMIDITY_PCT = Bound(0.0, 100.0, "%", "relative humidity")
+HUMIDITY_PCT = Bound(0.0, 100.0, "%", "relative humidity; hygrometers read up to 5 % over "
+                     "100 % near saturation, such readings are stored as 100 %", above=5.0)
 IRRADIANCE_WM2 = Bound(0.0, 1500.0, "W/m2", "sunlight never makes it negative, and it reaches "
-                       "about 1361 W/m2 above the atmosphere")
+                       "about 1361 W/m2 above the atmosphere; a pyranometer's zero offset (up to "
+                       "30 W/m2 in ISO 9060's class C) makes night readings down to -30, stored "
+                       "as 0", below=30.0)
 WIND_MS = Bound(0.0, 115.0, "m/s", "the strongest gust ever measured was 113 m/s")
 
 
@@ -59,20 +82,28 @@ def check_column(
     policy: ImplausiblePolicy,
     scale: float = 1.0,
     label: str = "line",
-) -> tuple[pa.ChunkedArray | pa.Array, np.ndarray]:
+) -> CheckedColumn:
     """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``.
 
-    Nulls pass. Under ``"refuse"`` the first implausible value raises, naming ``path``, its
+    Nulls pass. A value within the bound's tolerance is clipped to the bound (in the column's
+    own units). Under ``"refuse"`` the first implausible value raises, naming ``path``, its
     line (``lines[i]`` for row ``i``; ``label`` says what the number counts, e.g. ``"row"``
-    in a Parquet file) and ``column``; under ``"missing"`` every implausible
-    value becomes null. Returns the values and a boolean mask of those made null.
+    in a Parquet file) and ``column``; under ``"missing"`` every implausible value becomes null.
     """
     numbers = pc.multiply(pc.cast(values, pa.float64()), scale).to_numpy(zero_copy_only=False)
     with np.errstate(invalid="ignore"):
-        bad = ~np.isnan(numbers) & ~((numbers >= bound.low) & (numbers <= bound.high))
+        bad = ~np.isnan(numbers) & ~((numbers >= bound.low - bound.below)
+                                     & (numbers <= bound.high + bound.above))
+        low = ~bad & (numbers < bound.low)
+        high = ~bad & (numbers > bound.high)
     bad |= _nan_not_null(values)
+    clipped = low | high
+    if clipped.any():
+        kept = pc.cast(values, pa.float64())
+        kept = pc.if_else(pa.array(low), pa.scalar(bound.low / scale), kept)
+        values = pc.if_else(pa.array(high), pa.scalar(bound.high / scale), kept)
     if not bad.any():
-        return values, bad
+        return CheckedColumn(values, bad, clipped)
     if policy == "refuse":
         row = int(np.flatnonzero(bad)[0])
         value = pc.cast(values, pa.float64())[row].as_py()
@@ -84,7 +115,19 @@ def check_column(
             f"{bound.describe()}"
             f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
             "--implausible missing to store such values as missing")
-    return pc.if_else(pa.array(bad), pa.scalar(None, values.type), values), bad
+    return CheckedColumn(pc.if_else(pa.array(bad), pa.scalar(None, values.type), values), bad,
+                         clipped)
+
+
+def value_notes(implausible: int, clipped: int) -> list[str]:
+    """What an ingest's summary says about the values it changed (none: an empty list)."""
+    notes = []
+    if implausible:
+        notes.append(f"{implausible:,} implausible value(s) stored as missing")
+    if clipped:
+        notes.append(f"{clipped:,} value(s) just past their bound (a sensor's tolerance) "
+                     "clipped to it")
+    return notes
 
 
 def _nan_not_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -96,11 +139,14 @@ def _nan_not_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 __all__ = [
     "ENERGY_KWH",
     "HUMIDITY_PCT",
+    "REGISTER_KWH",
     "IRRADIANCE_WM2",
     "TEMPERATURE_C",
     "WIND_MS",
     "Bound",
+    "CheckedColumn",
     "ImplausiblePolicy",
     "ImplausibleValueError",
     "check_column",
+    "value_notes",
 ]

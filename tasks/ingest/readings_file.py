@@ -11,11 +11,15 @@ wide. Timestamps, clock changes, the grid, units and sub-hourly sums follow
 :mod:`~wadiro_fleet.tasks.ingest.timestamps` and :mod:`~wadiro_fleet.tasks.ingest.hourly`;
 every value must be a plausible energy (:mod:`~wadiro_fleet.tasks.ingest.plausibility`).
 
-Incremental: for each building in the file, the stored readings from its first to its last
-hour in the file (inclusive) are replaced by the file's; hours of that range the file lacks are
-then missing (no row), whatever was stored; every other hour and building is untouched. All
-buildings change in one transaction, so re-ingesting a file changes nothing, and a refused file
-changes nothing. Every building id must already be in ``buildings``.
+Incremental: only the hours the file holds change (an upsert): each is replaced by the file's
+value, a blank cell making it missing; a stored hour the file does not mention is never
+touched, whatever gap lies between the file's rows. With ``replace_range``
+(``--replace-range``) each building's stored hours from its first to its last hour in the file
+are replaced instead, so the hours of that range the file lacks are removed, and the summary
+says how many. The scores of stored forecasts whose hours the file changed are recomputed in
+the same transaction (:mod:`~wadiro_fleet.tasks.warehouse.rescoring`). All buildings change in
+one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing.
+Every building id must already be in ``buildings``.
 """
 
 from __future__ import annotations
@@ -44,13 +48,24 @@ from wadiro_fleet.tasks.ingest.hourly import (
     kwh_factor,
     sum_to_hours,
 )
-from wadiro_fleet.tasks.ingest.plausibility import ENERGY_KWH, ImplausiblePolicy, check_column
-from wadiro_fleet.tasks.ingest.source_files import SourceTable, read_source
+from wadiro_fleet.tasks.ingest.plausibility import (
+    ENERGY_KWH,
+    REGISTER_KWH,
+    ImplausiblePolicy,
+    check_column,
+)
+from wadiro_fleet.tasks.ingest.registers import (
+    RegisterCounts,
+    difference_registers,
+    refuse_registers,
+)
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
+from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 
 __all__ = [
     "ReadingsBatch",
@@ -67,7 +82,7 @@ _UTC_TS = pa.timestamp("us", tz="UTC")
 READINGS_SCHEMA = pa.schema([("building_id", pa.string()), ("ts", _UTC_TS), ("kwh", pa.float64())])
 
 
-class ReadingsOptions(LocalTimeOptions):
+class ReadingsOptions(LocalTimeOptions, CsvFormat):
     """How to read a meter export (the options of ``wadiro ingest readings``)."""
 
     layout: Layout = Field(
@@ -78,7 +93,9 @@ class ReadingsOptions(LocalTimeOptions):
     unit: EnergyUnit = Field(
         "kWh",
         description="kWh or Wh: energy of each interval; kW: average power over the "
-        "interval (kWh = kW x interval in hours).",
+        "interval (kWh = kW x interval in hours); register: a cumulative meter register in "
+        "kWh, read at each timestamp (the differences are stored; rollovers bridged, resets "
+        "missing).",
     )
     ambiguous: AmbiguousPolicy = Field(
         "refuse",
@@ -90,6 +107,12 @@ class ReadingsOptions(LocalTimeOptions):
         "refuse",
         description="A negative or non-finite energy: refuse the file (error naming "
         "line and column; nothing is written) or store it as missing and count it.",
+    )
+    replace_range: bool = Field(
+        False,
+        description="Replace each building's stored hours from its first to its last hour in "
+        "the file, removing those the file does not hold (default: only the hours the file "
+        "holds change).",
     )
 
 
@@ -103,9 +126,16 @@ class ReadingsBatch:
     interval_minutes: int
     rows_read: int
     partial_hours: int
-    """Hours stored as missing because some, not all, of their sub-intervals had values."""
+    """Hours stored as missing because a sub-interval was blank while others had values."""
     implausible_values: int
     read_seconds: float
+    incomplete_hours: int = 0
+    """Hours not written because a sub-interval is absent from the file."""
+    replace_range: bool = False
+    """Whether each building's range in the file replaces what is stored (``--replace-range``)."""
+    registers: RegisterCounts = RegisterCounts()
+    """Rollovers and resets met differencing a register (``--unit register``)."""
+    unit: EnergyUnit = "kWh"
 
 
 @dataclass(frozen=True)
@@ -122,16 +152,34 @@ class ReadingsSummary:
     start: datetime | None
     end: datetime | None
     seconds: float
+    incomplete_hours: int = 0
+    removed: int | None = None
+    """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``);
+    ``None`` without it (nothing is removed)."""
+    registers: RegisterCounts | None = None
+    """Rollovers and resets met differencing a register; ``None`` unless ``--unit register``."""
+    rescored: int = 0
+    """Stored scores of forecasts whose readings the file changed, updated in place."""
 
     def line(self) -> str:
         notes = [f"{self.missing_readings:,} missing"]
         if self.partial_hours:
             notes.append(
-                f"{self.partial_hours:,} with a missing {self.interval_minutes}-minute "
-                "interval stored as missing"
+                f"{self.partial_hours:,} with a blank {self.interval_minutes}-minute "
+                "value stored as missing"
+            )
+        if self.incomplete_hours:
+            notes.append(
+                f"{self.incomplete_hours:,} with a {self.interval_minutes}-minute interval "
+                "absent from the file not written"
             )
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
+        if self.registers is not None:
+            notes.append(
+                f"differences of a register: {self.registers.rollovers:,} rollover(s) bridged, "
+                f"{self.registers.resets:,} reset(s) stored as missing"
+            )
         span = (
             f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC"
             if self.start is not None and self.end is not None
@@ -142,9 +190,13 @@ class ReadingsSummary:
             if self.interval_minutes == 60
             else f" from {self.interval_minutes}-minute readings"
         )
+        removed = ("" if self.removed is None else
+                   f"; removed {self.removed:,} stored hour(s) of the file's range that it "
+                   "does not hold (--replace-range)")
         return (
             f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
-            f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored"
+            f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored{removed}"
+            f"{rescored_note(self.rescored)}"
         )
 
 
@@ -190,11 +242,12 @@ def _long_columns(source: SourceTable) -> str:
 def _energy(
     source: SourceTable, column: str, factor: float, options: ReadingsOptions
 ) -> tuple[np.ndarray, int]:
-    """A value column in kWh per interval (NaN = missing) and its count of implausible values
-    stored as missing."""
-    values, bad = check_column(
+    """A value column in kWh per interval (a register's reading, with ``--unit register``;
+    NaN = missing) and its count of implausible values stored as missing."""
+    bound = REGISTER_KWH if options.unit == "register" else ENERGY_KWH
+    checked = check_column(
         source.numbers(column),
-        ENERGY_KWH,
+        bound,
         path=source.path,
         column=column,
         lines=source.row_numbers(),
@@ -202,15 +255,37 @@ def _energy(
         scale=factor,
         label=source.row_label,
     )
-    kwh = values.to_numpy(zero_copy_only=False).astype(float) * factor
-    return kwh, int(bad.sum())
+    kwh = checked.values.to_numpy(zero_copy_only=False).astype(float) * factor
+    return kwh, int(checked.implausible.sum())
+
+
+def _differences(
+    source: SourceTable, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
+    column: str | None,
+) -> tuple[pd.DataFrame, RegisterCounts, int]:
+    """Register readings -> the energy of each interval, checked to be plausible energies
+    (errors name the interval's first reading and the building's column, or ``column``)."""
+    energies, counts = difference_registers(frame, minutes)
+    implausible = 0
+    parts = []
+    for building, part in energies.groupby("building_id", sort=False):
+        checked = check_column(pa.array(part["kwh"].to_numpy(float), from_pandas=True),
+                               ENERGY_KWH, path=source.path, column=column or building,
+                               lines=part["line"].to_numpy(), policy=options.implausible,
+                               label=source.row_label)
+        implausible += int(checked.implausible.sum())
+        parts.append(part.assign(kwh=checked.values.to_numpy(zero_copy_only=False)))
+    frame = pd.concat(parts, ignore_index=True) if parts else energies
+    return frame, counts, implausible
 
 
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
     options = options or ReadingsOptions()
-    source = read_source(path, required=["ts"], optional=None)
+    source = read_source(path, required=["ts"], optional=None, form=options)
+    lines = source.row_numbers()
+    value_column = None
     if _layout(source, options.layout) == "long":
         value_column = _long_columns(source)
         ids = source.text("building_id", required=True)
@@ -228,7 +303,8 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
             source, "ts", ts, pd.DataFrame({"building_id": ids}), "building {building_id!r}"
         )
         kwh, implausible = _energy(source, value_column, kwh_factor(options.unit, minutes), options)
-        frame = pd.DataFrame({"building_id": ids.to_numpy(), "ts": ts.to_numpy(), "kwh": kwh})
+        frame = pd.DataFrame({"building_id": ids.to_numpy(), "ts": ts.to_numpy(), "kwh": kwh,
+                              "line": lines})
     else:
         buildings = [c for c in source.columns if c != "ts"]
         if not buildings:
@@ -245,9 +321,16 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         for building in buildings:
             kwh, bad = _energy(source, building, factor, options)
             implausible += bad
-            parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh}))
+            parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh,
+                                       "line": lines}))
         frame = pd.concat(parts, ignore_index=True)
-    hours, partial = sum_to_hours(frame, minutes)
+    registers = RegisterCounts()
+    if options.unit == "register":
+        frame, registers, more = _differences(source, frame, minutes, options, value_column)
+        implausible += more
+    else:
+        refuse_registers(source.path, frame, minutes)
+    hours, partial, incomplete = sum_to_hours(frame.drop(columns="line"), minutes)
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
         path=str(source.path),
@@ -258,12 +341,16 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         partial_hours=partial,
         implausible_values=implausible,
         read_seconds=time.perf_counter() - began,
+        incomplete_hours=incomplete,
+        replace_range=options.replace_range,
+        registers=registers,
+        unit=options.unit,
     )
 
 
 def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> ReadingsSummary:
-    """Refuse building ids the warehouse does not know, then replace each building's range of
-    hours in one transaction."""
+    """Refuse building ids the warehouse does not know, then write the file's hours (or, with
+    ``replace_range``, each building's range of hours) in one transaction."""
     began = time.perf_counter()
     ensure_schema(con)
     unknown = ids_not_in_buildings(con, "building_id", batch.building_ids)
@@ -272,22 +359,27 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
             f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
             f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)"
         )
-    with transaction(con):
-        deleted, inserted = replace_key_ranges(
-            con, "meter_readings", batch.readings, "building_id", own_transaction=False
-        )
     ts = batch.readings["ts"]
+    with transaction(con):
+        written = write_key_hours(con, "meter_readings", batch.readings, "building_id",
+                                  replace_range=batch.replace_range, own_transaction=False)
+        rescored = rescore_forecasts(con, buildings=batch.building_ids,
+                                     start=pc.min(ts).as_py(), end=pc.max(ts).as_py())
     return ReadingsSummary(
         buildings=len(batch.building_ids),
-        readings=inserted,
+        readings=written.inserted,
         missing_readings=batch.readings["kwh"].null_count,
         partial_hours=batch.partial_hours,
         implausible_values=batch.implausible_values,
         interval_minutes=batch.interval_minutes,
-        replaced=deleted,
+        replaced=written.replaced,
         start=pc.min(ts).as_py(),
         end=pc.max(ts).as_py(),
         seconds=batch.read_seconds + time.perf_counter() - began,
+        incomplete_hours=batch.incomplete_hours,
+        removed=written.removed if batch.replace_range else None,
+        registers=batch.registers if batch.unit == "register" else None,
+        rescored=rescored,
     )
 
 
@@ -296,7 +388,7 @@ def ingest_readings(
 ) -> ReadingsSummary:
     """Load and check the file, then write it to the warehouse file in one transaction."""
     batch = load_readings(path, options)
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_readings(con, batch)
 
 
@@ -309,5 +401,5 @@ def load_readings_task(path: str, options: ReadingsOptions) -> ReadingsBatch:
 @task(name="write-readings-file", cache_policy=NO_CACHE)
 def write_readings_task(warehouse: str, batch: ReadingsBatch) -> ReadingsSummary:
     """Prefect wrapper: open the warehouse and :func:`write_readings` the batch."""
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_readings(con, batch)

@@ -39,6 +39,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
 
@@ -136,12 +137,15 @@ class SyntheticSummary:
     end: datetime
     seconds: float
     """Time spent generating and writing (excluding orchestration)."""
+    rescored: int = 0
+    """Stored scores of forecasts whose readings changed, updated in place."""
 
     def line(self) -> str:
         return (
             f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
             f"{self.buildings:,} synthetic buildings and {self.weather_hours:,} weather hours "
             f"({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC)"
+            f"{rescored_note(self.rescored)}"
         )
 
 
@@ -497,6 +501,8 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
                 Slice(where_in={"building_id": ids}, start=cal.start, end=cal.end),
                 own_transaction=False,
             )
+            rescored = rescore_forecasts(con, buildings=ids, start=cal.start,
+                                         end=cal.end - timedelta(hours=1))
     except duckdb.Error:
         if stream.error is not None:
             raise stream.error from None
@@ -509,6 +515,7 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
         start=cal.start,
         end=cal.end,
         seconds=time.perf_counter() - began,
+        rescored=rescored,
     )
 
 

@@ -10,8 +10,11 @@ start of its hour, read like meter timestamps (:mod:`~wadiro_fleet.tasks.ingest.
 Every site must be the ``site_id`` of a building already stored: weather for a site no building
 uses cannot feed a forecast and is most likely a typo, so it is refused (naming the sites).
 
-Observed weather is written like meter readings: per site, the stored observations from the
-file's first to its last hour (inclusive) are replaced. Forecasts keep one row per (site, hour),
+Observed weather is written like meter readings: only the hours the file holds change (a blank
+cell making that value missing), and a stored hour the file does not mention is never touched;
+with ``replace_range`` (``--replace-range``) each site's stored observations from the file's
+first to its last hour (inclusive) are replaced instead, the hours the file lacks removed and
+counted. Forecasts keep one row per (site, hour),
 the *latest issue*: within the file the latest ``issued_at`` per hour wins, and a stored forecast
 of that hour is replaced only by one issued at the same time or later (an older file ingested
 late never overwrites a newer forecast). Forecast hours the file does not hold are untouched.
@@ -31,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
+from pydantic import Field, model_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
 from wadiro_fleet.tasks.ingest.plausibility import (
@@ -42,13 +45,14 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     Bound,
     ImplausiblePolicy,
     check_column,
+    value_notes,
 )
-from wadiro_fleet.tasks.ingest.source_files import read_source
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import replace_key_ranges, replace_unless_newer
+from wadiro_fleet.tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
 __all__ = [
     "WeatherBatch",
@@ -79,7 +83,7 @@ WEATHER_SCHEMA = pa.schema(
 )
 
 
-class WeatherOptions(LocalTimeOptions):
+class WeatherOptions(LocalTimeOptions, CsvFormat):
     """How to read a weather feed (the options of ``wadiro ingest weather``)."""
 
     kind: WeatherKind = Field(
@@ -97,6 +101,19 @@ class WeatherOptions(LocalTimeOptions):
         description="A non-finite or physically implausible value: refuse the file "
         "(error naming line and column; nothing is written) or store it as missing and count it.",
     )
+    replace_range: bool = Field(
+        False,
+        description="Observed weather: replace each site's stored hours from its first to its "
+        "last hour in the file, removing those the file does not hold (default: only the hours "
+        "the file holds change).",
+    )
+
+    @model_validator(mode="after")
+    def _range_of_observations_only(self) -> WeatherOptions:
+        if self.replace_range and self.kind == "forecast":
+            raise ValueError("--replace-range is for observed weather; a forecast replaces only "
+                             "the hours it holds, and only by a later issue")
+        return self
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,9 @@ class WeatherBatch:
     """Forecast rows left out because the file holds a later issue of the same site and hour."""
     implausible_values: int
     read_seconds: float
+    clipped_values: int = 0
+    """Values just past their bound, within a sensor's tolerance, stored as the bound."""
+    replace_range: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +146,9 @@ class WeatherSummary:
     older_than_stored: int
     implausible_values: int
     seconds: float
+    clipped_values: int = 0
+    removed: int | None = None
+    """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``)."""
 
     def line(self) -> str:
         notes = []
@@ -135,12 +158,14 @@ class WeatherSummary:
                 f"issue(s) in the file and {self.older_than_stored:,} older than the "
                 "stored forecast left out"
             )
-        if self.implausible_values:
-            notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
+        notes += value_notes(self.implausible_values, self.clipped_values)
         extra = f" ({'; '.join(notes)})" if notes else ""
+        removed = ("" if self.removed is None else
+                   f"; removed {self.removed:,} stored hour(s) of the file's range that it "
+                   "does not hold (--replace-range)")
         return (
             f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
-            f"replacing {self.replaced:,} stored{extra}"
+            f"replacing {self.replaced:,} stored{removed}{extra}"
         )
 
 
@@ -149,7 +174,8 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     began = time.perf_counter()
     forecast = options.kind == "forecast"
     required = (*REQUIRED, "issued_at") if forecast else REQUIRED
-    source = read_source(path, required=required, optional=("humidity_pct", "issued_at"))
+    source = read_source(path, required=required, optional=("humidity_pct", "issued_at"),
+                         form=options)
     if not forecast and "issued_at" in source.columns:
         raise MalformedSourceError(
             f"{source.path}: an 'issued_at' column, but --kind observed; "
@@ -180,12 +206,12 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         source, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
     )
     columns: dict[str, pa.Array] = {}
-    implausible = 0
+    implausible = clipped = 0
     for name, bound in VALUES.items():
         if name not in source.columns:
             columns[name] = pa.nulls(n, pa.float64())
             continue
-        columns[name], bad = check_column(
+        checked = check_column(
             source.numbers(name),
             bound,
             path=source.path,
@@ -194,7 +220,9 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
             policy=options.implausible,
             label=source.row_label,
         )
-        implausible += int(bad.sum())
+        columns[name] = checked.values
+        implausible += int(checked.implausible.sum())
+        clipped += int(checked.clipped.sum())
     frame = pd.DataFrame(
         {
             "site_id": sites.to_numpy(),
@@ -222,13 +250,16 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         rows_read=n,
         superseded_in_file=superseded,
         implausible_values=implausible,
+        clipped_values=clipped,
         read_seconds=time.perf_counter() - began,
+        replace_range=options.replace_range,
     )
 
 
 def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> WeatherSummary:
     """Refuse sites no stored building uses, then write the feed in one transaction
-    (observations: per-site range replaced; forecasts: the latest issue per hour kept)."""
+    (observations: the file's hours, or with ``replace_range`` each site's range; forecasts:
+    the latest issue per hour kept)."""
     began = time.perf_counter()
     ensure_schema(con)
     unknown = ids_not_in_buildings(con, "site_id", batch.site_ids)
@@ -238,16 +269,14 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
             f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites first "
             "(wadiro ingest buildings FILE)"
         )
+    removed = None
     with transaction(con):
         if batch.kind == "observed":
-            deleted, inserted = replace_key_ranges(
-                con,
-                "weather",
-                batch.weather,
-                "site_id",
-                where={"kind": "observed"},
-                own_transaction=False,
-            )
+            written = write_key_hours(con, "weather", batch.weather, "site_id",
+                                      where={"kind": "observed"},
+                                      replace_range=batch.replace_range, own_transaction=False)
+            deleted, inserted = written.replaced, written.inserted
+            removed = written.removed if batch.replace_range else None
         else:
             deleted, inserted = replace_unless_newer(
                 con,
@@ -265,7 +294,9 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
         superseded_in_file=batch.superseded_in_file,
         older_than_stored=batch.weather.num_rows - inserted if batch.kind == "forecast" else 0,
         implausible_values=batch.implausible_values,
+        clipped_values=batch.clipped_values,
         seconds=batch.read_seconds + time.perf_counter() - began,
+        removed=removed,
     )
 
 
@@ -274,7 +305,7 @@ def ingest_weather(
 ) -> WeatherSummary:
     """Load and check the feed, then write it to the warehouse file in one transaction."""
     batch = load_weather(path, options)
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_weather(con, batch)
 
 
@@ -287,5 +318,5 @@ def load_weather_task(path: str, options: WeatherOptions) -> WeatherBatch:
 @task(name="write-weather-file", cache_policy=NO_CACHE)
 def write_weather_task(warehouse: str, batch: WeatherBatch) -> WeatherSummary:
     """Prefect wrapper: open the warehouse and :func:`write_weather` the batch."""
-    with connect(warehouse) as con:
+    with connect(warehouse, create=False) as con:
         return write_weather(con, batch)

@@ -29,13 +29,15 @@ from wadiro_fleet.tasks.warehouse.results import (
 
 
 def load_jobs(
-    warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig
+    warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig,
+    lock_wait_s: float | None = None,
 ) -> list[BuildingJob]:
     """One batch's jobs: hours from the history of the first week through the end of the last,
     the building's scores of the weeks before the first (its track record), and (under
     ``tuning="reuse"``) the latest stored tuning per model and the forecasts issued for the
-    week before the first, which its validation can use instead of fitting again."""
-    with connect(warehouse, read_only=True) as con:
+    week before the first, which its validation can use instead of fitting again. A locked
+    warehouse is waited for at most ``lock_wait_s`` (default: a minute of retries)."""
+    with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:
         infos = load_buildings_info(con, ids)
         tz = next(iter(infos.values())).timezone
         start, _ = window_load_range(weeks[0], tz, history_weeks=config.history_weeks,
@@ -58,18 +60,19 @@ def load_jobs(
 
 
 def load_batch(
-    warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig
+    warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig,
+    lock_wait_s: float | None = None,
 ) -> tuple[list[BuildingJob], list[BuildingWeekResult]]:
     """Jobs for the buildings whose data can be read, ``failed`` results for the others."""
     try:
-        return load_jobs(warehouse, ids, weeks, config), []
+        return load_jobs(warehouse, ids, weeks, config, lock_wait_s), []
     except BuildingDataError as exc:
         if len(ids) == 1:
             return [], failed_results(ids[0], weeks, exc)
     jobs: list[BuildingJob] = []
     failed: list[BuildingWeekResult] = []
     for building_id in ids:
-        more_jobs, more_failed = load_batch(warehouse, [building_id], weeks, config)
+        more_jobs, more_failed = load_batch(warehouse, [building_id], weeks, config, lock_wait_s)
         jobs += more_jobs
         failed += more_failed
     return jobs, failed

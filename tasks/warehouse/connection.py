@@ -2,7 +2,8 @@
 
 DuckDB admits one writing process, and while it holds the file no other process can open it,
 not even read-only. :func:`connect` therefore retries on the file lock with exponential backoff
-and always closes the connection on exit; writers keep their transactions short.
+(a number of retries, or for as long as ``wait_s`` allows: a run's ``--lock-wait-minutes``) and
+always closes the connection on exit; writers keep their transactions short.
 
 Inside :func:`connect`, DuckDB's own errors about the file itself become one-line
 :class:`WarehouseError` s that say what to do: a warehouse that does not exist yet, a table
@@ -63,6 +64,10 @@ class WarehouseDamagedError(WarehouseError):
 
 _INGEST_FIRST = ("run `wadiro ingest cambridge`, `wadiro ingest synthetic`, or `wadiro ingest "
                  "buildings` then `readings` and `weather` with your own files first")
+_BUILDINGS_FIRST = ("ingest its buildings first (`wadiro ingest buildings FILE`, or `wadiro ingest "
+                    "cambridge` or `synthetic`)")
+MAX_BACKOFF_S = 10.0
+"""The longest pause between two tries to open a locked warehouse within a ``wait_s``."""
 _FORECAST_FIRST = "run `wadiro forecast` or `wadiro backfill` first"
 _DAMAGE_MARKERS = ("corrupt database", "not a valid duckdb database", "could not read enough bytes",
                    "checksum", "database has been invalidated", "serialization error")
@@ -147,24 +152,35 @@ def connect(
     read_only: bool = False,
     retries: int = 8,
     backoff_s: float = 0.25,
+    wait_s: float | None = None,
+    create: bool = True,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the warehouse file, retrying with exponential backoff while another process holds it.
+    """Open the warehouse file, retrying with exponential backoff while another process holds it:
+    ``retries`` times, or, given ``wait_s``, for at most that many seconds in all.
 
-    The session time zone is UTC, so ``TIMESTAMPTZ`` values read and written are UTC instants.
-    The connection is always closed on exit.
+    A missing file is created unless ``read_only`` or not ``create`` (a command that needs
+    stored buildings must not leave an empty warehouse behind). The session time zone is UTC,
+    so ``TIMESTAMPTZ`` values read and written are UTC instants. The connection is always
+    closed on exit.
     """
     path = Path(path)
+    if path.is_dir():
+        raise WarehouseError(f"warehouse {path} is a folder; give the warehouse file "
+                             "(e.g. --warehouse warehouse.duckdb)")
     if not read_only and path.parent and not path.parent.exists():
         raise WarehouseError(f"warehouse directory does not exist: {path.parent}")
     if read_only and not path.exists():
         raise WarehouseMissingError(f"warehouse {path} does not exist; {_INGEST_FIRST} "
+                                    "(or give the right --warehouse)")
+    if not create and not path.exists():
+        raise WarehouseMissingError(f"warehouse {path} does not exist; {_BUILDINGS_FIRST} "
                                     "(or give the right --warehouse)")
     key = str(path.resolve())
     with _open_here_lock:
         fresh_instance = _open_here[key] == 0
         _open_here[key] += 1
     try:
-        con = _open(path, read_only, retries, backoff_s)
+        con = _open(path, read_only, retries, backoff_s, wait_s)
     except BaseException:
         _release(key)
         raise
@@ -192,9 +208,12 @@ def _release(key: str) -> None:
             del _open_here[key]
 
 
-def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb.DuckDBPyConnection:
-    """``duckdb.connect``, retried with exponential backoff while another process holds the file."""
+def _open(path: Path, read_only: bool, retries: int, backoff_s: float,
+          wait_s: float | None) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, retried with exponential backoff while another process holds the file
+    (``retries`` times, or until ``wait_s`` seconds have passed)."""
     attempt = 0
+    began = time.monotonic()
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
@@ -204,17 +223,21 @@ def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb
             if not _is_lock_error(error):
                 raise WarehouseError(f"cannot open warehouse {path}: {_first_line(error)}") from error
             holder = lock_holder(error)
-            patience = backoff_s * (2**retries - 1)
+            patience = backoff_s * (2**retries - 1) if wait_s is None else wait_s
             if attempt == 0 and patience >= 10:  # a wait worth telling the user about
                 _log.warning("warehouse %s is locked by another process%s; waiting up to %.0f s",
                              path, f" ({holder})" if holder else "", patience)
-            if attempt >= retries:
+            left = None if wait_s is None else wait_s - (time.monotonic() - began)
+            if (attempt >= retries) if left is None else (left <= 0):
+                waited = (f"{retries} retries" if wait_s is None
+                          else f"waiting {wait_s:.0f} s, the run's --lock-wait-minutes")
                 raise WarehouseLockedError(
                     f"warehouse {path} is locked by another process"
-                    f"{f' ({holder})' if holder else ''} (gave up after {retries} retries)",
+                    f"{f' ({holder})' if holder else ''} (gave up after {waited})",
                     holder,
                 ) from error
-            time.sleep(backoff_s * 2**attempt)
+            delay = backoff_s * 2**attempt
+            time.sleep(delay if left is None else min(delay, MAX_BACKOFF_S, left))
             attempt += 1
 
 
@@ -232,6 +255,7 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 
 __all__ = [
     "DEFAULT_WAREHOUSE",
+    "MAX_BACKOFF_S",
     "MissingTableError",
     "WarehouseDamagedError",
     "WarehouseError",

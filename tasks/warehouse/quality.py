@@ -17,17 +17,17 @@ from wadiro_fleet.tasks.warehouse.schema import QUALITY_WINDOW_HOURS, data_quali
 from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids
 
 WORST_FIRST = ("missing_share_12w DESC NULLS LAST, hours_since_last_reading DESC NULLS FIRST, "
-               "flat_runs_24h DESC, negative_readings DESC, longest_gap_hours DESC NULLS FIRST, "
-               "longest_flat_hours DESC, building_id")
+               "flat_runs_24h DESC, negative_readings DESC, spike_readings DESC, "
+               "longest_gap_hours DESC NULLS FIRST, longest_flat_hours DESC, building_id")
 """The order of the table: the most recent hours missing first (a building without readings
-before one that stopped reporting), then flat lines, negative readings and long gaps."""
+before one that stopped reporting), then flat lines, negative readings, spikes and long gaps."""
 
 
 TIME_COLUMNS = ("first_reading", "last_reading", "longest_gap_start")
 """Columns holding an hour (UTC)."""
 COUNT_COLUMNS = ("readings", "missing_hours", "hours_since_last_reading", "longest_gap_hours",
                  "longest_flat_hours", "flat_runs_24h", "zero_readings", "longest_zero_hours",
-                 "negative_readings", "longest_negative_hours")
+                 "negative_readings", "longest_negative_hours", "spike_readings")
 """Columns holding a count of hours or runs (NULL where undefined, see the view)."""
 
 
@@ -51,7 +51,7 @@ class DataQuality:
 
     def text(self, limit: int | None = None) -> str:
         """The table (its ``limit`` first rows) as aligned text: hours to the minute, counts as
-        integers, the share to three decimals, ``-`` for NULL."""
+        integers, the share to three decimals, kWh as written, ``-`` for NULL."""
         table = self.table if limit is None else self.table.head(limit)
         shown = table.astype(object)
         for column in TIME_COLUMNS:
@@ -60,6 +60,8 @@ class DataQuality:
             shown[column] = ["-" if pd.isna(v) else str(int(v)) for v in table[column]]
         shown["missing_share_12w"] = ["-" if pd.isna(v) else f"{v:.3f}"
                                       for v in table["missing_share_12w"]]
+        shown["largest_reading"] = ["-" if pd.isna(v) else f"{v:g}"
+                                    for v in table["largest_reading"]]
         return shown.to_string(index=False)
 
     def period_line(self) -> str:

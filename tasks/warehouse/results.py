@@ -22,6 +22,7 @@ from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, IssuedFo
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
 from wadiro_fleet.tasks.protocol.track_record import WeekScore
 from wadiro_fleet.tasks.warehouse.connection import transaction
+from wadiro_fleet.tasks.warehouse.rescoring import level_pct
 from wadiro_fleet.tasks.warehouse.slices import Slice, empty_rows, replace_slice
 
 PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits")
@@ -29,11 +30,6 @@ PER_WEEK_TABLES = ("window_status", "publications")
 RESULT_SLICE_TABLES = (*PER_WEEK_TABLES, *PER_MODEL_TABLES)
 """The tables a batch of results replaces its slice of: per (building, week), and per
 (building, week, model) for the run's models."""
-
-
-def _pct(level: float) -> int:
-    """0.8 -> 80: the level as it appears in column names."""
-    return round(100 * level)
 
 
 def to_json(value: Any) -> str:
@@ -83,8 +79,8 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 **mkey, "mae": s.mae, "rmse": s.rmse, "mean_actual": s.mean_actual,
                 "n_hours": s.n_hours, "n_violations": s.n_violations,
                 "n_train_violations": s.n_train_violations, "run_id": run_id,
-                **{f"coverage_{_pct(level)}": value for level, value in s.interval_coverage.items()},
-                **{f"width_{_pct(level)}": value for level, value in s.interval_width.items()},
+                **{f"coverage_{level_pct(level)}": value for level, value in s.interval_coverage.items()},
+                **{f"width_{level_pct(level)}": value for level, value in s.interval_width.items()},
             })
             forecast = {
                 "building_id": res.building_id, "model": out.model, "target_week": res.week,
@@ -92,13 +88,13 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
             }
             for level in LEVELS:
                 bounds = out.intervals.bounds(level)
-                forecast[f"y_lo_{_pct(level)}"] = np.nan if bounds is None else bounds[0]
-                forecast[f"y_hi_{_pct(level)}"] = np.nan if bounds is None else bounds[1]
+                forecast[f"y_lo_{level_pct(level)}"] = np.nan if bounds is None else bounds[0]
+                forecast[f"y_hi_{level_pct(level)}"] = np.nan if bounds is None else bounds[1]
             forecasts.append(pd.DataFrame(forecast))
     frames = {table: pd.DataFrame(rows[table]) for table in RESULT_SLICE_TABLES}
     if not frames["scores"].empty:  # every interval column, even when no model had intervals
         for level in LEVELS:
-            for column in (f"coverage_{_pct(level)}", f"width_{_pct(level)}"):
+            for column in (f"coverage_{level_pct(level)}", f"width_{level_pct(level)}"):
                 if column not in frames["scores"]:
                     frames["scores"][column] = np.nan
     if forecasts:
@@ -137,45 +133,6 @@ def write_results(
                 )
                 inserted += n
     return inserted
-
-
-def rescore_forecasts(con: duckdb.DuckDBPyConnection, since: date) -> int:
-    """Score stored forecasts again where actuals arrived after they were scored.
-
-    A live forecast is written before its week happens, so it is scored on no hour at all;
-    once the readings are in, this recomputes MAE, RMSE, mean actual, hours scored and the
-    intervals' coverage and width of every target week from ``since`` on whose forecasts now
-    have more hours with actuals. Violations depend on the forecasts alone and stay as they are.
-    Returns the number of updated rows.
-    """
-    inside = "avg(CASE WHEN m.kwh BETWEEN f.y_lo_{0} AND f.y_hi_{0} THEN 1.0 ELSE 0.0 END) " \
-             "FILTER (WHERE f.y_lo_{0} IS NOT NULL) AS coverage_{0}, " \
-             "avg(f.y_hi_{0} - f.y_lo_{0}) AS width_{0}"
-    intervals = ", ".join(inside.format(_pct(level)) for level in LEVELS)
-    updates = ", ".join(f"{kind}_{_pct(level)} = fresh.{kind}_{_pct(level)}"
-                        for level in LEVELS for kind in ("coverage", "width"))
-    return con.execute(
-        f"""
-        UPDATE scores AS s
-        SET mae = fresh.mae, rmse = fresh.rmse, mean_actual = fresh.mean_actual,
-            n_hours = fresh.n_hours, {updates}
-        FROM (
-            SELECT f.building_id, f.model, f.target_week,
-                   avg(abs(f.y_hat - m.kwh))            AS mae,
-                   sqrt(avg((f.y_hat - m.kwh) ^ 2))     AS rmse,
-                   avg(m.kwh)                           AS mean_actual,
-                   count(*)                             AS n_hours,
-                   {intervals}
-            FROM forecasts f
-            JOIN meter_readings m USING (building_id, ts)
-            WHERE f.target_week >= ? AND f.y_hat IS NOT NULL AND m.kwh IS NOT NULL
-            GROUP BY f.building_id, f.model, f.target_week
-        ) AS fresh
-        WHERE s.building_id = fresh.building_id AND s.model = fresh.model
-          AND s.target_week = fresh.target_week AND fresh.n_hours > s.n_hours
-        """,
-        [since],
-    ).fetchone()[0]
 
 
 def load_stored_params(
@@ -245,7 +202,7 @@ def load_track_record(
 ) -> dict[str, dict[date, dict[str, WeekScore]]]:
     """Per building, each model's MAE and interval coverage in each of the ``weeks`` scored
     target weeks before ``before``: the building's recent record."""
-    coverage = ", ".join(f"coverage_{_pct(level)}" for level in LEVELS)
+    coverage = ", ".join(f"coverage_{level_pct(level)}" for level in LEVELS)
     rows = con.execute(
         f"""
         SELECT building_id, target_week, model, mae, {coverage} FROM scores

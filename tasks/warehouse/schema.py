@@ -279,6 +279,12 @@ FLAT_RUN_ALERT_HOURS = 24
 """A flat line this long (identical non-zero readings, hour after hour) is counted as a likely
 meter fault in ``building_data_quality.flat_runs_24h``."""
 
+SPIKE_RATIO = 10
+"""A reading above this many times its building's 99th percentile reading is a *spike*, far
+outside the building's own history (``building_data_quality.spike_readings``). No building of
+the synthetic fleet has one (its outliers reach 5 times the load); in the real Cambridge
+archive three buildings do (b95: 1,018.9 kWh where 99 % of its hours read at most 14 kWh)."""
+
 
 def data_quality_sql(selected: bool = False) -> str:
     """One row per building of ``buildings`` (those without any reading too): how complete and
@@ -315,6 +321,10 @@ def data_quality_sql(selected: bool = False) -> str:
       run of consecutive ones. The ingest stores none (it refuses them, or stores them as
       missing with ``--implausible missing``); older warehouses and rows written by other tools
       may hold some.
+    * ``spike_readings``: hours reading more than :data:`SPIKE_RATIO` times the building's own
+      99th percentile reading (``quantile_disc``), a value far outside its history (a 999,999
+      kWh hour of a building using 72 kWh an hour); ``largest_reading``: its largest reading
+      (NULL without any).
 
     Runs are of consecutive *hours*: a missing hour ends a run. With ``selected`` only the
     buildings listed in one ``?`` placeholder (a list of ids); the reference hour stays the
@@ -335,13 +345,14 @@ def data_quality_sql(selected: bool = False) -> str:
         ordered AS (
             SELECT building_id, ts, kwh,
                    lag(ts) OVER w AS prev_ts,
-                   lag(kwh) OVER w AS prev_kwh
+                   lag(kwh) OVER w AS prev_kwh,
+                   quantile_disc(kwh, 0.99) OVER (PARTITION BY building_id) AS p99
             FROM meter_readings
             WHERE kwh IS NOT NULL{their_readings}
             WINDOW w AS (PARTITION BY building_id ORDER BY ts)
         ),
         stepped AS (
-            SELECT building_id, ts, kwh, prev_ts,
+            SELECT building_id, ts, kwh, prev_ts, p99,
                    greatest(CAST(round((epoch(ts) - epoch(prev_ts)) / 3600) AS BIGINT) - 1, 0)
                        AS gap_before,
                    epoch(ts) - epoch(prev_ts) = 3600 AS follows,
@@ -360,7 +371,10 @@ def data_quality_sql(selected: bool = False) -> str:
                    count(*) FILTER (WHERE ts >= (SELECT window_start FROM fleet))
                                                             AS recent_readings,
                    count(*) FILTER (WHERE kwh = 0)          AS zero_readings,
-                   count(*) FILTER (WHERE kwh < 0)          AS negative_readings
+                   count(*) FILTER (WHERE kwh < 0)          AS negative_readings,
+                   max(kwh)                                 AS largest_reading,
+                   count(*) FILTER (WHERE kwh > {SPIKE_RATIO} * p99)
+                                                            AS spike_readings
             FROM stepped
             GROUP BY building_id
         ),
@@ -425,7 +439,9 @@ def data_quality_sql(selected: bool = False) -> str:
                coalesce(p.negative_readings, 0)                          AS negative_readings,
                coalesce(n.longest_negative_run,
                         CASE WHEN p.negative_readings > 0 THEN 1 ELSE 0 END)
-                                                                         AS longest_negative_hours
+                                                                         AS longest_negative_hours,
+               coalesce(p.spike_readings, 0)                             AS spike_readings,
+               p.largest_reading
         FROM selection b
         CROSS JOIN fleet f
         LEFT JOIN per_building p USING (building_id)
@@ -493,5 +509,6 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 __all__ = [
     "ADDED_COLUMNS", "FLAT_RUN_ALERT_HOURS", "INPUT_TABLES", "PUBLISHED", "QUALITY_WINDOW_HOURS",
-    "RESULT_TABLES", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema", "leaderboard_sql",
+    "RESULT_TABLES", "SPIKE_RATIO", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema",
+    "leaderboard_sql",
 ]

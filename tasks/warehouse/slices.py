@@ -2,7 +2,9 @@
 
 A *slice* is "these buildings, this UTC time range" or "these buildings x this week x these
 models". :func:`replace_slice` deletes the slice and inserts the new rows inside one
-transaction, so a rerun replaces rows and never duplicates them. Values are always bound with
+transaction, so a rerun replaces rows and never duplicates them. An operator's hourly file is
+written by :func:`write_key_hours` instead: only the hours it holds change, so a file with gaps
+never erases the stored hours between its rows. Values are always bound with
 ``?``; identifiers (table and column names) are checked against the warehouse schema and a
 strict pattern before they reach SQL. Rows come in as a pandas frame, an Arrow table or an
 Arrow ``RecordBatchReader`` (streamed, so a large load never sits in memory at once) and are
@@ -191,15 +193,50 @@ def replace_ranges_sql(
     """``DELETE`` of every stored row whose ``key`` appears in the staged rows and whose time
     lies from that key's first to its last staged time (inclusive), and whose ``where_in``
     columns equal the bound values (one ``?`` per column, in order)."""
+    return _delete_within(table, key, where_in, time_column,
+                          f"SELECT {check_identifier(key)}, min({check_identifier(time_column)}) "
+                          f"AS lo, max({check_identifier(time_column)}) AS hi FROM {_STAGING_VIEW} "
+                          f"GROUP BY {check_identifier(key)}")
+
+
+def replace_hours_sql(
+    table: str, key: str, where_in: Sequence[str], time_column: str = "ts"
+) -> str:
+    """``DELETE`` of every stored row at an hour that the staged rows hold for its ``key`` (and
+    whose ``where_in`` columns equal the bound values), and of no other. The staged hours are
+    grouped into runs of consecutive hours (gaps and islands), so a file holding every hour of
+    a stretch costs one range per key, and the hours between two runs are never touched."""
+    k, tc = check_identifier(key), check_identifier(time_column)
+    runs = (f"SELECT {k}, min({tc}) AS lo, max({tc}) AS hi FROM ("
+            f"SELECT {k}, {tc}, epoch_us({tc}) // 3600000000 - row_number() OVER "
+            f"(PARTITION BY {k} ORDER BY {tc}) AS island FROM {_STAGING_VIEW}) "
+            f"GROUP BY {k}, island")
+    return _delete_within(table, key, where_in, time_column, runs)
+
+
+def _delete_within(table: str, key: str, where_in: Sequence[str], time_column: str,
+                   ranges: str) -> str:
+    """``DELETE`` of the stored rows of each key inside the ranges ``ranges`` selects (columns
+    key, lo, hi; inclusive)."""
     t, k, tc = check_identifier(table), check_identifier(key), check_identifier(time_column)
     _check_table(t, None)
     extra = "".join(f" AND {t}.{check_identifier(c)} = ?" for c in where_in)
-    return (f"DELETE FROM {t} USING (SELECT {k}, min({tc}) AS lo, max({tc}) AS hi "
-            f"FROM {_STAGING_VIEW} GROUP BY {k}) AS r "
+    return (f"DELETE FROM {t} USING ({ranges}) AS r "
             f"WHERE {t}.{k} = r.{k} AND {t}.{tc} BETWEEN r.lo AND r.hi{extra}")
 
 
-def replace_key_ranges(
+@dataclass(frozen=True)
+class HoursWritten:
+    """What :func:`write_key_hours` did, in rows."""
+
+    replaced: int
+    """Stored rows at an hour the new rows hold (replaced by them)."""
+    removed: int
+    """Stored rows the new rows do not hold, removed because their key's range was replaced."""
+    inserted: int
+
+
+def write_key_hours(
     con: duckdb.DuckDBPyConnection,
     table: str,
     rows: Any,
@@ -207,21 +244,36 @@ def replace_key_ranges(
     *,
     where: Mapping[str, Any] | None = None,
     time_column: str = "ts",
+    replace_range: bool = False,
     own_transaction: bool = True,
-) -> tuple[int, int]:
-    """For every ``key`` value in ``rows`` (e.g. each building), replace the stored rows from
-    its first to its last time in ``rows`` (inclusive), restricted to ``where`` (column =
-    value, e.g. ``kind = 'observed'``); rows of other keys and outside those ranges are
-    untouched. Returns (deleted, inserted); see :func:`replace_slice` for ``own_transaction``.
+) -> HoursWritten:
+    """Write hourly ``rows`` (unique per ``key`` and hour) over what is stored for their keys,
+    restricted to ``where`` (column = value, e.g. ``kind = 'observed'``).
+
+    By default only the hours the rows hold change (an upsert): a stored hour the rows do not
+    mention is kept, whatever gap lies between the rows. With ``replace_range`` every stored
+    row of a key from its first to its last hour in ``rows`` is replaced, so the hours of that
+    range the rows lack are removed (and counted). Rows of other keys are untouched either way.
+    See :func:`replace_slice` for ``own_transaction``.
     """
     where = dict(where or {})
     data, columns = _checked_rows(con, table, rows, [key, time_column, *where])
-    delete = replace_ranges_sql(table, key, list(where), time_column)
     params = list(where.values())
+
+    def run() -> HoursWritten:
+        con.register(_STAGING_VIEW, data)
+        replaced = con.execute(replace_hours_sql(table, key, list(where), time_column),
+                               params).fetchone()[0]
+        removed = (con.execute(replace_ranges_sql(table, key, list(where), time_column),
+                               params).fetchone()[0] if replace_range else 0)
+        inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
+        con.unregister(_STAGING_VIEW)
+        return HoursWritten(int(replaced), int(removed), int(inserted))
+
     if own_transaction:
         with transaction(con):
-            return _delete_insert(con, table, data, columns, delete, params)
-    return _delete_insert(con, table, data, columns, delete, params)
+            return run()
+    return run()
 
 
 def replace_unless_newer_sql(table: str, keys: Sequence[str], version: str) -> tuple[str, str]:
@@ -269,6 +321,6 @@ def replace_unless_newer(
     return run()
 
 
-__all__ = ["Slice", "check_identifier", "delete_slice_sql", "empty_rows", "insert_sql",
-           "replace_key_ranges", "replace_ranges_sql", "replace_slice", "replace_unless_newer",
-           "replace_unless_newer_sql"]
+__all__ = ["HoursWritten", "Slice", "check_identifier", "delete_slice_sql", "empty_rows",
+           "insert_sql", "replace_hours_sql", "replace_ranges_sql", "replace_slice",
+           "replace_unless_newer", "replace_unless_newer_sql", "write_key_hours"]

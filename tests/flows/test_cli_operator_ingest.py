@@ -106,6 +106,12 @@ def test_a_bad_file_is_one_line_and_changes_no_table(loaded, tmp_path, command, 
     ("weather",),
     ("weather", "--kind", "guessed"),
     ("weather", "--kind", "observed", "--timezone", "Europe/Londres"),
+    ("weather", "--kind", "forecast", "--replace-range"),
+    ("readings", "--delimiter", "x"),
+    ("readings", "--decimal", ";"),
+    ("readings", "--decimal", ","),  # with the default delimiter, a comma
+    ("readings", "--encoding", "klingon"),
+    ("buildings", "--delimiter", "::"),
 ], ids=lambda a: " ".join(a))
 def test_options_that_do_not_exist_are_usage_errors(tmp_path, args):
     path = write(tmp_path / "x.csv", "ts,b1\n2024-02-05T00:00Z,1\n")
@@ -181,7 +187,82 @@ def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_inges
 
 def test_the_help_pages_say_what_a_file_replaces():
     readings = " ".join(invoke("ingest", "readings", "--help").output.split())
-    assert "from its first to its last hour in the file are replaced" in readings
+    assert "Only the hours the file holds change" in readings
+    assert "a stored hour the file does not mention is never erased" in readings
+    assert "--replace-range" in readings
     assert "Timestamps label the start of each interval" in readings
     weather = " ".join(invoke("ingest", "weather", "--help").output.split())
     assert "the latest issue per site and hour is kept" in weather
+
+
+# --- a file with gaps never erases the stored hours between its rows (issue 18, item 2) ----------
+
+B0 = "UCam_Building_b0"
+
+
+@pytest.fixture
+def real_two_months(tmp_path, cambridge_archive, no_prefect_server) -> Path:
+    """Building b0 and the Bedford weather of January and February 2019 from the real archive."""
+    warehouse = tmp_path / "w.duckdb"
+    result = invoke("ingest", "cambridge", "--path", cambridge_archive, "--buildings", B0,
+                    "--start", "2019-01-01", "--end", "2019-02-28", "--warehouse", warehouse)
+    assert result.exit_code == 0, result.output
+    return warehouse
+
+
+def _changed(before: list[tuple], after: list[tuple]) -> tuple[dict, dict]:
+    """The rows only ``before`` has, and those only ``after`` has, keyed by all but the values."""
+    key = lambda row: (row[0], row[1], *row[6:]) if len(row) > 3 else row[:2]  # noqa: E731
+    old, new = {key(r): r for r in before}, {key(r): r for r in after}
+    return ({k: r for k, r in old.items() if new.get(k) != r},
+            {k: r for k, r in new.items() if old.get(k) != r})
+
+
+def test_a_readings_file_of_two_days_a_month_apart_changes_only_those_days(real_two_months, tmp_path):
+    before = contents(real_two_months)
+    days = pd.date_range("2019-01-10", periods=24, freq="h", tz="UTC").append(
+        pd.date_range("2019-02-10", periods=24, freq="h", tz="UTC"))
+    path = write(tmp_path / "two-days.csv", "building_id,ts,kwh\n" + "".join(
+        f"{B0},{t:%Y-%m-%dT%H:%MZ},{40 + t.hour}\n" for t in days))
+    result = invoke("ingest", "readings", path, "--warehouse", real_two_months)
+    assert result.exit_code == 0, result.output
+    assert "wrote 48 hourly readings (0 missing) for 1 building(s), 2019-01-10 00:00 to 2019-02-10 " \
+           "23:00 UTC, replacing 48 stored in" in result.output
+    after = contents(real_two_months)
+    gone, new = _changed(before["meter_readings"], after["meter_readings"])
+    assert len(before["meter_readings"]) == len(after["meter_readings"]) == 59 * 24
+    assert set(gone) == set(new) == {(B0, t.to_pydatetime()) for t in days}
+    assert {k: r[2] for k, r in new.items()} == {(B0, t.to_pydatetime()): 40.0 + t.hour for t in days}
+    assert after["weather"] == before["weather"] and after["buildings"] == before["buildings"]
+    again = invoke("ingest", "readings", path, "--warehouse", real_two_months)
+    assert again.exit_code == 0 and contents(real_two_months) == after
+
+    replaced = invoke("ingest", "readings", path, "--replace-range", "--warehouse", real_two_months)
+    assert replaced.exit_code == 0, replaced.output
+    assert ("replacing 48 stored; removed 720 stored hour(s) of the file's range that it does not hold "
+            "(--replace-range)") in replaced.output
+    kept = contents(real_two_months)["meter_readings"]
+    assert len(kept) == 59 * 24 - 720
+    assert not [r for r in kept if utc("2019-01-11 00:00") <= r[1] < utc("2019-02-10 00:00")]
+
+
+def test_a_weather_file_of_two_rows_nine_days_apart_changes_only_those_hours(real_two_months, tmp_path):
+    before = contents(real_two_months)
+    path = write(tmp_path / "two-rows.csv", "site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms\n"
+                 "bedford,2019-02-01T12:00Z,5,100,3\nbedford,2019-02-10T12:00Z,6,,3\n")
+    result = invoke("ingest", "weather", path, "--kind", "observed", "--warehouse", real_two_months)
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 observed weather hours for 1 site(s), replacing 2 stored in" in result.output
+    after = contents(real_two_months)
+    gone, new = _changed(before["weather"], after["weather"])
+    assert len(after["weather"]) == len(before["weather"]) == 59 * 24
+    assert set(gone) == set(new) == {("bedford", utc("2019-02-01 12:00"), "observed", None),
+                                     ("bedford", utc("2019-02-10 12:00"), "observed", None)}
+    assert [r[2:6] for r in sorted(new.values())] == [(5.0, 100.0, 3.0, None), (6.0, None, 3.0, None)]
+    assert after["meter_readings"] == before["meter_readings"]
+
+    replaced = invoke("ingest", "weather", path, "--kind", "observed", "--replace-range",
+                      "--warehouse", real_two_months)
+    assert replaced.exit_code == 0, replaced.output
+    assert "removed 215 stored hour(s) of the file's range that it does not hold" in replaced.output
+    assert len(contents(real_two_months)["weather"]) == 59 * 24 - 215

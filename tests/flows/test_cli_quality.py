@@ -105,3 +105,40 @@ def test_a_warehouse_without_buildings_says_to_ingest_first(tmp_path):
 def test_an_empty_selection_is_a_usage_error(warehouse):
     result = invoke("quality", "--buildings", " , ", "--warehouse", str(warehouse))
     assert result.exit_code == 2 and "--buildings is empty" in result.output
+
+
+def test_a_999999_kwh_hour_of_a_real_building_is_flagged_as_a_spike(tmp_path, cambridge_archive,
+                                                                     no_prefect_server):
+    """Issue 18: a single 999,999 kWh hour of a building using about 7 kWh an hour was stored
+    and the building looked healthy. The ingest takes it (it is a possible energy), and the
+    view, ``wadiro quality`` and the report's page name it as a spike."""
+    warehouse, ids = tmp_path / "w.duckdb", "UCam_Building_b7,UCam_Building_b0"
+    result = invoke("ingest", "cambridge", "--path", cambridge_archive, "--buildings", ids,
+                    "--start", "2019-01-01", "--end", "2019-03-31", "--warehouse", warehouse)
+    assert result.exit_code == 0, result.output
+
+    def spikes() -> dict:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            return dict(con.execute("SELECT building_id, spike_readings FROM building_data_quality "
+                                    "ORDER BY 1").fetchall())
+
+    assert spikes() == {"UCam_Building_b0": 0, "UCam_Building_b7": 0}
+    spike = tmp_path / "spike.csv"
+    spike.write_text("building_id,ts,kwh\nUCam_Building_b7,2019-03-12T14:00Z,999999\n")
+    assert invoke("ingest", "readings", spike, "--warehouse", warehouse).exit_code == 0
+    assert spikes() == {"UCam_Building_b0": 0, "UCam_Building_b7": 1}
+
+    result = invoke("quality", "--warehouse", warehouse)
+    assert result.exit_code == 0, result.output
+    header, *rows = result.output.splitlines()[1:]
+    assert header.split()[-2:] == ["spike_readings", "largest_reading"]
+    row = {r.split()[0]: r.split() for r in rows}
+    assert row["UCam_Building_b7"][-2:] == ["1", "999999"] and row["UCam_Building_b0"][-2] == "0"
+
+    from wadiro_fleet.tasks.report_html import render_report
+
+    with connect(warehouse, read_only=True) as con:
+        page = render_report(con, None)
+    quality = page[page.index("<h2>Meter data quality</h2>"):]
+    assert "1 hold spikes (readings over 10 times their own 99th percentile)" in quality
+    assert "Spikes: UCam_Building_b7 (1, up to 999999 kWh)." in quality

@@ -1,4 +1,5 @@
-"""The storage tasks of a run retry while the warehouse is locked, and only then."""
+"""The storage tasks of a run wait for a locked warehouse as long as the run allows
+(``--lock-wait-minutes``), inside the connection, and are not retried on top of that."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 from wadiro_fleet.tasks.warehouse.hours import DuplicateRowError
 
 RUN = OpenRun(run_id="r", warehouse="w.duckdb", label="test", weeks=(), building_ids=("a",),
-              config=ForecastConfig(models=("seasonal_naive",)))
+              config=ForecastConfig(models=("seasonal_naive",)), lock_wait_s=42.0)
 
 
 def _flaky(errors: list[Exception]):
     calls = []
 
-    def load_batch(warehouse, ids, weeks, config):
-        calls.append(ids)
+    def load_batch(warehouse, ids, weeks, config, lock_wait_s):
+        calls.append((ids, lock_wait_s))
         if len(calls) <= len(errors):
             raise errors[len(calls) - 1]
         return [], []
@@ -34,11 +35,19 @@ def _read_in_a_flow():
     return reading()
 
 
-def test_a_locked_warehouse_is_retried(monkeypatch, prefect_backend):
-    load, calls = _flaky([WarehouseLockedError("locked"), WarehouseLockedError("locked")])
+def test_a_batch_is_read_waiting_as_long_as_the_run_allows(monkeypatch, prefect_backend):
+    load, calls = _flaky([])
     monkeypatch.setattr(forecast_tasks, "load_batch", load)
     batch = _read_in_a_flow()
-    assert len(calls) == 3 and batch.jobs == [] and batch.label == "a+0"
+    assert calls == [(["a"], 42.0)] and batch.jobs == [] and batch.label == "a+0"
+
+
+def test_a_warehouse_still_locked_after_that_wait_is_not_retried(monkeypatch, prefect_backend):
+    load, calls = _flaky([WarehouseLockedError("locked")])
+    monkeypatch.setattr(forecast_tasks, "load_batch", load)
+    with pytest.raises(WarehouseLockedError):
+        _read_in_a_flow()
+    assert len(calls) == 1
 
 
 def test_other_errors_are_not_retried(monkeypatch, prefect_backend):

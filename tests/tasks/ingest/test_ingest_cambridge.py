@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge, write_cambridge
@@ -297,7 +298,8 @@ def test_failure_while_writing_rolls_back_every_table(archive, loaded):
     """Readings and buildings are replaced before weather; a weather failure undoes them too."""
     before = snapshot(loaded)
     batch = load_cambridge(archive)
-    broken = batch.weather.drop_columns(["site_id"])  # NOT NULL column left empty
+    site = batch.weather.schema.get_field_index("site_id")
+    broken = batch.weather.set_column(site, "site_id", pa.nulls(batch.weather.num_rows, pa.string()))  # NOT NULL
     damaged = replace(batch, weather=broken, readings=batch.readings.slice(0, 10))
     with connect(loaded) as con, pytest.raises(duckdb.ConstraintException, match="site_id"):
         write_cambridge(con, damaged)
@@ -369,3 +371,19 @@ def test_whole_real_archive_matches_duckdbs_own_reader(tmp_path, cambridge_archi
             datetime(2016, 1, 1, tzinfo=UTC),
             datetime(2020, 12, 31, 23, tzinfo=UTC),
         )
+
+
+def test_hours_the_archive_does_not_hold_are_never_touched(loaded, archive):
+    """Weather and readings sent from elsewhere for a year the archive has no file for (and a
+    whole-archive ingest, whose range is everything) stay as they were: an ingest replaces the
+    hours it holds, not a range."""
+    later = datetime(2021, 6, 1, 12, tzinfo=UTC)
+    with connect(loaded) as con:
+        con.execute("INSERT INTO weather (site_id, ts, temperature_c, kind) VALUES ('bedford', ?, 17.5, "
+                    "'observed')", [later])
+        con.execute("INSERT INTO meter_readings VALUES ('UCam_Building_b0', ?, 42.0)", [later])
+    before = snapshot(loaded)
+    ingest_cambridge(loaded, archive)
+    assert snapshot(loaded) == before
+    ingest_cambridge(loaded, archive, start=date(2019, 12, 1), end=date(2021, 12, 31))
+    assert snapshot(loaded) == before

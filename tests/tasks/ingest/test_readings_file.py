@@ -44,17 +44,20 @@ def test_quarter_hours_of_kw_are_summed_to_kwh(warehouse, tmp_path):
     assert (summary.readings, summary.interval_minutes, summary.partial_hours) == (1, 15, 0)
 
 
-def test_half_hours_of_wh_and_an_incomplete_hour_stored_as_missing(warehouse, tmp_path):
+def test_half_hours_of_wh_a_blank_half_hour_missing_and_an_absent_one_not_written(warehouse, tmp_path):
+    ingest(warehouse, tmp_path, "building_id,ts,kwh\nb1,2024-01-15T11:00Z,4\n", name="stored.csv")
     text = ("building_id,ts,kwh\n"
             "b1,2024-01-15T10:00Z,1200\nb1,2024-01-15T10:30Z,1300\n"   # 2.5 kWh
-            "b1,2024-01-15T11:00Z,1000\n"                              # 11:30 absent
+            "b1,2024-01-15T11:00Z,1000\n"                              # 11:30 absent: 11:00 kept
             "b1,2024-01-15T12:00Z,1000\nb1,2024-01-15T12:30Z,\n"       # 12:30 blank
             "b1,2024-01-15T13:00Z,\nb1,2024-01-15T13:30Z,\n")          # all blank: just missing
     summary = ingest(warehouse, tmp_path, text, unit="Wh")
-    assert kwh_by_hour(warehouse, "b1") == {utc("2024-01-15 10:00"): 2.5, utc("2024-01-15 11:00"): None,
+    assert kwh_by_hour(warehouse, "b1") == {utc("2024-01-15 10:00"): 2.5, utc("2024-01-15 11:00"): 4.0,
                                             utc("2024-01-15 12:00"): None, utc("2024-01-15 13:00"): None}
-    assert (summary.missing_readings, summary.partial_hours) == (3, 2)
-    assert "2 with a missing 30-minute interval stored as missing" in summary.line()
+    assert (summary.readings, summary.missing_readings, summary.partial_hours, summary.incomplete_hours) == (
+        3, 2, 1, 1)
+    assert ("1 with a blank 30-minute value stored as missing; 1 with a 30-minute interval absent from "
+            "the file not written") in summary.line()
 
 
 def test_zero_is_a_reading_and_a_blank_is_missing(warehouse, tmp_path):
@@ -134,16 +137,36 @@ def test_reingesting_the_same_file_changes_nothing(warehouse, tmp_path):
     assert (summary.readings, summary.replaced) == (6, 6)
 
 
-def test_an_overlapping_file_replaces_exactly_its_range_per_building(warehouse, tmp_path):
+FIX = "building_id,ts,kwh\nb1,2024-02-05T10:00Z,7\nb1,2024-02-05T11:00Z,\nb1,2024-02-05T13:00Z,9\n"
+"""b1 from 10:00 to 13:00: 11:00 blank, 12:00 absent; b2 not in the file."""
+
+
+@pytest.fixture
+def two_days(warehouse, tmp_path):
     week = "ts,b1,b2\n" + "".join(f"{t:%Y-%m-%dT%H:%MZ},1,2\n" for t in hours("2024-02-05 00:00", 48))
     ingest(warehouse, tmp_path, week, name="week.csv")
-    # b1 from 10:00 to 13:00 with 12:00 absent; b2 not in the file
-    ingest(warehouse, tmp_path, "building_id,ts,kwh\nb1,2024-02-05T10:00Z,7\nb1,2024-02-05T11:00Z,8\n"
-           "b1,2024-02-05T13:00Z,9\n", name="fix.csv")
-    b1 = kwh_by_hour(warehouse, "b1")
-    assert len(b1) == 47  # 12:00 is now missing (no row): it lies in the file's range
-    assert [b1.get(utc(f"2024-02-05 {h:02d}:00")) for h in (9, 10, 11, 12, 13, 14)] == [1, 7, 8, None, 9, 1]
-    assert set(kwh_by_hour(warehouse, "b2").values()) == {2} and len(kwh_by_hour(warehouse, "b2")) == 48
+    return warehouse
+
+
+def test_an_overlapping_file_changes_exactly_its_hours(two_days, tmp_path):
+    summary = ingest(two_days, tmp_path, FIX, name="fix.csv")
+    b1 = kwh_by_hour(two_days, "b1")
+    assert len(b1) == 48  # 12:00 is not in the file: it keeps its reading
+    assert [b1.get(utc(f"2024-02-05 {h:02d}:00")) for h in (9, 10, 11, 12, 13, 14)] == [1, 7, None, 1, 9, 1]
+    assert set(kwh_by_hour(two_days, "b2").values()) == {2} and len(kwh_by_hour(two_days, "b2")) == 48
+    assert (summary.replaced, summary.removed) == (3, None) and "removed" not in summary.line()
+
+
+def test_replace_range_replaces_each_buildings_range_and_says_how_many_hours_it_removed(two_days, tmp_path):
+    summary = ingest(two_days, tmp_path, FIX, name="fix.csv", replace_range=True)
+    b1 = kwh_by_hour(two_days, "b1")
+    assert len(b1) == 47  # 12:00 lies in the file's range: removed
+    assert [b1.get(utc(f"2024-02-05 {h:02d}:00"), "absent") for h in (9, 10, 11, 12, 13, 14)] == [
+        1, 7, None, "absent", 9, 1]
+    assert len(kwh_by_hour(two_days, "b2")) == 48
+    assert (summary.replaced, summary.removed) == (3, 1)
+    assert summary.line().endswith("replacing 3 stored; removed 1 stored hour(s) of the file's range that it "
+                                   "does not hold (--replace-range)")
 
 
 # --- bad inputs: one error each, every table unchanged -----------------------------------------
@@ -184,7 +207,8 @@ BAD = [
     ("blank-id", H + ",2024-02-05T00:00Z,1\n", {}, r"line 2, column 'building_id': empty cell"),
     ("ragged-row", H + "b1,2024-02-05T00:00Z,1\nb1,2024-02-05T01:00Z,1,5\n", {},
      r"line 3: 4 cell\(s\), but the header has 3 columns"),
-    ("latin-1", (H + "b\xe9,2024-02-05T00:00Z,1\n").encode("latin-1"), {}, r"not a readable CSV file"),
+    ("latin-1", (H + "b\xe9,2024-02-05T00:00Z,1\n").encode("latin-1"), {},
+     r"line 2 is not utf-8 text \(byte 0xe9 at character 2\); save the file as UTF-8"),
 ]
 
 

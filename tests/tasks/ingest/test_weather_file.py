@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from pydantic import ValidationError
 from operator_files import contents, csv_to_parquet, row_counts, utc, warehouse_with_buildings, write
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.ingest.errors import UnknownSiteError
@@ -93,33 +94,45 @@ def test_the_hourly_reader_prefers_observations_and_sees_no_duplicates(warehouse
     assert list(frame["weather_kind"]) == ["forecast", "observed", "forecast"]
 
 
-def test_observed_ranges_are_replaced_per_site_and_forecasts_untouched(warehouse, tmp_path):
+@pytest.mark.parametrize("replace_range", [False, True])
+def test_observed_hours_are_replaced_per_site_and_forecasts_untouched(warehouse, tmp_path, replace_range):
     day = HEAD + "\n" + "".join(f"{s},2024-02-05T{h:02d}:00Z,1,0,1\n" for s in ("s1", "s2") for h in range(24))
     ingest_weather(warehouse, write(tmp_path / "day.csv", day), OBSERVED)
     ingest_weather(warehouse, write(tmp_path / "f.csv", FHEAD + "\ns1,2024-02-05T05:00Z,7,0,1,2024-02-04T00:00Z\n"),
                    FORECAST)
-    ingest_weather(warehouse, write(tmp_path / "fix.csv", HEAD + "\ns1,2024-02-05T04:00Z,2,0,1\n"
-                                    "s1,2024-02-05T06:00Z,2,0,1\n"), OBSERVED)
+    summary = ingest_weather(warehouse, write(tmp_path / "fix.csv", HEAD + "\ns1,2024-02-05T04:00Z,2,0,1\n"
+                                              "s1,2024-02-05T06:00Z,2,0,1\n"),
+                             WeatherOptions(kind="observed", replace_range=replace_range))
     observed = weather_rows(warehouse, "observed")
-    assert len(observed) == 47 and ("s1", utc("2024-02-05 05:00")) not in observed
+    # 05:00 lies between the file's rows: kept, unless the file's range replaces what is stored
+    assert (("s1", utc("2024-02-05 05:00")) in observed) is not replace_range
+    assert len(observed) == (47 if replace_range else 48)
+    assert summary.removed == (1 if replace_range else None)
     assert observed[("s1", utc("2024-02-05 06:00"))][0] == 2.0 and observed[("s1", utc("2024-02-05 07:00"))][0] == 1.0
     assert len(weather_rows(warehouse, "forecast")) == 1
 
 
-def test_local_times_and_parquet(warehouse, tmp_path):
-    path = csv_to_parquet(write(tmp_path / "f.csv", FHEAD + "\n"
-                                "s1,2024-10-27 01:00,1,0,1,2024-10-26 12:00\n"
-                                "s1,2024-10-27 01:00,2,0,1,2024-10-26 12:00\n"))
-    ingest_weather(warehouse, path, WeatherOptions(kind="forecast", timezone="Europe/London"))
-    assert weather_rows(warehouse, "forecast") == {("s1", utc("2024-10-27 00:00")): (1.0, utc("2024-10-26 11:00")),
-                                                   ("s1", utc("2024-10-27 01:00")): (2.0, utc("2024-10-26 11:00"))}
+def test_replace_range_is_refused_for_forecasts():
+    with pytest.raises(ValidationError, match="--replace-range is for observed weather"):
+        WeatherOptions(kind="forecast", replace_range=True)
 
 
 def test_implausible_values_can_be_stored_as_missing(warehouse, tmp_path):
-    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,99,-3,1\n")
+    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,99,-31,1\n")
     summary = ingest_weather(warehouse, path, WeatherOptions(kind="observed", implausible="missing"))
     assert summary.implausible_values == 2
     assert weather_rows(warehouse, "observed") == {("s1", utc("2024-02-05 00:00")): (None, None)}
+
+
+def test_values_just_past_a_bound_are_clipped_and_counted(warehouse, tmp_path):
+    path = write(tmp_path / "o.csv", HEAD + ",humidity_pct\n"
+                 "s1,2024-02-05T00:00Z,3,-4.5,1,100.4\ns1,2024-02-05T01:00Z,3,0,1,99\n")
+    summary = ingest_weather(warehouse, path, OBSERVED)
+    assert summary.clipped_values == 2 and summary.implausible_values == 0
+    assert "2 value(s) just past their bound (a sensor's tolerance) clipped to it" in summary.line()
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT irradiance_wm2, humidity_pct FROM weather ORDER BY ts").fetchall() == [
+            (0.0, 100.0), (0.0, 99.0)]
 
 
 BAD = [
@@ -135,6 +148,8 @@ BAD = [
      r"line 3, column 'ts': 2024-02-05 00:30:00Z is not the start of an hour", PipelineError),
     ("implausible", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T01:00Z,1,0,200\n",
      r"line 3, column 'wind_speed_ms': 200 is not a finite value from 0 to 115 m/s", PipelineError),
+    ("humidity-past-tolerance", OBSERVED, HEAD + ",humidity_pct\ns1,2024-02-05T00:00Z,1,0,1,105.5\n",
+     r"line 2, column 'humidity_pct': 105.5 is not a finite value from 0 to 105 %", PipelineError),
     ("duplicate-observed", OBSERVED, HEAD + "\ns1,2024-02-05T00:00Z,1,0,1\ns1,2024-02-05T00:00Z,2,0,1\n",
      r"line 2 and line 3, column 'ts': site 's1' at 2024-02-05 00:00Z appears twice", PipelineError),
     ("duplicate-forecast", FORECAST, FHEAD + "\ns1,2024-02-05T00:00Z,1,0,1,2024-02-04T00:00Z\n"

@@ -1,6 +1,7 @@
 """The ``building_data_quality`` view against facts computed by hand and by a plain-Python
-recomputation: gaps of missing rows and of absent hours, flat lines, zero and negative runs, a
-building without readings, one that stopped reporting and one that started late."""
+recomputation: gaps of missing rows and of absent hours, flat lines, zero and negative runs,
+spikes far above a building's own level, a building without readings, one that stopped
+reporting and one that started late."""
 
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ FLEET: dict[str, Hours] = {
     # 1400, -1 at 1500 and 1502 around a missing hour
     "negative": {**full(drop=(1501,)), **{1200 + i: -1.0 - i for i in range(6)},
                  **{h: -5.0 for h in range(1300, 1305)}, 1400: -0.5, 1500: -1.0, 1502: -1.0},
+    # a 999,999 kWh hour and a 200 kWh one in a load of 10 to 13 kWh (99th percentile 13.0):
+    # both more than 10 times it; 120 kWh at hour 1800 is not
+    "spiky": {**full(), 1600: 999_999.0, 1700: 200.0, 1800: 120.0},
     # stopped reporting after hour 1999; its export goes on with blank (NULL) rows
     "stopped": {h: (base(h) if h < 2000 else None) for h in range(SPAN)},
     # started at hour 2000, after ten NULL rows
@@ -74,6 +78,9 @@ FLEET: dict[str, Hours] = {
 EXPECTED = {  # building -> the columns, by hand
     "steady": dict(first=0, last=LAST, readings=SPAN, missing_hours=0, since=0, missing_12w=0,
                    gap=0, gap_start=None, flat=0, flat24=0, zeros=0, zero_run=0, neg=0, neg_run=0),
+    "spiky": dict(first=0, last=LAST, readings=SPAN, missing_hours=0, since=0, missing_12w=0,
+                  gap=0, gap_start=None, flat=0, flat24=0, zeros=0, zero_run=0, neg=0, neg_run=0,
+                  spikes=2, largest=999_999.0),
     "gappy": dict(first=0, last=LAST, readings=SPAN - 5 - 10 - 12 - 4, missing_hours=31, since=0,
                   missing_12w=4, gap=12, gap_start=300, flat=0, flat24=0, zeros=0, zero_run=0,
                   neg=0, neg_run=0),
@@ -95,8 +102,14 @@ EXPECTED = {  # building -> the columns, by hand
                zeros=0, zero_run=0, neg=0, neg_run=0) for b in ("silent", "all_null")},
 }
 
+LARGEST = {"flat": 42.0, "silent": None, "all_null": None, "spiky": 999_999.0}
+"""Each building's largest reading where it is not its load's 13.0."""
+for _building, _expected in EXPECTED.items():
+    _expected.setdefault("spikes", 0)
+    _expected["largest"] = LARGEST.get(_building, 13.0)
+
 WORST_FIRST = ["all_null", "silent", "late_starter", "stopped", "gappy", "flat", "negative",
-               "ties", "steady"]
+               "spiky", "ties", "steady"]
 
 
 def write_fleet(path: Path, fleet: Mapping[str, Hours], start: datetime = T0) -> Path:
@@ -140,6 +153,8 @@ def recompute(fleet: Mapping[str, Hours]) -> dict[str, dict]:
                 else:
                     negative_runs.append(1)
         flat = [n for v, n in runs if v != 0 and n >= 2]
+        ranked = sorted(value.values())
+        p99 = ranked[math.ceil(0.99 * len(ranked)) - 1] if ranked else None  # nearest rank
         out[b] = dict(
             first=hours[0] if hours else None, last=hours[-1] if hours else None,
             readings=len(hours),
@@ -151,7 +166,8 @@ def recompute(fleet: Mapping[str, Hours]) -> dict[str, dict]:
             flat=max(flat, default=0), flat24=sum(n >= 24 for n in flat),
             zeros=sum(v == 0 for v in value.values()),
             zero_run=max((n for v, n in runs if v == 0), default=0),
-            neg=sum(v < 0 for v in value.values()), neg_run=max(negative_runs, default=0))
+            neg=sum(v < 0 for v in value.values()), neg_run=max(negative_runs, default=0),
+            spikes=sum(v > 10 * p99 for v in value.values()), largest=max(ranked, default=None))
     return out
 
 
@@ -172,7 +188,9 @@ def as_expected(row: pd.Series, period_hours: int, start: datetime = T0) -> dict
         gap=count(row["longest_gap_hours"]), gap_start=hour(row["longest_gap_start"]),
         flat=count(row["longest_flat_hours"]), flat24=count(row["flat_runs_24h"]),
         zeros=count(row["zero_readings"]), zero_run=count(row["longest_zero_hours"]),
-        neg=count(row["negative_readings"]), neg_run=count(row["longest_negative_hours"]))
+        neg=count(row["negative_readings"]), neg_run=count(row["longest_negative_hours"]),
+        spikes=count(row["spike_readings"]),
+        largest=None if pd.isna(row["largest_reading"]) else float(row["largest_reading"]))
 
 
 @pytest.fixture(scope="module")

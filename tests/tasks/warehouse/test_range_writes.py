@@ -1,4 +1,5 @@
-"""Writes keyed per building or site: a range per key replaced, and the latest version kept."""
+"""Writes keyed per building or site: the hours written replaced (or a range per key), and the
+latest version kept."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import (
-    replace_key_ranges,
+    HoursWritten,
+    replace_hours_sql,
     replace_ranges_sql,
     replace_unless_newer,
     replace_unless_newer_sql,
+    write_key_hours,
 )
 
 UTC = timezone.utc
@@ -40,20 +43,36 @@ def test_sql_checks_identifiers_and_binds_the_filter():
     with pytest.raises(WarehouseError):
         replace_ranges_sql("weather; DROP TABLE runs", "site_id", [])
     with pytest.raises(WarehouseError):
+        replace_hours_sql("weather", "site_id) OR (1=1", [])
+    with pytest.raises(WarehouseError):
         replace_unless_newer_sql("weather", ["site_id", "ts) OR (1=1"], "issued_at")
 
 
-def test_each_key_loses_only_its_own_range(con):
+def stored(con) -> dict:
+    return {(b, t): v for b, t, v in con.execute("SELECT building_id, ts, kwh FROM meter_readings").fetchall()}
+
+
+def test_only_the_hours_written_change_whatever_lies_between_them(con):
+    before = stored(con)
+    rows = pa.table({"building_id": ["a", "a", "a", "b"], "ts": pa.array([hour(2), hour(3), hour(7), hour(12)], TS),
+                     "kwh": [7.0, None, 8.0, 9.0]})
+    assert write_key_hours(con, "meter_readings", rows, "building_id") == HoursWritten(3, 0, 4)
+    assert stored(con) == {**before, ("a", hour(2)): 7.0, ("a", hour(3)): None, ("a", hour(7)): 8.0,
+                           ("b", hour(12)): 9.0}
+
+
+def test_a_replaced_range_loses_the_hours_it_lacks_and_counts_them(con):
+    before = stored(con)
     rows = pa.table({"building_id": ["a", "a"], "ts": pa.array([hour(2), hour(5)], TS), "kwh": [7.0, 8.0]})
-    assert replace_key_ranges(con, "meter_readings", rows, "building_id") == (4, 2)
-    got = con.execute("SELECT building_id, count(*), sum(kwh) FROM meter_readings GROUP BY 1 ORDER BY 1").fetchall()
-    assert got == [("a", 8, 6.0 + 15.0), ("b", 10, 10.0)]
+    assert write_key_hours(con, "meter_readings", rows, "building_id", replace_range=True) == HoursWritten(2, 2, 2)
+    expected = {k: v for k, v in before.items() if not (k[0] == "a" and k[1] in (hour(3), hour(4)))}
+    assert stored(con) == {**expected, ("a", hour(2)): 7.0, ("a", hour(5)): 8.0}
 
 
 def test_a_failed_insert_rolls_the_delete_back(con):
     rows = pa.table({"building_id": ["a", None], "ts": pa.array([hour(2), hour(3)], TS), "kwh": [7.0, 8.0]})
     with pytest.raises(duckdb.Error):
-        replace_key_ranges(con, "meter_readings", rows, "building_id")
+        write_key_hours(con, "meter_readings", rows, "building_id", replace_range=True)
     assert con.execute("SELECT count(*), sum(kwh) FROM meter_readings").fetchone() == (20, 20.0)
 
 

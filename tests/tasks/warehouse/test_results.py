@@ -173,7 +173,7 @@ def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
     """A live forecast (no actuals yet) is scored once its week's readings are stored."""
     import shutil
 
-    from wadiro_fleet.tasks.warehouse.results import rescore_forecasts
+    from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
 
     path = tmp_path / "live.duckdb"
     shutil.copy(warehouse, path)

@@ -1,0 +1,115 @@
+"""Scores of stored forecasts kept true to the readings stored now.
+
+A forecast is scored when it is written, against the readings stored then. Readings change
+after that: a live forecast's week happens (its actuals arrive), an operator re-sends corrected
+readings, a blank cell makes an hour missing. :func:`rescore_forecasts` recomputes the scores
+of the forecasts whose hours it is given and updates, in place, every ``scores`` row whose
+numbers changed -- never a second row. Every ingest of readings calls it for the buildings and
+hours it wrote, in its own transaction (so no stored score ever disagrees with the stored
+readings, however old its week); the weekly run calls it for the last weeks too, which covers
+readings written by other tools and results kept on disk while the warehouse was locked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+
+import duckdb
+from wadiro_fleet.tasks.protocol.intervals import LEVELS
+
+
+def level_pct(level: float) -> int:
+    """0.8 -> 80: the level as it appears in column names."""
+    return round(100 * level)
+
+
+SCORE_TOLERANCE = 1e-9
+"""Relative difference below which a recomputed score equals the stored one (the protocol
+scores in numpy, this recomputation in SQL: they agree to about 1e-15)."""
+
+
+def _differs(column: str) -> str:
+    """SQL: the stored ``s.column`` and the recomputed ``fresh.column`` differ (NULL on one side
+    only, or beyond :data:`SCORE_TOLERANCE`)."""
+    return (f"((s.{column} IS NULL) <> (fresh.{column} IS NULL) OR abs(s.{column} - fresh.{column})"
+            f" > {SCORE_TOLERANCE} * greatest(1.0, abs(fresh.{column})))")
+
+
+def rescore_forecasts(
+    con: duckdb.DuckDBPyConnection,
+    since: date | None = None,
+    *,
+    buildings: Sequence[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> int:
+    """Score stored forecasts again against the readings stored now, and update (in place)
+    every ``scores`` row whose numbers changed: actuals that arrived after a forecast was
+    scored (a live forecast is scored on no hour at all), corrected readings, readings removed.
+
+    Recomputes MAE, RMSE, mean actual, hours scored and the intervals' coverage and width, as
+    the protocol does (``tasks/protocol/scoring.py``: hours with both a forecast and an actual;
+    coverage over hours with an actual and both bounds). Violations depend on the forecasts
+    alone and stay as they are. The forecasts looked at: target weeks from ``since`` on, of
+    ``buildings``, with an hour from ``start`` to ``end`` (inclusive; each filter only when
+    given). Returns the number of updated rows.
+    """
+    where, params = ["true"], []
+    if since is not None:
+        where.append("target_week >= ?")
+        params.append(since)
+    if buildings is not None:
+        where.append("building_id IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(buildings))
+    if start is not None:
+        where.append("ts >= ?")
+        params.append(start)
+    if end is not None:
+        where.append("ts <= ?")
+        params.append(end)
+    both = "f.y_hat IS NOT NULL AND m.kwh IS NOT NULL"
+    intervals = []
+    for level in LEVELS:
+        lo, hi, pct = f"f.y_lo_{level_pct(level)}", f"f.y_hi_{level_pct(level)}", level_pct(level)
+        bounded = f"m.kwh IS NOT NULL AND {lo} IS NOT NULL AND {hi} IS NOT NULL"
+        intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END) "
+                      f"FILTER (WHERE {bounded}) AS coverage_{pct}",
+                      f"avg({hi} - {lo}) FILTER (WHERE {bounded}) AS width_{pct}"]
+    numbers = ["mae", "rmse", "mean_actual", *(f"{kind}_{level_pct(level)}" for level in LEVELS
+                                               for kind in ("coverage", "width"))]
+    return con.execute(
+        f"""
+        UPDATE scores AS s
+        SET n_hours = fresh.n_hours, {", ".join(f"{c} = fresh.{c}" for c in numbers)}
+        FROM (
+            WITH weeks AS (
+                SELECT DISTINCT building_id, model, target_week FROM forecasts
+                WHERE {" AND ".join(where)}
+            )
+            SELECT f.building_id, f.model, f.target_week,
+                   avg(abs(f.y_hat - m.kwh))                             AS mae,
+                   sqrt(avg((f.y_hat - m.kwh) ^ 2))                      AS rmse,
+                   avg(m.kwh) FILTER (WHERE {both})                      AS mean_actual,
+                   count(*) FILTER (WHERE {both})                        AS n_hours,
+                   {", ".join(intervals)}
+            FROM forecasts f
+            JOIN weeks USING (building_id, model, target_week)
+            LEFT JOIN meter_readings m USING (building_id, ts)
+            GROUP BY f.building_id, f.model, f.target_week
+        ) AS fresh
+        WHERE s.building_id = fresh.building_id AND s.model = fresh.model
+          AND s.target_week = fresh.target_week
+          AND (s.n_hours <> fresh.n_hours OR {" OR ".join(_differs(c) for c in numbers)})
+        """,
+        params,
+    ).fetchone()[0]
+
+
+def rescored_note(rescored: int) -> str:
+    """What an ingest's summary says about the scores it updated (``""`` for none)."""
+    return (f"; re-scored {rescored:,} stored forecast score(s) whose readings changed"
+            if rescored else "")
+
+
+__all__ = ["SCORE_TOLERANCE", "level_pct", "rescore_forecasts", "rescored_note"]
