@@ -10,6 +10,10 @@ can carry them instead. Every local day has a type:
 * ``OFF_WEEKDAY``: a Monday-to-Friday public holiday (the building's ``holidays`` calendar) or a
   day of a closure period (annual ``MM-DD..MM-DD`` ranges, the run's ``closure_periods``).
 
+An hour is *unlike last week* (:func:`unlike_last_week`) when its day type differs from that of
+the same local hour a week earlier, or it is an off weekday: a bank holiday, a closure day, the
+workday after a holiday. A correction learned from ordinary weeks has not seen such hours.
+
 The holiday-aware persistence forecast of an hour (:func:`day_type_persistence`) is the load at
 the same local hour one, two, three or four weeks earlier, the first of those days that has the
 hour's own day type and a reading. An off weekday with no off weekday among them takes the same
@@ -96,6 +100,16 @@ def day_types(wall: pd.DatetimeIndex, holidays: frozenset[np.datetime64],
     return np.where(wall.day_of_week.to_numpy() >= 5, WEEKEND, types)
 
 
+def unlike_last_week(local: pd.DatetimeIndex, holidays: frozenset[np.datetime64],
+                     closures: Sequence[ClosurePeriod]) -> np.ndarray:
+    """Whether each hour of ``local`` is unlike the same local hour a week earlier (module
+    docstring)."""
+    wall = local.tz_localize(None)
+    own = day_types(wall, holidays, closures)
+    before = day_types(wall - pd.Timedelta(weeks=1), holidays, closures)
+    return (own != before) | (own == OFF_WEEKDAY)
+
+
 def _utc(wall: pd.DatetimeIndex, zone: object) -> pd.DatetimeIndex:
     """Local wall-clock times as UTC instants, as the lag features resolve them: a skipped
     time moves forward, a repeated one takes its first (summer-time) occurrence."""
@@ -141,4 +155,5 @@ __all__ = [
     "day_type_persistence",
     "day_types",
     "parse_closure_periods",
+    "unlike_last_week",
 ]

@@ -24,6 +24,7 @@ from wadiro_fleet.tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
     day_type_persistence,
     parse_closure_periods,
+    unlike_last_week,
 )
 from wadiro_fleet.tasks.protocol.weeks import (
     resolve_timezone,
@@ -40,6 +41,10 @@ DAY_TYPE_PERSISTENCE = "kwh_day_type_persistence"
 """The holiday-aware persistence forecast of each hour
 (:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`), carried beside
 :data:`PERSISTENCE`: the base a residual model corrects when the run says so."""
+UNLIKE_LAST_WEEK = "unlike_last_week"
+"""1.0 for an hour whose day type differs from the same hour last week's, or that is an off
+weekday (:func:`~wadiro_fleet.tasks.protocol.day_types.unlike_last_week`), else 0.0; carried
+beside the persistence forecasts."""
 PERSISTENCE_LOOKBACK = pd.Timedelta(hours=168 * 4 + 1)
 CHANGE_SUFFIX = "_change_168"
 """Suffix of the weather-change features: ``temperature_c_change_168`` is the temperature minus
@@ -382,9 +387,9 @@ def build_features(
     ``hours`` has a time-zone-aware ``ts`` column (start of each hour) and the set's inputs
     (weather columns; ``kwh`` for lag sets). The result keeps the index and row order of
     ``hours`` and has ``ts`` (UTC), the set's columns in order, then, when ``hours`` has the
-    load, ``kwh``, ``kwh_persistence`` and ``kwh_day_type_persistence`` (whose off days are
-    the public holidays and ``closure_periods``). Missing inputs stay NaN: deciding what to do
-    with them is the window step's job.
+    load, ``kwh``, ``kwh_persistence``, ``kwh_day_type_persistence`` and
+    ``unlike_last_week`` (whose off days are the public holidays and ``closure_periods``).
+    Missing inputs stay NaN: deciding what to do with them is the window step's job.
     """
     fs = get_feature_set(feature_set)
     utc = _utc_index(hours)
@@ -405,10 +410,11 @@ def build_features(
         out[feature.name] = feature.compute(ctx)
     if LABEL in hours.columns:
         out[LABEL] = pd.to_numeric(hours[LABEL], errors="coerce").to_numpy(dtype=np.float64)
+        closures = parse_closure_periods(closure_periods)
         out[PERSISTENCE] = _persistence(ctx)
         out[DAY_TYPE_PERSISTENCE] = day_type_persistence(
-            _load(ctx), local, ctx.holidays, parse_closure_periods(closure_periods),
-            fallback=out[PERSISTENCE].to_numpy())
+            _load(ctx), local, ctx.holidays, closures, fallback=out[PERSISTENCE].to_numpy())
+        out[UNLIKE_LAST_WEEK] = unlike_last_week(local, ctx.holidays, closures).astype(float)
     return out
 
 
@@ -427,6 +433,7 @@ __all__ = [
     "PERSISTENCE",
     "TS",
     "UnknownFeatureSetError",
+    "UNLIKE_LAST_WEEK",
     "UnknownHolidayCalendarError",
     "WEATHER_COLUMNS",
     "build_features",

@@ -41,6 +41,7 @@ from wadiro_fleet.tasks.protocol.features import (
     LABEL,
     PERSISTENCE,
     TS,
+    UNLIKE_LAST_WEEK,
     WEATHER_COLUMNS,
     FeatureSet,
     get_feature_set,
@@ -329,7 +330,8 @@ def build_window(
     features = list(fs.columns)
     weather = [col for col in features if col in WEATHER_COLUMNS]
     bounds = window_bounds(week, timezone, history_weeks=history_weeks)
-    extra = [c for c in (PERSISTENCE, DAY_TYPE_PERSISTENCE) if c in hours_with_features.columns]
+    extra = [c for c in (PERSISTENCE, DAY_TYPE_PERSISTENCE, UNLIKE_LAST_WEEK)
+             if c in hours_with_features.columns]
     frame = _on_grid(hours_with_features, [*features, LABEL, *extra], bounds)
     filled = _fill_weather_gaps(frame, weather, max_weather_gap_hours)
     ts = frame[TS]

@@ -17,6 +17,7 @@ from wadiro_fleet.tasks.protocol.day_types import (
     ClosurePeriodError,
     day_types,
     parse_closure_periods,
+    unlike_last_week,
 )
 from wadiro_fleet.tasks.protocol.features import (
     DAY_TYPE_PERSISTENCE,
@@ -121,3 +122,13 @@ def test_closure_periods_parse_and_wrap_over_new_year():
     for bad in ("12-24", "13-01..01-01", "02-30..03-01", "Dec 24..Jan 1"):
         with pytest.raises(ClosurePeriodError):
             ClosurePeriod.parse(bad)
+
+
+def test_hours_unlike_last_week_are_holidays_closures_and_the_days_after_them():
+    days = pd.date_range("2019-04-15", "2019-05-01", freq="D", tz="Europe/London")
+    unlike = unlike_last_week(days + pd.Timedelta(hours=12), holiday_dates("GB", "ENG", [2019]),
+                              parse_closure_periods(["12-24..01-01"]))
+    marked = {d.strftime("%a %d") for d, flag in zip(days, unlike) if flag}
+    # Good Friday and Easter Monday (off weekdays), then the Friday and Monday a week later
+    # (workdays whose day last week was off)
+    assert marked == {"Fri 19", "Mon 22", "Fri 26", "Mon 29"}

@@ -141,7 +141,8 @@ def test_rows_keep_their_order_and_index():
 
 def test_label_is_carried_when_present():
     out = build_features(hourly("2019-07-01", "2019-07-02", kwh=True), **LONDON)
-    assert list(out.columns[-3:]) == ["kwh", "kwh_persistence", "kwh_day_type_persistence"]
+    assert list(out.columns[-4:]) == ["kwh", "kwh_persistence", "kwh_day_type_persistence",
+                                      "unlike_last_week"]
     assert out["kwh"].iloc[0] == (31 + 28 + 31 + 30 + 31 + 30) * 24  # hours from 1 Jan to 1 Jul
 
 
