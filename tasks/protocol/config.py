@@ -12,10 +12,11 @@ Two protocols are named (``protocol``), and a field left out takes its value fro
   residual target over the holiday-aware persistence forecast, the constrained network's
   forecast projected onto its floor, the SCNN family tuned in one study, 8 trials, tuning
   reused for up to ``reuse_max_age_weeks`` and warm-started from the last one, faster solvers
-  for the baselines, the published forecast certified;
+  for the baselines, the published forecast certified by the per-unit bound;
 * ``paper``: the paper's own protocol, exactly as it ran before the deployed one existed: its
   eight features, the load as target, the physical bound on the training rows only, every
-  model tuned on its own in every window (15 trials) and every SCNN-family fit certified.
+  model tuned on its own in every window (15 trials) and every SCNN-family fit certified by
+  the exact MILP.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ Protocol = Literal["deployed", "paper"]
 Persistence = Literal["last_week", "day_type"]
 TargetWeekFloor = Literal["projection", "program", "none"]
 CertifyScope = Literal["published", "all", "none"]
+CertificateKind = Literal["unit_bounds", "milp"]
 ScnnTuning = Literal["joint", "separate"]
 
 
@@ -99,6 +101,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "target_week_floor": "projection",
         "scnn_tuning": "joint",
         "certify": "published",
+        "certificate": "unit_bounds",
         "model_options": _model_options(FAST_SOLVERS),
     }),
     "paper": MappingProxyType({
@@ -112,6 +115,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "target_week_floor": "none",
         "scnn_tuning": "separate",
         "certify": "all",
+        "certificate": "milp",
         "model_options": _model_options({}),
     }),
 })
@@ -197,8 +201,14 @@ class ForecastConfig(BaseModel):
         description="Which SCNN-family fits get a stability certificate: the published one, "
         "all of them, or none.",
     )
+    certificate: CertificateKind = Field(
+        PROTOCOLS["deployed"]["certificate"],
+        description="How a stability certificate bounds L_eps: unit_bounds (the sum of each "
+        "unit's largest change: a true upper bound in milliseconds) or milp (the exact MILP, "
+        "within --certify-nodes).",
+    )
     certify_nodes: int = Field(
-        100, ge=0, description="Branch-and-bound nodes a stability certificate may use (past "
+        100, ge=0, description="Branch-and-bound nodes a MILP certificate may use (past "
         "them, an upper bound is recorded; a node budget keeps reruns identical, a time limit "
         "would not); 0 turns certification off.",
     )
@@ -288,6 +298,7 @@ def _copy(value: Any) -> Any:
 __all__ = [
     "FAST_SOLVERS",
     "PROTOCOLS",
+    "CertificateKind",
     "CertifyScope",
     "ForecastConfig",
     "Persistence",

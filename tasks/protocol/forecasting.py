@@ -306,7 +306,7 @@ def _certify(outcome: ModelOutcome, model: Any, window: Window, config: Forecast
     if config.certify_nodes == 0:
         return
     certificate = certify_fit(model, window.feature_columns, config.perturbation_radii,
-                              config.certify_nodes)
+                              config.certify_nodes, config.certificate)
     if certificate is not None:
         outcome.l_eps, outcome.l_eps_lower = certificate.l_eps, certificate.l_eps_lower
         outcome.l_eps_status = certificate.l_eps_status

@@ -138,6 +138,37 @@ def test_the_mapped_relu_network_equals_enumeration():
         _enumerate(AsGated, lower, upper, eps, "inf"), rel=1e-6, abs=1e-8)
 
 
+@pytest.mark.parametrize(("d", "max_neurons", "norm"), [
+    (2, 6, "inf"), (2, 10, "1"), (3, 8, "inf"), (3, 10, "1"), (3, 10, "2"),
+])
+def test_the_unit_bound_is_never_below_the_exact_value(d, max_neurons, norm):
+    """The per-unit bound against the exact supremum (enumeration for the box and l1 ball, the
+    converged MILP for l2) on small networks, fitted by both estimators."""
+    X, y = _toy(d, seed=d)
+    lower, upper = X.min(axis=0), X.max(axis=0)
+    eps = 0.05 * (upper - lower)
+    for model in (WaDiRoSCNN(radius=1e-3, max_neurons=max_neurons).fit(X, y),
+                  SCNN(max_neurons=max_neurons).fit(X, y)):
+        exact = (certify_stability(model, (lower, upper), eps, norm).l_eps if norm == "2"
+                 else _enumerate(model, lower, upper, eps, norm))
+        bound = certify_stability(model, (lower, upper), eps, norm, method="unit_bounds")
+        assert bound.status == "unit_bounds" and bound.method == "unit_bounds"
+        assert bound.l_eps >= exact * (1 - 1e-9) - 1e-12
+        assert bound.lower <= exact * (1 + 1e-9) + 1e-12  # attained by a pair of points
+
+
+def test_the_unit_bound_bounds_dense_sampling_on_a_real_fitted_model():
+    model, X = _uci_model(max_neurons=30)
+    lower, upper = X.min(axis=0), X.max(axis=0)
+    eps = 0.02 * (upper - lower)
+    bound = certify_stability(model, None, eps, "inf", method="unit_bounds")
+    milp = certify_stability(model, None, eps, "inf", node_limit=100)
+    sampled = _sampled_deviation(model, lower, upper, eps, "inf", 50_000,
+                                 np.random.default_rng(2))
+    assert bound.l_eps >= sampled * (1 - 1e-9)
+    assert bound.l_eps >= milp.lower
+
+
 def _uci_model(max_neurons: int = 10, **kwargs):
     path = UCI / "ENB2012_data.csv"
     if not path.is_file():
