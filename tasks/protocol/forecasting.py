@@ -45,7 +45,12 @@ from wadiro_fleet.tasks.protocol.features import (
 from wadiro_fleet.tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart
 from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
 from wadiro_fleet.tasks.protocol.models import MODELS
-from wadiro_fleet.tasks.protocol.publication import Candidate, Publication, choose_publication
+from wadiro_fleet.tasks.protocol.publication import (
+    Candidate,
+    Publication,
+    choose_publication,
+    publish_certified,
+)
 from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
@@ -209,7 +214,7 @@ def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
     try:
         start_from = [earlier[m].params for m in group if m in earlier]
         results = tune_together(
-            evaluate, group, MODELS[group[0]].search_space, validation.target,
+            evaluate, group, fitter.config.search_space(group[0]), validation.target,
             n_trials=fitter.config.trials, seed=stable_seed(building_id, fitter.window.week, study),
             start_from=start_from if fitter.config.warm_start else ())
     except TuningFailedError as exc:  # the only model of its study
@@ -331,24 +336,6 @@ def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord |
     return choose_publication(candidates, forecastable, record, max_l_eps, filled)
 
 
-def _certify_published(result: BuildingWeekResult, window: Window, config: ForecastConfig,
-                       fitted: Mapping[str, Any], record: TrackRecord | None) -> Publication | None:
-    """Certify the published forecast's network. When publication requires a certificate
-    (``max_l_eps``), a network whose certificate fails it is no longer trusted: the choice is
-    made again, certifying each newly chosen network, until the choice stands."""
-    publication = result.publication
-    by_model = {o.model: o for o in result.outcomes}
-    while publication is not None and publication.model in fitted:
-        outcome = by_model[publication.model]
-        if outcome.l_eps_status is not None or config.certify_nodes == 0:
-            break
-        _certify(outcome, fitted[publication.model], window, config)
-        if config.max_l_eps is None:
-            break
-        publication = _publish(window, result.outcomes, record, config.max_l_eps)
-    return publication
-
-
 def _window_hours(hours: pd.DataFrame, week: date, timezone: str,
                   config: ForecastConfig) -> pd.DataFrame:
     """The rows of ``hours`` the window and its features read (a backfill's frame spans every
@@ -458,8 +445,16 @@ def forecast_building_week(
     if config.certify == "all":
         for name, model in fitted.items():
             _certify(outcomes[name], model, window, config)
-    result.publication = _publish(window, result.outcomes, track_record, config.max_l_eps)
-    if config.certify == "published":
-        result.publication = _certify_published(result, window, config, fitted, track_record)
+
+    def choose() -> Publication | None:
+        return _publish(window, result.outcomes, track_record, config.max_l_eps)
+
+    if config.certify == "published" and config.certify_nodes > 0:
+        result.publication = publish_certified(
+            choose, lambda name: _certify(outcomes[name], fitted[name], window, config),
+            certifiable={name for name, model in fitted.items() if hasattr(model, "gates_")},
+            required=config.max_l_eps is not None)
+    else:
+        result.publication = choose()
     result.compute_time_s = time.thread_time() - started
     return result

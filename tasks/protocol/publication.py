@@ -14,7 +14,7 @@ Every choice carries its reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,4 +128,25 @@ def choose_publication(
     return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why}){skipped}", ratio)
 
 
-__all__ = ["MAX_FILLED_WEATHER_SHARE", "Candidate", "Publication", "choose_publication"]
+def publish_certified(
+    choose: Callable[[], Publication | None], certify: Callable[[str], None],
+    certifiable: Collection[str], required: bool,
+) -> Publication | None:
+    """The publication when only the published network is certified: choose, certify the
+    chosen network (``certify(model)`` records its certificate where ``choose`` reads it). When
+    a certificate is ``required`` to publish, a network it disqualifies is passed over: choose
+    again, certifying each newly chosen network, until the choice stands."""
+    publication = choose()
+    certified: set[str] = set()
+    while (publication is not None and publication.model in certifiable
+           and publication.model not in certified):
+        certify(publication.model)
+        certified.add(publication.model)
+        if not required:
+            break
+        publication = choose()
+    return publication
+
+
+__all__ = ["MAX_FILLED_WEATHER_SHARE", "Candidate", "Publication", "choose_publication",
+           "publish_certified"]

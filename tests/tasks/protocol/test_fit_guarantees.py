@@ -1,6 +1,7 @@
 """Each SCNN-family fit carries its guarantees: a stability certificate and an out-of-sample
 bound, recorded with the fit; a run setting sizes the perturbation and the node budget."""
 
+import dataclasses
 from datetime import date
 
 import numpy as np
@@ -12,7 +13,11 @@ from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION, cert
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import PAPER_COLUMNS
 from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
-from wadiro_fleet.tasks.protocol.publication import Candidate, choose_publication
+from wadiro_fleet.tasks.protocol.publication import (
+    Candidate,
+    choose_publication,
+    publish_certified,
+)
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.results import write_results
@@ -112,7 +117,7 @@ def _run(warehouse, config):
 
 def test_the_run_records_the_guarantees_in_model_fits(warehouse):
     config = ForecastConfig(models=("wadiro_pcscnn", "svr"), trials=2, certify_nodes=50,
-                            certify="all")
+                            certify="all", certificate="milp")
     result = _run(warehouse, config)
     scnn, svr = result.outcomes
     assert scnn.status == "ok" and scnn.l_eps_status in ("optimal", "node_limit")
@@ -128,6 +133,58 @@ def test_the_run_records_the_guarantees_in_model_fits(warehouse):
         scnn.l_eps, scnn.l_eps_lower, scnn.l_eps_status, scnn.oos_bound_kwh)
     assert seconds > 0
     assert rows["svr"] == (None, None, None, None, None)
+
+
+def test_only_the_published_network_is_certified_by_default(warehouse):
+    config = ForecastConfig(models=("wadiro_pcscnn", "wadiro_scnn", "seasonal_naive"),
+                            trials=2)
+    result = _run(warehouse, config)
+    certified = {o.model: o.l_eps_status for o in result.outcomes}
+    published = result.publication.model
+    for model, status in certified.items():
+        if model == published and model != "seasonal_naive":
+            assert status == "unit_bounds"
+        else:
+            assert status is None
+    # the same fits certified by the MILP bound no more than the unit bound (a looser one)
+    milp = _run(warehouse, config.model_copy(update={"certify": "all", "certificate": "milp"}))
+    for outcome in milp.outcomes:
+        if outcome.model == published and published != "seasonal_naive":
+            unit = next(o for o in result.outcomes if o.model == published)
+            assert outcome.l_eps <= unit.l_eps * (1 + 1e-9)
+
+
+def test_a_certificate_requirement_certifies_until_the_choice_stands():
+    """Only the chosen network is certified; one the requirement refuses is passed over."""
+    hours, y = np.ones(168, dtype=bool), np.full(168, 10.0)
+    candidates = {
+        "seasonal_naive": Candidate("seasonal_naive", y, 2.0),
+        "wadiro_pcscnn": Candidate("wadiro_pcscnn", y, 1.0),
+        "wadiro_scnn": Candidate("wadiro_scnn", y, 1.2),
+        "gp": Candidate("gp", y, 1.5),
+    }
+    bounds = {"wadiro_pcscnn": 80.0, "wadiro_scnn": 30.0}
+    certified = []
+
+    def certify(model):
+        certified.append(model)
+        candidates[model] = dataclasses.replace(candidates[model], l_eps=bounds[model],
+                                                l_eps_status="unit_bounds")
+
+    def choose(limit):
+        return lambda: choose_publication(list(candidates.values()), hours, max_l_eps=limit)
+
+    networks = {"wadiro_pcscnn", "wadiro_scnn"}
+    assert publish_certified(choose(50.0), certify, networks, required=True).model == "wadiro_scnn"
+    assert certified == ["wadiro_pcscnn", "wadiro_scnn"]
+    certified.clear()
+    assert publish_certified(choose(10.0), certify, networks, required=True).model == "gp"
+    assert certified == []  # both already certified: nothing certified twice
+    for model in networks:
+        candidates[model] = dataclasses.replace(candidates[model], l_eps=None, l_eps_status=None)
+    assert publish_certified(choose(None), certify, networks, required=False).model == (
+        "wadiro_pcscnn")
+    assert certified == ["wadiro_pcscnn"]
 
 
 def test_certification_can_be_turned_off(warehouse):
