@@ -17,8 +17,16 @@ the calendar, holiday, weather and the load one and two weeks back (feature set
 ``paper_lags``), labelled ``gbr_reference``.
 
     python benchmarks/forecast_quality.py                       # 10 buildings x 52 weeks of 2019
+    python benchmarks/forecast_quality.py --year 2020 --buildings auto    # another year
+    python benchmarks/forecast_quality.py --archive /data/cambridge-estates --year 2021 \\
+        --buildings auto                                         # an archive of your own
     python benchmarks/forecast_quality.py --buildings UCam_Building_b7 --start 2019-03-04 \\
         --end 2019-04-29 --trials 5                              # a quick look
+
+``--archive`` is any archive in the Cambridge layout (``building_data/processed_data/<id>/
+electricity/<year>.csv`` and the Met Office folders); ``--buildings auto`` takes the first ten
+buildings (by number) with readings for at least 90 % of the hours of the target year and of the
+year before it.
 """
 
 from __future__ import annotations
@@ -42,12 +50,13 @@ from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import build_features, holiday_dates
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
-from wadiro_fleet.tasks.protocol.models import MODEL_NAMES, SEASONAL_NAIVE
+from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.weeks import mondays_between
 from wadiro_fleet.tasks.protocol.windows import build_window
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
+"""The archive in ``../shared`` (``--archive`` names another)."""
 BUILDINGS = (
     "UCam_Building_b0", "UCam_Building_b1", "UCam_Building_b3", "UCam_Building_b4",
     "UCam_Building_b7", "UCam_Building_b8", "UCam_Building_b9", "UCam_Building_b11",
@@ -56,6 +65,29 @@ BUILDINGS = (
 """Fixed so the numbers can be rerun: the first ten buildings with near-complete 2018-2019 data."""
 REFERENCE = "gbr_reference"
 PUBLISHED = "published"
+
+
+def complete_buildings(archive: Path, years: list[int], n: int = 10,
+                       share: float = 0.9) -> list[str]:
+    """The first ``n`` buildings (by number) with a non-zero reading (the archive marks missing
+    ones with 0) for at least ``share`` of the hours of every one of ``years``."""
+    root = archive / "building_data" / "processed_data"
+    chosen = []
+    for folder in sorted(root.iterdir(), key=lambda p: int("".join(filter(str.isdigit, p.name))
+                                                          or 0)):
+        counts = []
+        for year in years:
+            path = folder / "electricity" / f"{year}.csv"
+            if not path.is_file():
+                break
+            loads = pd.read_csv(path, usecols=[1]).iloc[:, 0]
+            hours = 24 * (366 if year % 4 == 0 else 365)
+            counts.append((pd.to_numeric(loads, errors="coerce") > 0).sum() / hours)
+        if len(counts) == len(years) and min(counts) >= share:
+            chosen.append(folder.name)
+        if len(chosen) == n:
+            break
+    return chosen
 
 
 def reference_forecast(
@@ -149,32 +181,45 @@ def summarise(rows: pd.DataFrame, holidays: set[date]) -> pd.DataFrame:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--buildings", default=",".join(BUILDINGS))
+    parser.add_argument("--archive", type=Path, default=ARCHIVE,
+                        help="an archive in the Cambridge layout (default: ../shared's)")
+    parser.add_argument("--buildings", default=",".join(BUILDINGS),
+                        help="comma-separated ids, or 'auto' (module docstring)")
+    parser.add_argument("--year", type=int, default=None,
+                        help="every Monday of this year (instead of --start/--end)")
     parser.add_argument("--start", default="2019-01-07", help="first target week (a Monday)")
     parser.add_argument("--end", default="2019-12-30", help="last target week (a Monday)")
     parser.add_argument("--every", type=int, default=1, help="every n-th Monday of the range")
-    parser.add_argument("--models", default=",".join(MODEL_NAMES))
-    parser.add_argument("--trials", type=int, default=15)
-    parser.add_argument("--tuning", default="reuse", choices=["reuse", "per-window"])
-    parser.add_argument("--feature-set", default=ForecastConfig.model_fields["feature_set"].default)
-    parser.add_argument("--target", default=ForecastConfig.model_fields["target"].default)
+    parser.add_argument("--models", default=None, help="default: the protocol's")
+    parser.add_argument("--trials", type=int, default=None, help="default: the protocol's")
+    parser.add_argument("--protocol", default="deployed", choices=["deployed", "paper"])
+    parser.add_argument("--tuning", default=None, choices=["reuse", "per-window"],
+                        help="default: the protocol's")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--csv", type=Path, help="also write every (building, week, model) row")
     parser.add_argument("--pickle", type=Path,
                         help="also write every row with its forecast and the actuals (pandas)")
     args = parser.parse_args()
-    buildings = args.buildings.split(",")
+    if args.year is not None:
+        mondays = pd.date_range(f"{args.year}-01-01", f"{args.year}-12-31", freq="W-MON")
+        args.start, args.end = mondays[0].date(), mondays[-1].date()
     weeks = mondays_between(args.start, args.end)[::args.every]
-    config = ForecastConfig(models=args.models.split(","), trials=args.trials, tuning=args.tuning,
-                            feature_set=args.feature_set, target=args.target)
-    print(f"{len(buildings)} buildings x {len(weeks)} weeks ({weeks[0]} to {weeks[-1]}), "
+    years = sorted({weeks[0].year - 1, *(w.year for w in weeks)})
+    buildings = (complete_buildings(args.archive, years) if args.buildings == "auto"
+                 else args.buildings.split(","))
+    chosen = {"models": args.models.split(",") if args.models else None,
+              "trials": args.trials, "tuning": args.tuning}
+    config = ForecastConfig(protocol=args.protocol,
+                            **{k: v for k, v in chosen.items() if v is not None})
+    print(f"{len(buildings)} buildings ({', '.join(b.rsplit('_', 1)[-1] for b in buildings)}) x "
+          f"{len(weeks)} weeks ({weeks[0]} to {weeks[-1]}), protocol {config.protocol}: "
           f"models {', '.join(config.models)}, {config.trials} trials, tuning {config.tuning}, "
-          f"feature set {config.feature_set}, target {config.target}, {args.workers} workers",
-          flush=True)
+          f"feature set {config.feature_set}, target {config.target}, persistence "
+          f"{config.persistence}, {args.workers} workers", flush=True)
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="forecast-quality-") as tmp:
         warehouse = Path(tmp) / "quality.duckdb"
-        ingest_cambridge(warehouse, ARCHIVE, buildings, weeks[0] - timedelta(weeks=20),
+        ingest_cambridge(warehouse, args.archive, buildings, weeks[0] - timedelta(weeks=20),
                          weeks[-1] + timedelta(weeks=1))
         jobs = [job for b in buildings for job in load_jobs(warehouse, [b], weeks, config)]
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
