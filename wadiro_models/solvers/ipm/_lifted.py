@@ -161,7 +161,8 @@ class LiftedProgram:
         self._s_b, self._s_t, self._i_tau = lay.b, lay.t, lay.tau
         self._n_beta = n_beta
         self._scratch_pn = np.empty((P, N))
-        self._scratch_2pn = np.empty((2 * P, N))
+        self._scratch_3pn = np.empty((3 * P, N))
+        self._scratch_3pd = np.empty((3 * P, d1))
 
     @property
     def X_hat(self) -> np.ndarray:
@@ -348,28 +349,33 @@ class LiftedProgram:
             np.negative(e, out=out[soc.start + 1 : soc.stop - 1])
             out[soc.stop - 1] = 0.0
 
-    def GT(self, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``G^T z`` (into ``out`` when given)."""
+    def GT(self, z: np.ndarray, out: np.ndarray | None = None,
+           shift: np.ndarray | None = None) -> np.ndarray:
+        """``G^T z`` (into ``out`` when given). With ``shift`` (one entry per sample), less
+        ``X_hat^T shift`` on nu, plus it on omega and less ``sum(shift)`` on b: what the
+        Newton solve would otherwise add to its right-hand side with a product of its own."""
         lay, blk = self.layout, self._blocks
         N, P = lay.n_samples, lay.n_gates
         if out is None:
             out = np.empty(lay.size)
         z_hi, z_lo = z[blk["res_hi"]], z[blk["res_lo"]]
         q = z_hi - z_lo
+        if shift is not None:
+            q -= shift
         if self.lower_idx.size:
             q[self.lower_sel] -= z[blk["lower"]]
         if self.upper_idx.size:
             q[self.upper_sel] += z[blk["upper"]]
         if self.ramp_idx.size:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
-        # (signs * z_cones) + [D q; -D q], then one product with X gives nu's and omega's part
-        coef = np.multiply(z[blk["cones"]].reshape(2 * P, N), self.neg_signs,
-                           out=self._scratch_2pn)
-        dq = np.multiply(self.DT, q, out=self._scratch_pn)
-        coef[:P] += dq
-        coef[P:] -= dq
-        n2 = self._n2
-        np.matmul(coef, self.X, out=out[:n2].reshape(2 * P, lay.n_cols))
+        # one product of X with (signs * z_cones, D q) gives nu's and omega's parts
+        coef = self._scratch_3pn
+        np.multiply(z[blk["cones"]].reshape(2 * P, N), self.neg_signs, out=coef[: 2 * P])
+        np.multiply(self.DT, q, out=coef[2 * P :])
+        prod = np.matmul(coef, self.X, out=self._scratch_3pd)
+        n2, nl = self._n2, lay.n_lifted
+        np.add(prod[:P], prod[2 * P :], out=out[:nl].reshape(P, lay.n_cols))
+        np.subtract(prod[P : 2 * P], prod[2 * P :], out=out[nl:n2].reshape(P, lay.n_cols))
         if lay.n_bias:
             bias = q.sum()
         if self.n_bound:

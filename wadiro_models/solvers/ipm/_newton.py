@@ -33,7 +33,7 @@ refine them against the exact structured operator.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.blas import dtrsv
+from scipy.linalg.blas import dsyr, dtrsv
 from scipy.linalg.lapack import dpotrf
 
 from ._cones import NTScaling
@@ -210,7 +210,9 @@ class NormalEquations:
             g_hat[-1] = a_tau - np.vdot(h_v_tau, Z[:, :, d1 + 1])
             self.border = 1.0 / self.rho + np.vdot(g_v, Z[:, :, d1 + 1])
             self.g_hat = g_hat
-            S += np.outer(g_hat, g_hat / self.border)
+            # S += g_hat g_hat^T / border on the triangle the factorisation reads (the
+            # C-ordered upper triangle is the Fortran-ordered lower triangle of S.T)
+            dsyr(1.0 / self.border, g_hat, lower=1, a=S.T, overwrite_a=1)
         self._factorise(S, regularisation, ws.diag_idx)
 
     def _factorise(self, S: np.ndarray, regularisation: float, diag_idx: np.ndarray) -> None:
@@ -234,16 +236,26 @@ class NormalEquations:
             reg = max(reg * 100.0, 1e-12)
         raise NewtonSystemError("reduced Newton matrix is not positive definite")
 
-    def solve(self, r: np.ndarray, gx: np.ndarray | None = None) -> np.ndarray:
+    def output_shift(self, r_t: np.ndarray) -> np.ndarray:
+        """What eliminating ``t`` adds to the right-hand side of ``y_hat``: ``X_hat^T``,
+        ``-X_hat^T`` and ``1^T`` of it go onto nu, omega and b (see :meth:`solve`)."""
+        y_hat_adj = np.multiply(self.t_ratio, r_t)
+        np.negative(y_hat_adj, out=y_hat_adj)
+        return y_hat_adj
+
+    def solve(self, r: np.ndarray, gx: np.ndarray | None = None,
+              folded: bool = False) -> np.ndarray:
         """Solve ``H dx = r`` (approximately; refine against the exact operator). With
-        ``gx``, also write ``G dx`` there (sharing the product that gives ``dx``'s ``t``)."""
+        ``gx``, also write ``G dx`` there (sharing the product that gives ``dx``'s ``t``).
+        ``folded``: ``r`` already carries :meth:`output_shift` of its ``t`` part on nu,
+        omega and b (as ``G^T`` can add it within its own product)."""
         lifted = self.lifted
         lay = lifted.layout
         P, d1, nl = lay.n_gates, lay.n_cols, lay.n_lifted
         s_t = lifted._s_t
         r_t = r[s_t]
-        y_hat_adj = np.multiply(self.t_ratio, r_t)
-        np.negative(y_hat_adj, out=y_hat_adj)
+        if not folded:
+            y_hat_adj = self.output_shift(r_t)
         r_nu, r_om = r[:nl], r[nl : 2 * nl]
         r_v = np.add(r_nu, r_om).reshape(P, d1)
         r_v *= 0.5
@@ -251,11 +263,14 @@ class NormalEquations:
         rk = np.empty(self.n_kept)
         r_u = np.subtract(r_nu, r_om, out=rk[:nl])
         r_u *= 0.5
-        r_u += lifted.output_adjoint(y_hat_adj)
+        if not folded:
+            r_u += lifted.output_adjoint(y_hat_adj)
         E = np.matmul(self.HR, pv[:, :, None])[:, :, 0]  # (H_uv pv, h_v_tau . pv, g_v . pv)
         r_u -= E[:, :d1].ravel()
         if lay.n_bias:
-            rk[nl] = r[lifted._s_b.start] + y_hat_adj.sum()
+            rk[nl] = r[lifted._s_b.start]
+            if not folded:
+                rk[nl] += y_hat_adj.sum()
         rk[-1] = r[lifted._i_tau] - E[:, d1].sum()
         if self.rho:
             gp = E[:, d1 + 1].sum()
@@ -384,7 +399,8 @@ def newton_step(
     Eliminating ``ds = W q - W^2 dz`` gives ``dz = W^{-2} (G dx - bz) + W^{-1} q`` and the
     normal equations ``G^T W^{-2} G dx = bx + G^T (W^{-2} bz - W^{-1} q)``; the solve is
     refined against the exact operator while that pays, and ``ds = bz - G dx``.
-    Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz``.
+    Returns ``dx, ds, dz`` and the scaled ``W^{-1} ds, W dz`` (their sum is ``q``; without
+    refinement the first is computed as ``W^{-1} ds``, with it the second as ``W dz``).
     """
     # with offset = W^{-2} bz - W^{-1} q, kept negated (one pass fewer)
     if q is not None:
@@ -394,7 +410,15 @@ def newton_step(
     else:
         neg_offset = scaling.apply_inverse_squared(bz)
         np.negative(neg_offset, out=neg_offset)
-    rhs = lifted.GT(neg_offset)
+    folded = not normal.refine
+    shift = None
+    if folded:  # the t part of the right-hand side, for the shift G^T folds in
+        blk = lifted.block
+        r_t = neg_offset[blk("res_hi")] + neg_offset[blk("res_lo")]
+        if bx is not None:
+            r_t += bx[lifted._s_t]
+        shift = normal.output_shift(r_t)
+    rhs = lifted.GT(neg_offset, shift=shift)
     np.negative(rhs, out=rhs)
     if bx is not None:
         rhs += bx
@@ -409,10 +433,17 @@ def newton_step(
         return dz, resid, float(np.linalg.norm(resid))
 
     gdx = np.empty(lifted.cones.size)
-    dx = normal.solve(rhs, gdx)
+    dx = normal.solve(rhs, gdx, folded)
     if not normal.refine:  # far from the optimum an unrefined direction is good enough
-        dz = scaling.apply_inverse_squared(gdx)
-        dz += neg_offset
+        del neg_offset, rhs  # (free them before the four vectors below)
+        # ds from the primal equation, then W^{-1} ds + W dz = q read the other way round:
+        # W^{-1} ds, W dz = q - W^{-1} ds and dz = W^{-1} (W dz); the same dz as
+        # W^{-2} (G dx - bz) + W^{-1} q, in fewer passes over the rows
+        ds = np.negative(gdx, out=gdx) if bz is None else np.subtract(bz, gdx, out=gdx)
+        ds_t = scaling.apply_inverse(ds)
+        dz_t = np.negative(ds_t) if q is None else np.subtract(q, ds_t)
+        dz = scaling.apply_inverse(dz_t)
+        return dx, ds, dz, ds_t, dz_t
     else:
         dz, resid, size = dual_step(gdx)
         target = opts.refine_tol * max(1.0, np.linalg.norm(rhs))
