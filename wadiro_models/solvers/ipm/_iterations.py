@@ -224,18 +224,24 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             r_c = _combined_rhs(cones, lam, ds_t, dz_t, sigma * mu)
             q = cones.divide(lam, r_c)
             direction = newton_step(lifted, normal, scaling, neg_r_d, neg_r_p, q, opts)
+            lengths: dict[int, tuple[float, float]] = {}  # by id(ds) of a kept direction
+
+            def step_of(d: tuple) -> float:
+                a = _step_lengths(cones, s, z, d[1], d[2], separate, scaling)
+                lengths[id(d[1])] = a
+                return min(a)
+
             direction, _ = centrality_correctors(
                 cones,
                 lam,
                 direction,
-                lambda d: min(1.0, cones.max_step(s, d[1], scaling.s_inv),
-                              cones.max_step(z, d[2], scaling.z_inv)),
+                step_of,
                 lambda q: newton_step(lifted, normal, scaling, None, None, q, opts),
                 sigma * mu,
                 opts,
             )
             dx, ds, dz = direction[:3]
-            a_p, a_d = _step_lengths(cones, s, z, ds, dz, separate, scaling)
+            a_p, a_d = lengths[id(ds)]  # the correctors measured the direction they kept
             a_p, a_d = min(1.0, opts.step * a_p), min(1.0, opts.step * a_d)
             if opts.verbose:
                 print(f"{it:3d} pc {pcost:.8e} dc {dcost:.8e} gap {rel_gap:.1e} "

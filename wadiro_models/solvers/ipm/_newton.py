@@ -28,6 +28,16 @@ Reduction, in order (``x = (nu, omega, b, t, tau)``, weights ``w = z / s`` per o
 The reduced matrix is symmetrically scaled to unit diagonal and slightly regularised before
 its Cholesky, so its solves are approximate: :func:`newton_step` and :func:`refined_solve`
 refine them against the exact structured operator.
+
+Cost at the pipeline's sizes (N ~ 2,000, P <= 20) is numpy calls and passes over the
+``~N (2P + 2)`` rows as much as flops, so: the pair and cone Gram blocks come from one matrix
+product (precomputed scatter indices put them into ``S``); ``v``'s gate blocks are solved
+through their Cholesky factors laid out as one block-diagonal triangular matrix (two BLAS
+``trsv`` calls per solve; ``Z = B^{-1} [H h g]`` by batched LU, as the Schur complement
+``B - H Z`` cancels heavily near the optimum); a solve returns ``G dx`` from the product that
+gives ``dx``'s ``t``; and an unrefined Newton step lets ``G^T`` carry the output shift of the
+``t`` elimination inside its own product (``folded``) and reads ``W^{-1} ds + W dz = q``
+from ``ds`` without forming ``W^{-2} bz - W^{-1} q`` twice.
 """
 
 from __future__ import annotations
