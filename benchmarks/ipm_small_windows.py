@@ -13,6 +13,7 @@ objective::
     python benchmarks/ipm_small_windows.py --save run.npz    # also keep objectives/predictions
     python benchmarks/ipm_small_windows.py --compare run.npz # ... and compare with a kept run
     python benchmarks/ipm_small_windows.py --reference       # also a 1e-10 Clarabel reference
+    python benchmarks/ipm_small_windows.py --noise           # also the solver's own noise
 
 ``--save``/``--compare`` compare two versions of the solver on the same cases (run the older
 one with ``--save``, the newer with ``--compare``): the largest relative objective
@@ -20,7 +21,12 @@ difference, the largest prediction difference relative to the spread of y, and a
 of status or solver (a fallback to Clarabel shows as ``ipm->clarabel``); ``--times`` adds
 the kept run's CPU times and the ratio. ``--reference`` solves each program with cvxpy +
 Clarabel at tight tolerances (gap and feasibility 1e-10) and prints the relative objective
-excess of the ipm answer over it (slow: seconds per case). Run it niced on a shared machine.
+excess of the ipm answer over it (slow: seconds per case). ``--noise`` fits each case a second
+time with the samples in another order (the same program up to rounding) and prints how far
+the predictions move, relative to the spread of y: many of these programs have a flat optimum
+(the l1 loss and the dual norm's max), so two correct answers agree on the objective to ~1e-15
+but their predictions only to ~1e-5, and a difference between two solver versions is only
+meaningful against that. Run it niced on a shared machine.
 """
 
 from __future__ import annotations
@@ -135,11 +141,13 @@ def main() -> None:
     parser.add_argument("--compare", type=Path)
     parser.add_argument("--times", action="store_true", help="with --compare: CPU ratios")
     parser.add_argument("--reference", action="store_true")
+    parser.add_argument("--noise", action="store_true",
+                        help="refit with the samples permuted; print the prediction change")
     args = parser.parse_args()
 
     kept = np.load(args.compare, allow_pickle=True)["runs"].item() if args.compare else {}
     runs: dict[str, dict] = {}
-    worst_obj = worst_pred = worst_ref = 0.0
+    worst_obj = worst_pred = worst_ref = worst_noise = 0.0
     changed = []
     total_new = total_old = 0.0
     header = f"{'case':<40}{'N':>5}{'P':>4}{'iter':>5}{'cpu s':>8}{'objective':>16}"
@@ -149,6 +157,8 @@ def main() -> None:
         header += f"{'d obj':>9}{'d pred':>9}"
     if args.reference:
         header += f"{'vs ref':>10}"
+    if args.noise:
+        header += f"{'self':>9}"
     print(header)
     with threadpool_limits(limits=1, user_api="blas"):
         for case in cases(args.quick):
@@ -184,6 +194,16 @@ def main() -> None:
                 excess = (model.objective_ - ref.objective_) / abs(ref.objective_)
                 worst_ref = max(worst_ref, abs(excess))
                 line += f"{excess:>10.1e}"
+            if args.noise:
+                order = np.random.default_rng(1).permutation(len(case["y"]))
+                lower = case["lower"]
+                permuted = dict(case, X=case["X"][order], y=case["y"][order],
+                                lower=lower if lower is None or np.isscalar(lower)
+                                else lower[order])
+                other = fit(permuted, solver="ipm")
+                moved = np.max(np.abs(other.predict(case["X"]) - pred)) / np.ptp(case["y"])
+                worst_noise = max(worst_noise, moved)
+                line += f"{moved:>9.1e}"
             if run["solver"] != "ipm" or run["status"] != "optimal":
                 line += f"  [{run['status']}/{run['solver']}]"
             print(line, flush=True)
@@ -202,6 +222,8 @@ def main() -> None:
     if args.reference:
         print(f"largest |relative objective difference| to the tight Clarabel reference: "
               f"{worst_ref:.1e}")
+    if args.noise:
+        print(f"largest prediction change / ptp(y) with the samples reordered: {worst_noise:.1e}")
     if args.save:
         np.savez(args.save, runs=np.array(runs, dtype=object))
 
