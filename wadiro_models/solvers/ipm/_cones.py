@@ -75,12 +75,16 @@ class ConeSet:
             q[k + 1 :] = (r1 - q0 * l1) / l0
         return q
 
-    def max_step(self, x: np.ndarray, dx: np.ndarray) -> float:
-        """Largest ``alpha`` with ``x + alpha dx`` in the cone (``inf`` if unbounded)."""
+    def max_step(self, x: np.ndarray, dx: np.ndarray, x_inv: np.ndarray | None = None) -> float:
+        """Largest ``alpha`` with ``x + alpha dx`` in the cone (``inf`` if unbounded);
+        ``x_inv``, where given, is ``1 / x`` on the orthant (a product is cheaper than a
+        quotient)."""
         alpha = np.inf
         if self.n_lp:
             # x > 0, so the blocking ratio is the most negative dx / x
-            worst = float(np.min(dx[: self.n_lp] / x[: self.n_lp]))
+            k = self.n_lp
+            ratio = dx[:k] / x[:k] if x_inv is None else dx[:k] * x_inv
+            worst = float(np.min(ratio))
             if worst < 0:
                 alpha = -1.0 / worst
         if self.n_soc:
@@ -119,11 +123,16 @@ class NTScaling:
     lam: np.ndarray  # W z = W^{-1} s
     w_lp_inv: np.ndarray = field(default=None)  # type: ignore[assignment]
     lp_weights: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # 1 / s and 1 / z on the orthant (for the step lengths), when built from points
+    s_inv: np.ndarray | None = None
+    z_inv: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "w_lp_inv", 1.0 / self.w_lp)
-        # diagonal of W^{-2} on the orthant: z / s
-        object.__setattr__(self, "lp_weights", self.w_lp_inv**2)
+        if self.w_lp_inv is None:
+            object.__setattr__(self, "w_lp_inv", 1.0 / self.w_lp)
+        if self.lp_weights is None:
+            # diagonal of W^{-2} on the orthant: z / s
+            object.__setattr__(self, "lp_weights", self.w_lp_inv**2)
 
     @classmethod
     def identity(cls, cones: ConeSet) -> NTScaling:
@@ -135,9 +144,16 @@ class NTScaling:
     @classmethod
     def from_points(cls, cones: ConeSet, s: np.ndarray, z: np.ndarray) -> NTScaling:
         k = cones.n_lp
-        w_lp = np.sqrt(s[:k] / z[:k])
+        # two quotients and one square root per row (numpy's sqrt and divisions are slow;
+        # products are not): 1 / s, 1 / z, z / s, sqrt(z / s), lambda = s sqrt(z / s) =
+        # sqrt(s z) and sqrt(s / z) = lambda / z
+        s_inv = np.divide(1.0, s[:k])
+        z_inv = np.divide(1.0, z[:k])
+        lp_weights = z[:k] * s_inv
+        w_lp_inv = np.sqrt(lp_weights)
         lam = np.empty(cones.size)
-        lam[:k] = np.sqrt(s[:k] * z[:k])
+        np.multiply(s[:k], w_lp_inv, out=lam[:k])
+        w_lp = lam[:k] * z_inv
         beta, w_soc = 1.0, np.zeros(cones.n_soc)
         if cones.n_soc:
             ss, zs = s[k:], z[k:]
@@ -156,7 +172,7 @@ class NTScaling:
             w_soc[0] += 1.0
             w_soc /= np.sqrt(2.0 * (u[0] + 1.0))
             beta = float((s_det / z_det) ** 0.25)
-        scaling = cls(cones, w_lp, beta, w_soc, lam)
+        scaling = cls(cones, w_lp, beta, w_soc, lam, w_lp_inv, lp_weights, s_inv, z_inv)
         if cones.n_soc:
             lam[k:] = scaling.apply(z)[k:]
         return scaling

@@ -25,8 +25,9 @@ nonnegative, except the last one for l2) are::
               s = (tau, e, 1)                     in SOC   the constant 1 is beta's -1
 
 (omega's sign in beta does not matter for either norm). The gate cone rows are stored
-sample-major as one ``N x 2P`` block so that ``G`` and ``G^T`` touch them with one matrix
-product each. ``y_hat_B = X_hat_B vec(nu - omega) + b`` is the output at the bound points
+gate-major as one ``2P x N`` block (the nu rows of gate 0 for every sample, ..., then the omega
+rows) so that ``G`` and ``G^T`` touch them with one matrix product each and every elementwise
+operation on them runs along the samples (numpy is slow on short inner axes). ``y_hat_B = X_hat_B vec(nu - omega) + b`` is the output at the bound points
 (only those with a finite bound are kept); their rows touch no ``t`` and no cone, so they
 enter the Newton system exactly as extra rows of the output block (see :mod:`._newton`).
 """
@@ -89,7 +90,9 @@ class LiftedProgram:
     """Structured products with ``G`` and ``G^T`` for one :class:`ScnnProgram`.
 
     Nothing of size ``rows x columns`` is ever stored except the lifted features ``X_hat``,
-    which only the Newton matrix reads, and only when there are ramp rows.
+    which only the Newton matrix reads, and only when there are ramp rows (built on first
+    use). ``G`` and ``GT`` return new arrays; the solver's own calls pass ``out`` (and
+    reuse scratch buffers held here, so they are not reentrant).
     """
 
     def __init__(self, program: ScnnProgram) -> None:
@@ -99,16 +102,22 @@ class LiftedProgram:
         P = D.shape[1]
         self.program = program
         self.X = X
+        self.XT = np.ascontiguousarray(X.T)  # (d1, N)
         self.D = D.astype(float)  # (N, P)
-        # -(2 D - 1): the cone rows are s = -G x; shaped to broadcast over (N, 2, P)
-        self.neg_signs = np.where(D, -1.0, 1.0)[:, None, :]
-        self.X_hat = lifted_features(program)
+        self.DT = np.ascontiguousarray(self.D.T)  # (P, N)
+        # -(2 D - 1): the cone rows are s = -G x; gate-major like the rows, (2P, N)
+        signs = np.where(D.T, -1.0, 1.0)
+        self.neg_signs = np.ascontiguousarray(np.vstack([signs, signs]))
+        self._X_hat = None
         self.y = np.asarray(program.y, dtype=float)
         self.layout = Layout(P, d1, 1 if program.fit_intercept else 0, N)
         self.l1 = program.wasserstein == "l1"
         self.lower_idx, self.lower = _finite(program.lower, N)
         self.upper_idx, self.upper = _finite(program.upper, N)
         self.ramp_idx, self.ramp = _finite(program.ramp, N - 1)
+        # index lists covering every sample are plain slices (no gather/scatter)
+        self.lower_sel = _selector(self.lower_idx, N)
+        self.upper_sel = _selector(self.upper_idx, N)
         self._bound_points(program)
         self._blocks = self._row_blocks()
         # For the Newton matrix's output block X_hat^T M X_hat (without ramp rows): per gate
@@ -146,6 +155,21 @@ class LiftedProgram:
         self.c[self.layout.t] = 1.0
         self.c[self.layout.tau] = N * float(program.radius)
         self.h = self._offsets()
+        # plain ints and slices for the hot paths (the Layout properties build new slices)
+        lay = self.layout
+        self._n2 = 2 * lay.n_lifted
+        self._s_b, self._s_t, self._i_tau = lay.b, lay.t, lay.tau
+        self._n_beta = n_beta
+        self._scratch_pn = np.empty((P, N))
+        self._scratch_3pn = np.empty((3 * P, N))
+        self._scratch_3pd = np.empty((3 * P, d1))
+
+    @property
+    def X_hat(self) -> np.ndarray:
+        """X_hat, ``(N, P (d+1))`` (built on first use: only the ramp path reads it)."""
+        if self._X_hat is None:
+            self._X_hat = lifted_features(self.program)
+        return self._X_hat
 
     def _bound_points(self, program: ScnnProgram) -> None:
         """Keep the bound points with a finite bound; index their finite bounds."""
@@ -215,18 +239,20 @@ class LiftedProgram:
         return h
 
     # -- output map y_hat = X_hat u + b and its adjoint ----------------------------------------
-    # X_hat is never streamed for products: X_hat u = rowsum(D * (X U^T)) and
-    # X_hat^T q = (D * q)^T X read only X (N x (d+1)) and D, which stay in cache.
+    # X_hat is never streamed for products: X_hat u = colsum(D^T * (U X^T)) and
+    # X_hat^T q = (D^T * q) X read only X (N x (d+1)) and D, which stay in cache.
     def output(self, u: np.ndarray, b: np.ndarray) -> np.ndarray:
         lay = self.layout
-        y_hat = np.einsum("np,np->n", self.D, self.X @ u.reshape(lay.n_gates, lay.n_cols).T)
+        gated = u.reshape(lay.n_gates, lay.n_cols) @ self.XT  # (P, N)
+        gated *= self.DT
+        y_hat = np.add.reduce(gated, axis=0)
         if b.size:
             y_hat += b[0]
         return y_hat
 
     def output_adjoint(self, q: np.ndarray) -> np.ndarray:
         """``X_hat^T q``, gate-major."""
-        return (self.D.T @ (q[:, None] * self.X)).ravel()
+        return (np.multiply(self.DT, q, out=self._scratch_pn) @ self.X).ravel()
 
     def bound_output(self, u: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``y_hat_B = X_hat_B u + b`` at the kept bound points."""
@@ -260,81 +286,122 @@ class LiftedProgram:
         return out
 
     def cone_rows(self, v: np.ndarray) -> np.ndarray:
-        """The gate cone rows of a row vector as an ``(N, 2, P)`` view (nu, then omega)."""
+        """The gate cone rows of a row vector as a ``(2, P, N)`` view (nu, then omega)."""
         lay = self.layout
-        return v[self._blocks["cones"]].reshape(lay.n_samples, 2, lay.n_gates)
+        return v[self._blocks["cones"]].reshape(2, lay.n_gates, lay.n_samples)
 
     # -- G and G^T --------------------------------------------------------------------------
-    def G(self, x: np.ndarray) -> np.ndarray:
-        lay, blk = self.layout, self._blocks
-        P, nl = lay.n_gates, lay.n_lifted
-        weights = x[: 2 * nl].reshape(2 * P, lay.n_cols)
-        out = np.empty(self.cones.size)
-        cones = out[blk["cones"]].reshape(lay.n_samples, 2 * P)
-        np.matmul(self.X, weights.T, out=cones)  # X nu_i, then X omega_i, per sample
-        by_gate = cones.reshape(lay.n_samples, 2, P)
-        y_hat = np.einsum("np,np->n", self.D, by_gate[:, 0] - by_gate[:, 1])
-        if lay.n_bias:
-            y_hat += x[lay.b][0]
-        by_gate *= self.neg_signs
-        t, tau = x[lay.t], x[lay.tau]
-        out[blk["res_hi"]] = y_hat - t
-        out[blk["res_lo"]] = -y_hat - t
-        out[blk["lower"]] = -y_hat[self.lower_idx]
-        out[blk["upper"]] = y_hat[self.upper_idx]
-        dy = self.ramp_diff(y_hat)
-        out[blk["ramp_hi"]] = dy
-        out[blk["ramp_lo"]] = -dy
+    def G(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``G x`` (into ``out`` when given)."""
+        if out is None:
+            out = np.empty(self.cones.size)
+        y_hat = self.G_gates(x[: self._n2], out)
+        if self.layout.n_bias:
+            y_hat += x[self._s_b.start]
+        self.G_rest(x, y_hat, out)
+        return out
+
+    def G_gates(self, weights: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """First half of ``G x`` from ``(vec nu, vec omega)`` alone: the cone rows, written
+        into ``out``, and ``X_hat (nu - omega)``, returned (without ``b``)."""
+        lay = self.layout
+        P = lay.n_gates
+        cones = out[self._blocks["cones"]].reshape(2 * P, lay.n_samples)
+        np.matmul(weights.reshape(2 * P, lay.n_cols), self.XT, out=cones)
+        diff = np.subtract(cones[:P], cones[P:], out=self._scratch_pn)
+        diff *= self.DT
+        y_hat = np.add.reduce(diff, axis=0)
+        cones *= self.neg_signs
+        return y_hat
+
+    def G_rest(self, x: np.ndarray, y_hat: np.ndarray, out: np.ndarray) -> None:
+        """Second half of ``G x``: every row but the cones', given ``y_hat`` (that of
+        :meth:`G_gates` plus ``b``)."""
+        blk = self._blocks
+        t, tau = x[self._s_t], x[self._i_tau]
+        np.subtract(y_hat, t, out=out[blk["res_hi"]])
+        res_lo = out[blk["res_lo"]]
+        np.add(y_hat, t, out=res_lo)
+        np.negative(res_lo, out=res_lo)
+        if self.lower_idx.size:
+            np.negative(y_hat[self.lower_sel], out=out[blk["lower"]])
+        if self.upper_idx.size:
+            out[blk["upper"]] = y_hat[self.upper_sel]
+        if self.ramp_idx.size:
+            dy = self.ramp_diff(y_hat)
+            out[blk["ramp_hi"]] = dy
+            np.negative(dy, out=out[blk["ramp_lo"]])
         if self.n_bound:
+            lay = self.layout
             y_hat_B = self.bound_output(x[lay.nu] - x[lay.omega], x[lay.b])
             out[blk["bound_lo"]] = -y_hat_B[self.bound_lower_idx]
             out[blk["bound_up"]] = y_hat_B[self.bound_upper_idx]
-        e = x[lay.beta]
-        out[blk["norm_hi"]] = e - tau
-        out[blk["norm_lo"]] = -e - tau
+        e = x[: self._n_beta]
+        np.subtract(e, tau, out=out[blk["norm_hi"]])
+        norm_lo = out[blk["norm_lo"]]
+        np.add(e, tau, out=norm_lo)
+        np.negative(norm_lo, out=norm_lo)
         if self.l1:
             out[blk["norm_one"]] = -tau
         else:
             soc = blk["soc"]
             out[soc.start] = -tau
-            out[soc.start + 1 : soc.stop - 1] = -e
+            np.negative(e, out=out[soc.start + 1 : soc.stop - 1])
             out[soc.stop - 1] = 0.0
-        return out
 
-    def GT(self, z: np.ndarray) -> np.ndarray:
+    def GT(self, z: np.ndarray, out: np.ndarray | None = None,
+           shift: np.ndarray | None = None) -> np.ndarray:
+        """``G^T z`` (into ``out`` when given). With ``shift`` (one entry per sample), less
+        ``X_hat^T shift`` on nu, plus it on omega and less ``sum(shift)`` on b: what the
+        Newton solve would otherwise add to its right-hand side with a product of its own."""
         lay, blk = self.layout, self._blocks
         N, P = lay.n_samples, lay.n_gates
-        out = np.zeros(lay.size)
-        q = z[blk["res_hi"]] - z[blk["res_lo"]]
-        # index lists are strictly increasing, so plain fancy-index updates are exact
+        if out is None:
+            out = np.empty(lay.size)
+        z_hi, z_lo = z[blk["res_hi"]], z[blk["res_lo"]]
+        q = z_hi - z_lo
+        if shift is not None:
+            q -= shift
         if self.lower_idx.size:
-            q[self.lower_idx] -= z[blk["lower"]]
+            q[self.lower_sel] -= z[blk["lower"]]
         if self.upper_idx.size:
-            q[self.upper_idx] += z[blk["upper"]]
+            q[self.upper_sel] += z[blk["upper"]]
         if self.ramp_idx.size:
             q += self.ramp_diff_adjoint(z[blk["ramp_hi"]] - z[blk["ramp_lo"]])
-        coef = (z[blk["cones"]].reshape(N, 2, P) * self.neg_signs).reshape(N, 2 * P)
-        gates = (self.X.T @ coef).T.reshape(2, P * lay.n_cols)
-        lifted_q = self.output_adjoint(q)
-        bias = q.sum() if lay.n_bias else 0.0
+        # one product of X with (signs * z_cones, D q) gives nu's and omega's parts
+        coef = self._scratch_3pn
+        np.multiply(z[blk["cones"]].reshape(2 * P, N), self.neg_signs, out=coef[: 2 * P])
+        np.multiply(self.DT, q, out=coef[2 * P :])
+        prod = np.matmul(coef, self.X, out=self._scratch_3pd)
+        n2, nl = self._n2, lay.n_lifted
+        np.add(prod[:P], prod[2 * P :], out=out[:nl].reshape(P, lay.n_cols))
+        np.subtract(prod[P : 2 * P], prod[2 * P :], out=out[nl:n2].reshape(P, lay.n_cols))
+        if lay.n_bias:
+            bias = q.sum()
         if self.n_bound:
             q_B = self.bound_rows_adjoint(z)
-            lifted_q += self.bound_output_adjoint(q_B)
-            bias += q_B.sum()
-        out[lay.nu] = gates[0] + lifted_q
-        out[lay.omega] = gates[1] - lifted_q
+            lifted_q = self.bound_output_adjoint(q_B)
+            out[: lay.n_lifted] += lifted_q
+            out[lay.n_lifted : n2] -= lifted_q
+            if lay.n_bias:
+                bias += q_B.sum()
         if lay.n_bias:
-            out[lay.b] = bias
-        out[lay.t] = -z[blk["res_hi"]] - z[blk["res_lo"]]
+            out[self._s_b.start] = bias
+        t = out[self._s_t]
+        np.add(z_hi, z_lo, out=t)
+        np.negative(t, out=t)
         zh, zl = z[blk["norm_hi"]], z[blk["norm_lo"]]
-        out[lay.beta] += zh - zl
-        out[lay.tau] -= zh.sum() + zl.sum()
+        n_beta = self._n_beta
+        out[:n_beta] += zh
+        out[:n_beta] -= zl
+        tau = -(zh.sum() + zl.sum())
         if self.l1:
-            out[lay.tau] -= z[blk["norm_one"]][0]
+            tau -= z[blk["norm_one"]][0]
         else:
             soc = blk["soc"]
-            out[lay.beta] -= z[soc.start + 1 : soc.stop - 1]
-            out[lay.tau] -= z[soc.start]
+            out[:n_beta] -= z[soc.start + 1 : soc.stop - 1]
+            tau -= z[soc.start]
+        out[self._i_tau] = tau
         return out
 
     # -- back to the program's variables ------------------------------------------------------
@@ -343,6 +410,13 @@ class LiftedProgram:
         shape = (lay.n_gates, lay.n_cols)
         b = float(x[lay.b][0]) if lay.n_bias else 0.0
         return x[lay.nu].reshape(shape).copy(), x[lay.omega].reshape(shape).copy(), b
+
+
+def _selector(idx: np.ndarray, n: int) -> np.ndarray | slice:
+    """``idx`` (sorted, distinct) as a slice when it lists all of ``0 .. n-1``."""
+    if idx.size == n:
+        return slice(None)
+    return idx
 
 
 def _finite(values: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
