@@ -273,11 +273,31 @@ def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
         typer.echo(f"  failed: {failure}", err=True)
     board = run_guarded(lambda: read_run_leaderboard(warehouse, summary.run_id))
     if board.empty:
-        typer.echo("no scored forecasts in this run (no actuals in the target week?)")
+        _print_issued(warehouse, summary.run_id)
         return
     shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive", "beats_naive_share",
                    "mean_cv_rmse", "test_violations", "train_violations", "coverage_80"]]
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def _print_issued(warehouse: str, run_id: str) -> None:
+    """A week not yet over: what was published for it, and how the models did last week."""
+    import pandas as pd
+
+    from wadiro_fleet.tasks.warehouse.issued import read_issued
+
+    published, validation = run_guarded(lambda: read_issued(warehouse, run_id))
+    if published.empty:
+        typer.echo("nothing was published in this run")
+        return
+    weeks = ", ".join(str(w.date()) for w in pd.to_datetime(published["target_week"].unique()))
+    typer.echo(f"\npublished forecasts of the week of {weeks} (no readings of it yet: the next "
+               "weekly run scores them):")
+    typer.echo(published.drop(columns="target_week").to_string(
+        index=False, float_format=lambda v: f"{v:.4g}"))
+    typer.echo("\nthe models on last week (the validation week, forecast a week earlier), "
+               "MAE relative to seasonal naive's:")
+    typer.echo(validation.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
 
 
 @commands.command("forecast")
@@ -393,8 +413,10 @@ def demo(
         "--trials", min=1, help="TPE trials per model and window (default: the weekly run's).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
-    """The whole job on the embedded default: a generated demo fleet, its latest week
-    forecast with every model, and the leaderboard."""
+    """The whole job as the weekly deployment runs it, on the embedded default: a generated
+    demo fleet whose readings end last Sunday and whose coming week has a weather forecast,
+    that week forecast with every model, what was published and how the models did last
+    week."""
     from wadiro_fleet.flows.forecast import weekly_forecast_flow
     from wadiro_fleet.flows.ingest import ingest_synthetic_flow
     from wadiro_fleet.flows.settings import WeeklySettings
@@ -402,8 +424,9 @@ def demo(
     from wadiro_fleet.tasks.warehouse.selection import has_buildings
 
     if not run_guarded(lambda: has_buildings(warehouse)):
-        typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse} ...")
-        spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=14)
+        typer.echo(f"generating a demo fleet of {buildings} buildings into {warehouse}: 16 weeks "
+                   "of readings and weather, and the coming week's weather forecast ...")
+        spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=16, forecast_weeks=1)
         run_guarded(lambda: _run_flow(ingest_synthetic_flow, spec=spec, warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse),
                               **({"trials": trials} if trials is not None else {}))

@@ -16,6 +16,10 @@ The model (also described in ``data/README.md``):
   calendar (GB/ENG by default); schools also close in the summer, Christmas and Easter breaks.
 * Data faults: meter outages (runs of missing hours), scattered single missing hours, and rare
   outliers (spikes of 2.5-5x, dips to 5-20%).
+* The coming weeks (``forecast_weeks``): no readings yet, and their weather as a forecast issued
+  the evening before the first of them (Sunday 18:00 local), the weather those weeks will have
+  plus an error that grows with the lead time (temperature 0.8 to 2.5 degC, irradiance 25 %,
+  wind 20 %, humidity 5 points), as the weekly run gets it.
 
 Readings are generated per chunk of buildings as Arrow record batches and streamed into the
 warehouse, so memory stays bounded whatever the fleet size.
@@ -54,6 +58,7 @@ __all__ = [
     "fleet_readings",
     "fleet_weather",
     "first_monday",
+    "forecast_weather",
     "ingest_synthetic",
     "write_fleet",
 ]
@@ -98,7 +103,9 @@ class FleetSpec(BaseModel):
 
     buildings: int = Field(ge=1, description="Number of buildings.")
     start: date = Field(description="Start date; the fleet begins on the first local Monday on or after it.")
-    weeks: int = Field(ge=1, description="Number of weeks.")
+    weeks: int = Field(ge=1, description="Number of weeks with readings.")
+    forecast_weeks: int = Field(
+        0, ge=0, description="Weeks after them with a weather forecast and no readings yet.")
     seed: int = Field(0, ge=0, description="Random seed.")
     sites: int = Field(3, ge=1, description="Number of weather sites.")
     timezone: str = Field("Europe/London", description="IANA time zone of every building.")
@@ -139,12 +146,16 @@ class SyntheticSummary:
     """Time spent generating and writing (excluding orchestration)."""
     rescored: int = 0
     """Stored scores of forecasts whose readings changed, updated in place."""
+    forecast_hours: int = 0
+    """Site-hours of weather forecast for the weeks after the readings."""
 
     def line(self) -> str:
+        forecast = (f", and a weather forecast for the {self.forecast_hours:,} site-hours after "
+                    "them" if self.forecast_hours else "")
         return (
             f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
             f"{self.buildings:,} synthetic buildings and {self.weather_hours:,} weather hours "
-            f"({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC)"
+            f"({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC){forecast}"
             f"{rescored_note(self.rescored)}"
         )
 
@@ -429,25 +440,49 @@ def _chunk_load(
     return kwh
 
 
-def fleet_readings(spec: FleetSpec, cal: _Calendar | None = None) -> Iterator[pa.RecordBatch]:
-    """``meter_readings`` rows, one record batch per chunk of ``CHUNK_BUILDINGS`` buildings."""
+def fleet_readings(spec: FleetSpec, cal: _Calendar | None = None,
+                   hours: int | None = None) -> Iterator[pa.RecordBatch]:
+    """``meter_readings`` rows, one record batch per chunk of ``CHUNK_BUILDINGS`` buildings,
+    for the calendar's first ``hours`` hours (default: all)."""
     cal = cal or fleet_hours(spec)
     temperature = _weather_arrays(spec, cal)["temperature_c"]
     params = _fleet_parameters(spec)
     ids = pa.array(building_ids(spec.buildings))
-    hours = cal.ts.size
+    hours = cal.ts.size if hours is None else hours
     for first in range(0, spec.buildings, CHUNK_BUILDINGS):
         chunk = slice(first, min(first + CHUNK_BUILDINGS, spec.buildings))
-        kwh = _chunk_load(spec, cal, temperature, params, chunk)
+        kwh = _chunk_load(spec, cal, temperature, params, chunk)[:, :hours]
         b = chunk.stop - chunk.start
         yield pa.record_batch(
             [
                 ids.take(pa.array(np.repeat(np.arange(chunk.start, chunk.stop), hours))),
-                pa.array(np.tile(cal.ts, b), _UTC_TS),
+                pa.array(np.tile(cal.ts[:hours], b), _UTC_TS),
                 pa.array(kwh.ravel(), pa.float64(), from_pandas=True),
             ],
             schema=_READINGS_SCHEMA,
         )
+
+
+def forecast_weather(spec: FleetSpec, weather: pa.Table, issued_at: datetime) -> pa.Table:
+    """``weather`` (the coming weeks' observations to be) as a forecast issued at
+    ``issued_at``: each value plus an error growing with the lead time (module docstring)."""
+    frame = weather.to_pandas()
+    rng = np.random.default_rng([spec.seed, 3])
+    lead_days = (frame["ts"] - pd.Timestamp(issued_at)).dt.total_seconds().to_numpy() / 86400
+    n = len(frame)
+    temperature_sd = 0.8 + 1.7 * np.clip(lead_days, 0, 7) / 7
+    frame["temperature_c"] = np.round(frame["temperature_c"] + rng.normal(0, 1, n)
+                                      * temperature_sd, 2)
+    frame["irradiance_wm2"] = np.round(
+        np.clip(frame["irradiance_wm2"] * (1 + rng.normal(0, 0.25, n)), 0, None), 1)
+    frame["wind_speed_ms"] = np.round(frame["wind_speed_ms"] * np.exp(rng.normal(0, 0.2, n)), 2)
+    frame["humidity_pct"] = np.round(np.clip(frame["humidity_pct"] + rng.normal(0, 5, n),
+                                             20, 100), 1)
+    frame["kind"] = "forecast"
+    frame["issued_at"] = pd.Timestamp(issued_at)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return table.set_column(table.schema.get_field_index("issued_at"), "issued_at",
+                            table.column("issued_at").cast(_UTC_TS))
 
 
 class _CountingStream:
@@ -474,13 +509,18 @@ class _CountingStream:
 
 
 def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSummary:
-    """Generate the fleet and replace its slice of the three input tables in one transaction."""
+    """Generate the fleet and replace its slice of the input tables in one transaction."""
     began = time.perf_counter()
-    cal = fleet_hours(spec)
+    history = fleet_hours(spec)
+    cal = fleet_hours(spec.model_copy(update={"weeks": spec.weeks + spec.forecast_weeks}))
+    kept = int(np.searchsorted(cal.ts, history.ts[-1], side="right"))
     ids = building_ids(spec.buildings)
     sites = site_ids(spec.sites)
-    weather = fleet_weather(spec, cal)
-    stream = _CountingStream(fleet_readings(spec, cal))
+    everything = fleet_weather(spec, cal)
+    known = np.tile(np.arange(cal.ts.size) < kept, spec.sites)  # fleet_weather's row order
+    weather, coming = everything.filter(pa.array(known)), everything.filter(pa.array(~known))
+    issued = history.end - timedelta(hours=6)
+    stream = _CountingStream(fleet_readings(spec, cal, hours=kept))
     ensure_schema(con)
     try:
         with transaction(con):
@@ -491,18 +531,26 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
                 con,
                 "weather",
                 weather,
-                Slice(where_in={"site_id": sites, "kind": ["observed"]}, start=cal.start, end=cal.end),
+                Slice(where_in={"site_id": sites, "kind": ["observed"]}, start=history.start,
+                      end=history.end),
                 own_transaction=False,
             )
+            if coming.num_rows:
+                replace_slice(
+                    con, "weather", forecast_weather(spec, coming, issued),
+                    Slice(where_in={"site_id": sites, "kind": ["forecast"]}, start=history.end,
+                          end=cal.end),
+                    own_transaction=False,
+                )
             replace_slice(
                 con,
                 "meter_readings",
                 stream.reader(),
-                Slice(where_in={"building_id": ids}, start=cal.start, end=cal.end),
+                Slice(where_in={"building_id": ids}, start=history.start, end=history.end),
                 own_transaction=False,
             )
-            rescored = rescore_forecasts(con, buildings=ids, start=cal.start,
-                                         end=cal.end - timedelta(hours=1))
+            rescored = rescore_forecasts(con, buildings=ids, start=history.start,
+                                         end=history.end - timedelta(hours=1))
     except duckdb.Error:
         if stream.error is not None:
             raise stream.error from None
@@ -512,8 +560,9 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
         readings=stream.rows,
         missing_readings=stream.missing,
         weather_hours=weather.num_rows,
-        start=cal.start,
-        end=cal.end,
+        start=history.start,
+        end=history.end,
+        forecast_hours=coming.num_rows,
         seconds=time.perf_counter() - began,
         rescored=rescored,
     )
