@@ -214,3 +214,40 @@ def test_full_scale_fleet_streams_into_the_warehouse(tmp_path):
         ).fetchone()
     assert (rows, buildings) == (5000 * hours, 5000) == (summary.readings, summary.buildings)
     assert rows - labelled == summary.missing_readings
+
+
+def test_the_coming_week_has_a_weather_forecast_and_no_readings(tmp_path):
+    spec = FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=3, forecast_weeks=1, seed=4)
+    summary = ingest_synthetic(tmp_path / "w.duckdb", spec)
+    with connect(tmp_path / "w.duckdb", read_only=True) as con:
+        readings_end = con.execute("SELECT max(ts) FROM meter_readings").fetchone()[0]
+        kinds = con.execute(
+            "SELECT kind, min(ts), max(ts), count(*), min(issued_at), max(issued_at) "
+            "FROM weather GROUP BY kind ORDER BY kind").fetchall()
+        paired = con.execute(
+            "SELECT f.temperature_c - o.temperature_c FROM weather f JOIN weather o USING "
+            "(site_id, ts) WHERE f.kind = 'forecast' AND o.kind = 'observed'").fetchall()
+    (fc, fc_start, fc_end, fc_rows, issued, issued_max), (obs, _, obs_end, obs_rows, *_) = kinds
+    assert (fc, obs) == ("forecast", "observed")
+    # readings and observations end on Sunday 23:00 (London, GMT in January) of the third
+    # week; the forecast covers the week after, issued on that Sunday at 18:00 local time
+    assert readings_end == obs_end == datetime(2024, 1, 21, 23, tzinfo=UTC)
+    assert fc_start == datetime(2024, 1, 22, tzinfo=UTC) and fc_end == datetime(2024, 1, 28, 23, tzinfo=UTC)
+    assert issued == issued_max == datetime(2024, 1, 21, 18, tzinfo=UTC)
+    assert fc_rows == 168 * spec.sites and summary.forecast_hours == fc_rows
+    assert obs_rows == summary.weather_hours == 3 * 168 * spec.sites
+    assert paired == []  # no observation of the coming week yet
+
+
+def test_a_forecast_week_leaves_the_history_as_it_was_without_one(tmp_path):
+    """The coming weeks' readings are generated and dropped, so the readings of the weeks
+    that have them follow the same weather as those stored."""
+    spec = FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=3, forecast_weeks=1, seed=4)
+    cal = fleet_hours(spec.model_copy(update={"weeks": 4}))
+    whole = pa.Table.from_batches(list(fleet_readings(spec, cal))).to_pandas()
+    ingest_synthetic(tmp_path / "w.duckdb", spec)
+    with connect(tmp_path / "w.duckdb", read_only=True) as con:
+        stored = con.execute("SELECT building_id, ts, kwh FROM meter_readings "
+                             "ORDER BY building_id, ts").df()
+    expected = whole[whole["ts"] <= stored["ts"].max()].sort_values(["building_id", "ts"])
+    np.testing.assert_array_equal(stored["kwh"].to_numpy(), expected["kwh"].to_numpy())

@@ -1,0 +1,28 @@
+"""The README's first command: ``wadiro demo`` runs the weekly deployment's job on a generated
+fleet and prints what it published for the coming week."""
+
+from __future__ import annotations
+
+from cli_runs import invoke
+from wadiro_fleet.tasks.warehouse.connection import connect
+
+
+def test_the_demo_forecasts_the_coming_week_from_its_weather_forecast(tmp_path):
+    warehouse = tmp_path / "warehouse.duckdb"
+    result = invoke("demo", "--buildings", 2, "--trials", 2, "--warehouse", warehouse)
+    assert result.exit_code == 0, result.output
+    assert "published forecasts of the week of 2024-04-22" in result.output
+    assert "warning" not in result.output.lower()
+    with connect(warehouse, read_only=True) as con:
+        status = con.execute(
+            "SELECT status, weather_source, n_test_weather_forecast, n_test_labelled "
+            "FROM window_status").fetchall()
+        published = con.execute(
+            "SELECT count(*), count(DISTINCT building_id) FROM published_forecasts "
+            "WHERE y_hat IS NOT NULL AND y_hat >= 0").fetchone()
+        scored = con.execute("SELECT count(*) FROM scores WHERE n_hours > 0").fetchone()[0]
+    assert status == [("ok", "forecast", 168, 0)] * 2
+    assert published == (2 * 168, 2)
+    assert scored == 0  # the week has not happened yet
+    again = invoke("demo", "--buildings", 2, "--trials", 2, "--warehouse", warehouse)
+    assert again.exit_code == 0 and "generating" not in again.output  # the fleet is kept
