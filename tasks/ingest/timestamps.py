@@ -20,17 +20,17 @@ Wall-clock times and clock changes (zone rules from :mod:`zoneinfo`):
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.source_files import SourceTable
 
-__all__ = ["AmbiguousPolicy", "LocalTimeOptions", "check_zone", "utc_instants"]
+__all__ = ["AmbiguousPolicy", "LocalTimeOptions", "TimeZoneName", "check_zone", "utc_instants"]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
@@ -51,6 +51,10 @@ def check_zone(name: str) -> str:
             f"unknown time zone {name!r} (not an IANA zone, e.g. Europe/London)"
         ) from error
     return name
+
+
+TimeZoneName = Annotated[str, AfterValidator(check_zone)]
+"""An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; :func:`check_zone`)."""
 
 
 def utc_instants(
@@ -197,13 +201,8 @@ class LocalTimeOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    timezone: str | None = Field(
+    timezone: TimeZoneName | None = Field(
         None,
         description="IANA time zone of naive local timestamps (leave out when the "
         "timestamps carry a UTC offset).",
     )
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        return None if value is None else check_zone(value)
