@@ -151,12 +151,8 @@ def _quality_section(quality: DataQuality) -> list[str]:
     named = ", ".join(f"{b} ({int(n)}, up to {v:g} kWh)"
                       for b, n, v in spiky.head(QUALITY_ROWS).itertuples(index=False))
     spikes = f" Spikes: {named}{' and more' if len(spiky) > QUALITY_ROWS else ''}." if named else ""
-    shown = table.loc[:, list(QUALITY_COLUMNS)].head(QUALITY_ROWS).astype(object)
-    shown["last_reading"] = [f"{t:%Y-%m-%d %H:%M}" if not pd.isna(t) else "none"
-                             for t in table["last_reading"].head(QUALITY_ROWS)]
-    for column in QUALITY_COLUMNS[2:]:
-        if column != "missing_share_12w":
-            shown[column] = ["" if pd.isna(v) else str(int(v)) for v in shown[column]]
+    shown = quality.cells(null="", limit=QUALITY_ROWS)[list(QUALITY_COLUMNS)]
+    shown = shown.assign(last_reading=shown["last_reading"].replace("", "none"))
     return [f"<p class='note'>{len(table)} buildings: {html.escape(counts)}.{html.escape(spikes)} "
             f"{html.escape(quality.period_line())}. The {min(QUALITY_ROWS, len(table))} worst "
             "(most recent hours missing first) are below; <b>data_quality.csv</b> beside this "
