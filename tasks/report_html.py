@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import duckdb
+import jinja2
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on batch machines
@@ -69,23 +70,21 @@ window.addEventListener("load", function () {
 """
 
 
+_TABLE = jinja2.Environment(finalize=html.escape).from_string(  # escapes every {{ text }}
+    "<table><thead><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>"
+    "{% for row in rows %}<tr{% if row[0] in classes %} class='{{ classes[row[0]] }}'{% endif %}>"
+    "{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}</tbody></table>")
+
+
 def _table(frame: pd.DataFrame, *, row_class: dict[str, str] | None = None,
            digits: int = 3) -> str:
-    """An HTML table of ``frame``; rows whose first cell is a key of ``row_class`` get that
-    class."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = []
-        for value in row:
-            if isinstance(value, float):
-                text = "" if pd.isna(value) else f"{value:.{digits}f}"
-            else:
-                text = "" if value is None or value is pd.NA else str(value)
-            cells.append(f"<td>{html.escape(text)}</td>")
-        css = (row_class or {}).get(str(row[0]))
-        body.append(f"<tr{f' class={css!r}' if css else ''}>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    """An HTML table of ``frame`` (floats to ``digits`` decimals, NULL blank); rows whose first
+    cell is a key of ``row_class`` get that class."""
+    cells = frame.astype(object).map(
+        lambda v: ("" if pd.isna(v) else f"{v:.{digits}f}") if isinstance(v, float)
+        else "" if v is None or v is pd.NA else str(v))
+    return _TABLE.render(columns=frame.columns, rows=cells.itertuples(index=False),
+                         classes=row_class or {})
 
 
 def _png(fig: plt.Figure) -> str:
