@@ -52,11 +52,14 @@ def _flag(name: str) -> str:
 
 
 def _without_none(annotation: Any) -> tuple[Any, bool]:
-    """``X | None`` -> ``(X, True)``; anything else -> ``(annotation, False)``."""
+    """``X | None`` -> ``(X, True)``; anything else -> ``(annotation, False)``. A pydantic type
+    (``Annotated[str, validator]``) is its plain type: the model validates the value."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) == 1:
-            return args[0], True
+            return _without_none(args[0])[0], True
+    if typing.get_origin(annotation) is Annotated:
+        return typing.get_args(annotation)[0], False
     return annotation, False
 
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import duckdb
+import jinja2
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on batch machines
@@ -69,23 +70,21 @@ window.addEventListener("load", function () {
 """
 
 
+_TABLE = jinja2.Environment(finalize=html.escape).from_string(  # escapes every {{ text }}
+    "<table><thead><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>"
+    "{% for row in rows %}<tr{% if row[0] in classes %} class='{{ classes[row[0]] }}'{% endif %}>"
+    "{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}</tbody></table>")
+
+
 def _table(frame: pd.DataFrame, *, row_class: dict[str, str] | None = None,
            digits: int = 3) -> str:
-    """An HTML table of ``frame``; rows whose first cell is a key of ``row_class`` get that
-    class."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = []
-        for value in row:
-            if isinstance(value, float):
-                text = "" if pd.isna(value) else f"{value:.{digits}f}"
-            else:
-                text = "" if value is None or value is pd.NA else str(value)
-            cells.append(f"<td>{html.escape(text)}</td>")
-        css = (row_class or {}).get(str(row[0]))
-        body.append(f"<tr{f' class={css!r}' if css else ''}>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    """An HTML table of ``frame`` (floats to ``digits`` decimals, NULL blank); rows whose first
+    cell is a key of ``row_class`` get that class."""
+    cells = frame.astype(object).map(
+        lambda v: ("" if pd.isna(v) else f"{v:.{digits}f}") if isinstance(v, float)
+        else "" if v is None or v is pd.NA else str(v))
+    return _TABLE.render(columns=frame.columns, rows=cells.itertuples(index=False),
+                         classes=row_class or {})
 
 
 def _png(fig: plt.Figure) -> str:
@@ -151,12 +150,8 @@ def _quality_section(quality: DataQuality) -> list[str]:
     named = ", ".join(f"{b} ({int(n)}, up to {v:g} kWh)"
                       for b, n, v in spiky.head(QUALITY_ROWS).itertuples(index=False))
     spikes = f" Spikes: {named}{' and more' if len(spiky) > QUALITY_ROWS else ''}." if named else ""
-    shown = table.loc[:, list(QUALITY_COLUMNS)].head(QUALITY_ROWS).astype(object)
-    shown["last_reading"] = [f"{t:%Y-%m-%d %H:%M}" if not pd.isna(t) else "none"
-                             for t in table["last_reading"].head(QUALITY_ROWS)]
-    for column in QUALITY_COLUMNS[2:]:
-        if column != "missing_share_12w":
-            shown[column] = ["" if pd.isna(v) else str(int(v)) for v in shown[column]]
+    shown = quality.cells(null="", limit=QUALITY_ROWS)[list(QUALITY_COLUMNS)]
+    shown = shown.assign(last_reading=shown["last_reading"].replace("", "none"))
     return [f"<p class='note'>{len(table)} buildings: {html.escape(counts)}.{html.escape(spikes)} "
             f"{html.escape(quality.period_line())}. The {min(QUALITY_ROWS, len(table))} worst "
             "(most recent hours missing first) are below; <b>data_quality.csv</b> beside this "

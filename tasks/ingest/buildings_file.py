@@ -21,8 +21,9 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import TypeAdapter, ValidationError
 from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
-from wadiro_fleet.tasks.ingest.timestamps import check_zone
+from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
@@ -71,16 +72,15 @@ def _calendar_problem(country: str, subdiv: str | None) -> str | None:
     return None
 
 
+_ZONES = TypeAdapter(list[TimeZoneName])
+
+
 def _check_zones(source: SourceTable, zones: pd.Series) -> None:
-    for row, zone in enumerate(zones):
-        try:
-            check_zone(zone)
-        except ValueError:
-            raise source.error(
-                row,
-                "timezone",
-                f"unknown time zone {zone!r} (an IANA zone zoneinfo knows, e.g. Europe/London)",
-            ) from None
+    try:
+        _ZONES.validate_python(zones.tolist())
+    except ValidationError as error:
+        problem = error.errors()[0]  # the first row's
+        raise source.error(problem["loc"][0], "timezone", str(problem["ctx"]["error"])) from None
 
 
 def _check_calendars(source: SourceTable, countries: pd.Series, subdivs: pd.Series) -> None:

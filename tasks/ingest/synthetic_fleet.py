@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import duckdb
 import holidays
@@ -41,7 +41,8 @@ import pandas as pd
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -108,18 +109,9 @@ class FleetSpec(BaseModel):
         0, ge=0, description="Weeks after them with a weather forecast and no readings yet.")
     seed: int = Field(0, ge=0, description="Random seed.")
     sites: int = Field(3, ge=1, description="Number of weather sites.")
-    timezone: str = Field("Europe/London", description="IANA time zone of every building.")
+    timezone: TimeZoneName = Field("Europe/London", description="IANA time zone of every building.")
     holiday_country: str = Field("GB", description="Holiday calendar's country (ISO code).")
     holiday_subdiv: str | None = Field("ENG", description="Holiday calendar's subdivision.")
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as error:
-            raise ValueError(f"unknown time zone {value!r}") from error
-        return value
 
     @model_validator(mode="after")
     def _known_calendar(self) -> FleetSpec:

@@ -20,18 +20,17 @@ Wall-clock times and clock changes (zone rules from :mod:`zoneinfo`):
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone as dt_timezone
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.source_files import SourceTable
 
-__all__ = ["AmbiguousPolicy", "LocalTimeOptions", "check_zone", "utc_instants"]
+__all__ = ["AmbiguousPolicy", "LocalTimeOptions", "TimeZoneName", "check_zone", "utc_instants"]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
@@ -52,6 +51,10 @@ def check_zone(name: str) -> str:
             f"unknown time zone {name!r} (not an IANA zone, e.g. Europe/London)"
         ) from error
     return name
+
+
+TimeZoneName = Annotated[str, AfterValidator(check_zone)]
+"""An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; :func:`check_zone`)."""
 
 
 def utc_instants(
@@ -147,14 +150,6 @@ def _refuse_unreadable(
         )
 
 
-def _fold_instants(wall: datetime, zone: ZoneInfo) -> tuple[datetime, datetime, bool]:
-    """The UTC instants of ``wall`` at fold 0 and 1, and whether ``wall`` exists in ``zone``."""
-    earlier = wall.replace(tzinfo=zone, fold=0).astimezone(dt_timezone.utc)
-    later = wall.replace(tzinfo=zone, fold=1).astimezone(dt_timezone.utc)
-    exists = earlier.astimezone(zone).replace(tzinfo=None) == wall
-    return earlier, later, exists
-
-
 def _localise(
     source: SourceTable,
     column: str,
@@ -166,51 +161,38 @@ def _localise(
     pairs: bool,
 ) -> pd.Series:
     zone = ZoneInfo(check_zone(timezone))
-    local = wall.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
-    utc = local.dt.tz_convert("UTC").astype(_UTC_US)
-    odd = np.flatnonzero(local.isna().to_numpy())
+    utc = wall.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
+    odd = np.flatnonzero(utc.isna().to_numpy())
     if odd.size == 0:
-        return utc
-    times = [wall.iloc[i].to_pydatetime() for i in odd]
-    folds = [_fold_instants(t, zone) for t in times]
-    for i, t, (_, _, exists) in zip(odd, times, folds, strict=True):
-        if not exists:
-            raise source.error(
-                int(i),
-                column,
-                f"{t:%Y-%m-%d %H:%M} does not exist in {timezone} "
-                f"(the clocks go forward over it); fix the time, or {_NO_OFFSET_HINT}",
-            )
-    keys = pd.DataFrame(
-        {
-            "series": series.iloc[odd].to_numpy() if series is not None else 0,
-            "wall": wall.iloc[odd].to_numpy(),
-        }
-    )
+        return utc.astype(_UTC_US)
+    odd_wall = wall.iloc[odd]
+    # pandas' ambiguous=True is the earlier instant of a repeated time (summer time)
+    skipped = odd_wall.dt.tz_localize(zone, ambiguous=True, nonexistent="NaT").isna().to_numpy()
+    if skipped.any():
+        i = int(odd[skipped.argmax()])
+        raise source.error(
+            i,
+            column,
+            f"{wall.iloc[i]:%Y-%m-%d %H:%M} does not exist in {timezone} "
+            f"(the clocks go forward over it); fix the time, or {_NO_OFFSET_HINT}",
+        )
+    keys = pd.DataFrame({"series": 0 if series is None else series.iloc[odd].to_numpy(),
+                         "wall": odd_wall.to_numpy()})
     grouped = keys.groupby(["series", "wall"], sort=False)
-    occurrence = grouped.cumcount().to_numpy()
-    count = grouped["wall"].transform("size").to_numpy() if pairs else np.ones(odd.size, int)
-    chosen = []
-    for k, (i, t, (earlier, later, _)) in enumerate(zip(odd, times, folds, strict=True)):
-        if count[k] >= 2:
-            chosen.append(earlier if occurrence[k] == 0 else later)
-        elif ambiguous == "earliest":
-            chosen.append(earlier)
-        elif ambiguous == "latest":
-            chosen.append(later)
-        else:
-            whose = f" for {series_name} {series.iloc[i]!r}" if series is not None and pairs else ""
-            raise source.error(
-                int(i),
-                column,
-                (
-                    f"{t:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over "
-                    f"it) and appears once{whose}; give --ambiguous earliest (summer time, the "
-                    f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}"
-                ),
-            )
-    utc.iloc[odd] = pd.to_datetime(chosen, utc=True).astype(_UTC_US)
-    return utc
+    paired = pairs & (grouped["wall"].transform("size") >= 2).to_numpy()
+    if ambiguous == "refuse" and not paired.all():
+        i = int(odd[paired.argmin()])
+        whose = f" for {series_name} {series.iloc[i]!r}" if series is not None else ""
+        raise source.error(
+            i,
+            column,
+            f"{wall.iloc[i]:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over "
+            f"it) and appears once{whose}; give --ambiguous earliest (summer time, the "
+            f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}",
+        )
+    earlier = np.where(paired, grouped.cumcount().to_numpy() == 0, ambiguous == "earliest")
+    utc.iloc[odd] = odd_wall.dt.tz_localize(zone, ambiguous=earlier).dt.tz_convert("UTC").array
+    return utc.astype(_UTC_US)
 
 
 class LocalTimeOptions(BaseModel):
@@ -219,13 +201,8 @@ class LocalTimeOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    timezone: str | None = Field(
+    timezone: TimeZoneName | None = Field(
         None,
         description="IANA time zone of naive local timestamps (leave out when the "
         "timestamps carry a UTC offset).",
     )
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        return None if value is None else check_zone(value)

@@ -29,6 +29,9 @@ COUNT_COLUMNS = ("readings", "missing_hours", "hours_since_last_reading", "longe
                  "longest_flat_hours", "flat_runs_24h", "zero_readings", "longest_zero_hours",
                  "negative_readings", "longest_negative_hours", "spike_readings")
 """Columns holding a count of hours or runs (NULL where undefined, see the view)."""
+_CELL_FORMATS = {**dict.fromkeys(TIME_COLUMNS, "{:%Y-%m-%d %H:%M}".format),
+                 **dict.fromkeys(COUNT_COLUMNS, lambda v: str(int(v))),
+                 "missing_share_12w": "{:.3f}".format, "largest_reading": "{:g}".format}
 
 
 @dataclass(frozen=True)
@@ -49,20 +52,18 @@ class DataQuality:
             return 0
         return int((self.period_end - self.period_start) / pd.Timedelta(hours=1)) + 1
 
-    def text(self, limit: int | None = None) -> str:
-        """The table (its ``limit`` first rows) as aligned text: hours to the minute, counts as
-        integers, the share to three decimals, kWh as written, ``-`` for NULL."""
+    def cells(self, null: str = "-", limit: int | None = None) -> pd.DataFrame:
+        """The table (its ``limit`` first rows) as text cells: hours to the minute, counts as
+        integers, the share to three decimals, kWh as written, ``null`` for NULL."""
         table = self.table if limit is None else self.table.head(limit)
         shown = table.astype(object)
-        for column in TIME_COLUMNS:
-            shown[column] = ["-" if pd.isna(t) else f"{t:%Y-%m-%d %H:%M}" for t in table[column]]
-        for column in COUNT_COLUMNS:
-            shown[column] = ["-" if pd.isna(v) else str(int(v)) for v in table[column]]
-        shown["missing_share_12w"] = ["-" if pd.isna(v) else f"{v:.3f}"
-                                      for v in table["missing_share_12w"]]
-        shown["largest_reading"] = ["-" if pd.isna(v) else f"{v:g}"
-                                    for v in table["largest_reading"]]
-        return shown.to_string(index=False)
+        for column, form in _CELL_FORMATS.items():
+            shown[column] = [null if pd.isna(v) else form(v) for v in table[column]]
+        return shown
+
+    def text(self, limit: int | None = None) -> str:
+        """The table (its ``limit`` first rows) as aligned text, ``-`` for NULL."""
+        return self.cells("-", limit).to_string(index=False)
 
     def period_line(self) -> str:
         """One line saying which hours ``missing_share_12w`` covers."""

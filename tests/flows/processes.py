@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import duckdb
+import psutil
 
 WADIRO = os.environ.get("WADIRO_TEST_COMMAND", str(Path(sys.executable).parent / "wadiro"))
 """The command under test; point ``WADIRO_TEST_COMMAND`` at another build's ``wadiro`` to see
@@ -30,16 +31,12 @@ def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
 
 def session_processes(session: int) -> list[int]:
     """Live processes of a session (a command started by :func:`start` and everything it
-    started, even once they outlive it), from ``/proc``."""
+    started, even once they outlive it)."""
     pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        state, sid = fields[0], int(fields[3])
-        if sid == session and state != "Z":
-            pids.append(int(stat.parent.name))
+    for proc in psutil.process_iter(["status"]):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getsid(proc.pid) == session:
+                pids.append(proc.pid)
     return pids
 
 
@@ -54,10 +51,8 @@ def wait_until_gone(session: int, within_s: float) -> list[int]:
 def kill_session(session: int) -> None:
     """Clean up after a failed test: SIGKILL whatever is left of the session."""
     for pid in session_processes(session):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).kill()
 
 
 def count_rows(warehouse: Path, sql: str) -> int:

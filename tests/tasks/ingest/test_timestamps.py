@@ -3,16 +3,18 @@ Europe/London, checked against UTC instants written by hand."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from operator_files import utc, write
+from pydantic import ValidationError
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.source_files import read_source
-from wadiro_fleet.tasks.ingest.timestamps import utc_instants
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
+from wadiro_fleet.tasks.ingest.timestamps import LocalTimeOptions, utc_instants
 
 LONDON = "Europe/London"
 
@@ -96,3 +98,14 @@ def test_parquet_timestamp_columns_with_and_without_a_zone(tmp_path):
                                                                     pd.Timestamp("2024-10-27 01:00Z")]
     with pytest.raises(MalformedSourceError, match="row 1, column 'naive'"):
         utc_instants(source, "naive", timezone=None)
+
+
+@pytest.mark.parametrize("make", [
+    lambda zone: LocalTimeOptions(timezone=zone),
+    lambda zone: FleetSpec(buildings=1, start=date(2024, 1, 1), weeks=1, timezone=zone),
+], ids=["readings-and-weather-options", "synthetic-fleet"])
+def test_one_zone_type_checks_every_zone_option(make):
+    assert make(LONDON).timezone == LONDON
+    with pytest.raises(ValidationError, match=r"unknown time zone 'Europe/Londres' \(not an IANA "
+                       r"zone, e.g. Europe/London\)"):
+        make("Europe/Londres")
