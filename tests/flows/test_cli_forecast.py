@@ -25,7 +25,7 @@ def test_backfill_then_report(warehouse, tmp_path, prefect_backend):
         assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 2 * 2 * 2
         params = con.execute("SELECT parameters->>'$.trials', parameters->>'$.runner', "
                              "parameters->>'$.tuning' FROM runs").fetchone()
-    assert params == ("2", "processes", "per-window")
+    assert params == ("2", "processes", "reuse")  # the deployed protocol tunes and reuses
 
     out = tmp_path / "report"
     result = invoke("report", "--out", str(out), "--warehouse", str(warehouse))

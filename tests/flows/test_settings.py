@@ -11,12 +11,13 @@ from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.models import MODEL_NAMES
 
 
-def test_only_tuning_differs_between_the_weekly_run_and_a_backfill():
+def test_the_weekly_run_and_a_backfill_share_the_protocols_defaults():
     weekly, backfill, base = (c().model_dump() for c in (WeeklySettings, BackfillSettings, RunSettings))
-    tunings = (weekly.pop("tuning"), backfill.pop("tuning"), base.pop("tuning"))
-    assert tunings == ("reuse", "per-window", "per-window")
     assert weekly == backfill == base
-    assert base["models"] == MODEL_NAMES and base["trials"] == 15
+    assert base["models"] == MODEL_NAMES and base["trials"] == 8 and base["tuning"] == "reuse"
+    paper = BackfillSettings(protocol="paper").model_dump()
+    assert paper["tuning"] == "per-window" and paper["trials"] == 15
+    assert "day_type_naive" not in paper["models"]
 
 
 def test_forecast_config_drops_where_and_how_to_run():

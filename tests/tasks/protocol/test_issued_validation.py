@@ -149,5 +149,6 @@ def test_the_warehouse_gives_back_forecasts_of_the_same_protocol_only(warehouse)
     # load_jobs reads them under reuse only, for the week before its first week
     [reused] = load_jobs(warehouse, [BUILDING], [WEEK], config)
     assert set(reused.issued) == set(issued)
-    [tuned] = load_jobs(warehouse, [BUILDING], [WEEK], ForecastConfig(models=MODELS))
+    [tuned] = load_jobs(warehouse, [BUILDING], [WEEK],
+                        ForecastConfig(models=MODELS, tuning="per-window"))
     assert tuned.issued == {}
