@@ -29,12 +29,12 @@ from .exceptions import (
     UnknownModelError,
     WadiroModelError,
 )
-from .registry import MODELS, make_model
-from .search_spaces import SEARCH_SPACES, Categorical, IntUniform, LogUniform
+from .registry import REGISTRY, SEARCH_SPACES, ModelEntry, make_model
+from .search_spaces import Categorical, IntUniform, LogUniform
 from .solvers import SOLVERS, IpmOptions, get_solver, solve_clarabel, solve_ipm
 
 __all__ = [
-    "MODELS",
+    "REGISTRY",
     "SCNN",
     "SEARCH_SPACES",
     "SOLVERS",
@@ -48,6 +48,7 @@ __all__ = [
     "InvalidInputError",
     "LinearSVRBaseline",
     "LogUniform",
+    "ModelEntry",
     "OutOfSampleBound",
     "PhysicalLimits",
     "ReluNetwork",

@@ -1,6 +1,6 @@
 """Hyperparameter search spaces as plain data (paper, Table "Hyperparameters of the
-building experiment"), for a tuner to read. Keys are model names of :mod:`registry`,
-then estimator parameter names.
+building experiment"), for a tuner to read: estimator parameter name -> distribution. Which model
+uses which space is its entry in :mod:`registry`.
 """
 
 from __future__ import annotations
@@ -50,30 +50,20 @@ Distribution = LogUniform | IntUniform | Categorical
 
 _RADIUS = LogUniform(math.exp(-6), math.exp(1))
 _WASSERSTEIN = Categorical(("l1", "l2"))
-_SCNN_SPACE = MappingProxyType(
-    {"radius": _RADIUS, "max_neurons": IntUniform(10, 70), "wasserstein": _WASSERSTEIN}
-)
 _GP_SCALE = LogUniform(math.exp(0.1), math.exp(5))
 
-SEARCH_SPACES: MappingProxyType[str, MappingProxyType[str, Distribution]] = MappingProxyType(
-    {
-        "wadiro_pcscnn": _SCNN_SPACE,
-        "wadiro_scnn": _SCNN_SPACE,
-        "wadiro_linreg": MappingProxyType({"radius": _RADIUS, "wasserstein": _WASSERSTEIN}),
-        "svr": MappingProxyType(
-            {
-                "C": LogUniform(math.exp(0.1), math.exp(7)),
-                "fit_intercept": Categorical((True, False)),
-                "loss": Categorical(("l1", "l2")),
-            }
-        ),
-        "gp": MappingProxyType(
-            {
-                "length_scale": _GP_SCALE,
-                "periodicity": _GP_SCALE,
-                "length_scale_sine": _GP_SCALE,
-                "noise_level": LogUniform(math.exp(0.001), math.exp(2)),
-            }
-        ),
-    }
-)
+SCNN_SPACE: MappingProxyType[str, Distribution] = MappingProxyType(
+    {"radius": _RADIUS, "max_neurons": IntUniform(10, 70), "wasserstein": _WASSERSTEIN})
+LINREG_SPACE: MappingProxyType[str, Distribution] = MappingProxyType(
+    {"radius": _RADIUS, "wasserstein": _WASSERSTEIN})
+SVR_SPACE: MappingProxyType[str, Distribution] = MappingProxyType({
+    "C": LogUniform(math.exp(0.1), math.exp(7)),
+    "fit_intercept": Categorical((True, False)),
+    "loss": Categorical(("l1", "l2")),
+})
+GP_SPACE: MappingProxyType[str, Distribution] = MappingProxyType({
+    "length_scale": _GP_SCALE,
+    "periodicity": _GP_SCALE,
+    "length_scale_sine": _GP_SCALE,
+    "noise_level": LogUniform(math.exp(0.001), math.exp(2)),
+})

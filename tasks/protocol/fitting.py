@@ -116,10 +116,10 @@ class Fitter:
     def fit(self, model: str, part: str, params: Mapping[str, Any], *, forecasts: str) -> Any:
         """``model`` fitted on ``part`` with ``params``, to forecast the part ``forecasts``."""
         spec = MODELS[model]
-        floor = self.floor(model, part)
         extra: dict[str, Any] = {}
-        if floor is not None and self.config.target != "load":
-            extra["lower_bound"] = floor  # a load target's floor is the estimator's own bound
+        if spec.load_floor is not None:  # on the load itself, or per row on a residual
+            extra["lower_bound"] = (spec.load_floor if self.config.target == "load"
+                                    else self.floor(model, part))
         estimator = spec.estimator(**{**self.config.model_options.get(model, {}), **params,
                                       **extra})
         rows = self.parts[part]

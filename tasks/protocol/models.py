@@ -13,6 +13,7 @@ bank holiday is forecast from a Sunday and the Monday after it from the Monday b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -21,8 +22,7 @@ from typing import Any
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE
 
-from wadiro_models import MODELS as ESTIMATORS
-from wadiro_models import SEARCH_SPACES
+from wadiro_models import REGISTRY, ModelEntry
 
 SEASONAL_NAIVE = "seasonal_naive"
 DAY_TYPE_NAIVE = "day_type_naive"
@@ -36,46 +36,43 @@ class UnknownModelNameError(PipelineError, ValueError):
 class ModelSpec:
     """How the pipeline makes one model's forecast.
 
-    ``estimator`` builds an unfitted scikit-learn estimator from keyword arguments; ``options``
-    are fixed arguments given to every instance and ``search_space`` the tuned ones. A model
-    without an estimator is a persistence forecast: the window's column ``persistence``.
+    ``estimator`` builds an unfitted scikit-learn estimator from keyword arguments and
+    ``search_space`` gives the tuned ones; ``fast_options`` solve the same program with less
+    work (which protocol uses them is :mod:`~wadiro_fleet.tasks.protocol.config`'s business).
+    A model without an estimator is a persistence forecast: the window's column
+    ``persistence``.
     """
 
     name: str
     estimator: Callable[..., Any] | None = None
     search_space: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    fast_options: Mapping[str, Any] = field(default_factory=dict)
     persistence: str | None = None
     load_floor: float | None = None
     """The lowest load the model may forecast, enforced inside its training program (``None``:
-    no such guarantee)."""
+    no such guarantee): the library entry's fixed ``lower_bound``."""
 
     @property
     def is_learned(self) -> bool:
         return self.estimator is not None
 
 
-FIXED_OPTIONS: Mapping[str, Mapping[str, Any]] = {
-    "wadiro_pcscnn": {"solver": "ipm"},
-    "wadiro_scnn": {"solver": "ipm"},
-}
-"""Constructor arguments the pipeline fixes: the fast solver for the SCNN family."""
+def _learned(name: str, entry: ModelEntry) -> ModelSpec:
+    fixed = dict(entry.fixed)
+    floor = fixed.pop("lower_bound", None)  # the pipeline sets it per row (residual target)
+    return ModelSpec(name, estimator=functools.partial(entry.estimator, **fixed),
+                     search_space=entry.search_space,
+                     fast_options=MappingProxyType(dict(entry.fast)),
+                     load_floor=None if floor is None else float(floor))
 
-LOAD_FLOORS: Mapping[str, float] = {"wadiro_pcscnn": 0.0}
-"""Models whose training program guarantees a minimum load (the library's physics-constrained
-network: ``lower_bound=0``)."""
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType({
-    **{
-        name: ModelSpec(name, estimator=constructor, search_space=SEARCH_SPACES[name],
-                        options=MappingProxyType(dict(FIXED_OPTIONS.get(name, {}))),
-                        load_floor=LOAD_FLOORS.get(name))
-        for name, constructor in ESTIMATORS.items()
-    },
+    **{name: _learned(name, entry) for name, entry in REGISTRY.items()},
     SEASONAL_NAIVE: ModelSpec(SEASONAL_NAIVE, persistence=PERSISTENCE),
     DAY_TYPE_NAIVE: ModelSpec(DAY_TYPE_NAIVE, persistence=DAY_TYPE_PERSISTENCE),
 })
-"""Every model the pipeline knows, by name, in the order runs list them."""
+"""Every model the pipeline knows, by name, in the order runs list them: the library's
+(:data:`wadiro_models.REGISTRY`) and the persistence forecasts."""
 
 MODEL_NAMES: tuple[str, ...] = tuple(MODELS)
 
@@ -96,7 +93,6 @@ def check_model_names(models: Sequence[str]) -> tuple[str, ...]:
 
 __all__ = [
     "DAY_TYPE_NAIVE",
-    "FIXED_OPTIONS",
     "MODELS",
     "MODEL_NAMES",
     "SEASONAL_NAIVE",

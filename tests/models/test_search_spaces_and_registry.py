@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wadiro_models import (
-    MODELS,
+    REGISTRY,
     SEARCH_SPACES,
     Categorical,
     IntUniform,
@@ -20,7 +20,7 @@ from wadiro_models import (
 
 
 def test_every_registered_model_has_a_search_space_of_its_own_parameters():
-    assert set(SEARCH_SPACES) == set(MODELS)
+    assert set(SEARCH_SPACES) == set(REGISTRY)
     for name, space in SEARCH_SPACES.items():
         params = make_model(name).get_params()
         assert set(space) <= set(params), name
@@ -85,3 +85,15 @@ def test_pcscnn_is_the_network_with_a_zero_lower_bound():
 def test_unknown_model_name():
     with pytest.raises(UnknownModelError, match="unknown model 'xgb'; known models: gp"):
         make_model("xgb")
+
+
+def test_the_fast_options_solve_the_same_program():
+    """Each entry's fast options give the same fit as the defaults (to solver tolerance)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 3))
+    y = 5 + X[:, 0] + np.sin(X[:, 1]) + 0.1 * rng.normal(size=120)
+    for name, entry in REGISTRY.items():
+        params = {"svr": {"loss": "l2"}}.get(name, {})  # liblinear's l1 loss stops early
+        plain = entry.make(**params).fit(X, y).predict(X)
+        fast = entry.make(**params, **entry.fast).fit(X, y).predict(X)
+        np.testing.assert_allclose(fast, plain, rtol=1e-4, atol=1e-4 * np.std(y), err_msg=name)

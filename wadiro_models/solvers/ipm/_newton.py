@@ -160,7 +160,6 @@ class NormalEquations:
         gram_sum, gram_dif = grams[0], grams[1]
 
         # 3. the dual-norm rows
-        n_beta = lay.beta.stop
         wh, wl = w[blk("norm_hi")], w[blk("norm_lo")]
         diag_beta = wh + wl  # H[e, e]
         cross_beta = wl - wh  # H[e, tau]
