@@ -50,6 +50,7 @@ Persistence = Literal["last_week", "day_type"]
 TargetWeekFloor = Literal["projection", "program", "none"]
 CertifyScope = Literal["published", "all", "none"]
 CertificateKind = Literal["unit_bounds", "milp"]
+PublicationWeighting = Literal["record", "validation"]
 ScnnTuning = Literal["joint", "separate"]
 
 
@@ -112,6 +113,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "scnn_tuning": "joint",
         "certify": "published",
         "certificate": "unit_bounds",
+        "publication_weighting": "record",
         "model_options": DEPLOYED_OPTIONS,
     }),
     "paper": MappingProxyType({
@@ -127,6 +129,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "scnn_tuning": "separate",
         "certify": "all",
         "certificate": "milp",
+        "publication_weighting": "validation",
         "model_options": PAPER_OPTIONS,
     }),
 })
@@ -229,6 +232,12 @@ class ForecastConfig(BaseModel):
         "would not); 0 turns certification off.",
     )
 
+    publication_weighting: PublicationWeighting = Field(
+        PROTOCOLS["deployed"]["publication_weighting"],
+        description="How a model's expected error is judged for publication: record (its "
+        "validation week is one more week of its record of up to 8 scored weeks) or "
+        "validation (the validation week weighs as much as the whole record).",
+    )
     max_l_eps: float | None = Field(
         None, gt=0, description="Publish an SCNN-family forecast only when its stability "
         "certificate L_eps (kWh) is at most this (default: no requirement).",
@@ -325,6 +334,7 @@ __all__ = [
     "PROTOCOLS",
     "CertificateKind",
     "CertifyScope",
+    "PublicationWeighting",
     "ForecastConfig",
     "Persistence",
     "Protocol",

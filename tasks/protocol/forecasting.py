@@ -320,7 +320,7 @@ def _certify(outcome: ModelOutcome, model: Any, window: Window, config: Forecast
 
 
 def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
-             max_l_eps: float | None = None) -> Publication | None:
+             config: ForecastConfig) -> Publication | None:
     forecastable = window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy()
     weather = any(column in WEATHER_COLUMNS or column.endswith(CHANGE_SUFFIX)
                   for column in window.feature_columns)
@@ -333,7 +333,8 @@ def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord |
     ]
     test = window.coverage["test"]
     filled = test.weather_filled / test.hours if test.hours else 0.0
-    return choose_publication(candidates, forecastable, record, max_l_eps, filled)
+    return choose_publication(candidates, forecastable, record, config.max_l_eps, filled,
+                              config.publication_weighting)
 
 
 def _window_hours(hours: pd.DataFrame, week: date, timezone: str,
@@ -447,7 +448,7 @@ def forecast_building_week(
             _certify(outcomes[name], model, window, config)
 
     def choose() -> Publication | None:
-        return _publish(window, result.outcomes, track_record, config.max_l_eps)
+        return _publish(window, result.outcomes, track_record, config)
 
     if config.certify == "published" and config.certify_nodes > 0:
         result.publication = publish_certified(

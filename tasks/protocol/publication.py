@@ -84,13 +84,17 @@ def choose_publication(
     record: TrackRecord | None = None,
     max_l_eps: float | None = None,
     weather_filled: float = 0.0,
+    weighting: str = "record",
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
 
     ``forecastable`` marks the target week's hours that have every input; ``record`` is the
-    building's recent record (a model's MAE relative to seasonal naive over up to 8 earlier
-    weeks is averaged with its validation-week ratio once there are at least 2). With
+    building's recent record: a model's MAE relative to seasonal naive in up to 8 earlier
+    weeks. Once it holds at least 2, a model's expected ratio is the mean over its validation
+    week and those weeks (``weighting="record"``: the validation week is one more week of
+    record), or the mean of its validation-week ratio and its record's mean
+    (``"validation"``: the validation week weighs as much as the whole record). With
     ``max_l_eps``, a model whose stability certificate is above it (or failed) is not trusted.
     ``weather_filled`` is the share of the target week's hours whose weather was filled in.
     """
@@ -113,7 +117,8 @@ def choose_publication(
         why = f"validation MAE {ratio:.2f}x seasonal naive"
         track = track_ratio(candidate.model, record or {})
         if track is not None:
-            ratio = (ratio + track[0]) / 2.0
+            share = 1.0 / (track[1] + 1) if weighting == "record" else 0.5
+            ratio = share * ratio + (1.0 - share) * track[0]
             why += f", {track[0]:.2f}x over the {track[1]} previous weeks"
         scored.append((ratio, candidate.model, why))
     skipped = f"; not trusted: {'; '.join(rejected)}" if rejected else ""
