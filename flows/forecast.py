@@ -196,14 +196,10 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     closing = []  # set once a close has begun: the run is closed once
 
     def close_at_once() -> None:  # the process is being ended before the loop could close
-        if closing:
-            return
-        closing.append(True)
-        _, outcome = close_run.fn(run, summary, _stopped() if STOP.requested else
-                                  RunStoppedError("stopped at once"))
-        writer.note(outcome)
-        if writer.locked:  # staged by then: say how to load it
-            raise RuntimeError(f"run {run.run_id} not closed; {writer.how_to_load()}")
+        if not closing:
+            closing.append(True)
+            _close(engine, run, summary, writer, _stopped() if STOP.requested else
+                   RunStoppedError("stopped at once"))
 
     try:
         with STOP.polling(), STOP.last_words(close_at_once), engine.watch(), \
