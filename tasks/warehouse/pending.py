@@ -79,11 +79,11 @@ def stage_closing(warehouse: str | Path, summary: RunSummary, status: str,
     """Stage the run's closing record: its counts and final status."""
     row = {"run_id": summary.run_id, "status": status, "message": message, **summary.counts()}
     return _stage(pending_root(warehouse) / summary.run_id / _CLOSING,
-                  {"runs": pa.Table.from_pylist([row])}, {})
+                  {"runs": pa.Table.from_pylist([row])}, {"models": "[]"})
 
 
 def staged_runs(warehouse: str | Path) -> list[str]:
-    """The runs with results staged beside ``warehouse``, oldest first."""
+    """The runs with results staged beside ``warehouse``, least recently changed first."""
     root = pending_root(warehouse)
     folders = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
     return [p.name for p in sorted(folders, key=lambda p: p.stat().st_mtime)]
@@ -102,23 +102,23 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
     report = LoadReport()
     for run in [run_id] if run_id else staged_runs(warehouse):
         folder = pending_root(warehouse) / run
+        batches, closing = _batches(folder), folder / _CLOSING
+        report.runs += [run] if batches or closing.exists() else []
         started = con.execute("SELECT started_at FROM runs WHERE run_id = ?", [run]).fetchone()
-        for path in _batches(folder):
-            tables, meta = _read(path)
+        for path in batches:
+            tables, models = _read(path)
             kept, superseded = _not_superseded(con, tables, run, started and started[0])
-            write_result_tables(con, kept, json.loads(meta["models"]))
+            write_result_tables(con, kept, models)
             path.unlink()
             report.batches += 1
             report.building_weeks += kept["window_status"].num_rows
             report.superseded += superseded
-            report.runs += [] if run in report.runs else [run]
-        if (closing := folder / _CLOSING).exists():
+        if closing.exists():
             row = _read(closing)[0]["runs"].to_pylist()[0]
             outcome = (row.pop("status"), row.pop("message"))
             with transaction(con):
                 record_run_end(con, RunSummary(weeks=[], **row), outcome=outcome)
             closing.unlink()
-            report.runs += [] if run in report.runs else [run]
         for empty in (folder, folder.parent):
             if empty.is_dir() and not any(empty.iterdir()):
                 empty.rmdir()
@@ -141,21 +141,21 @@ def _stage(path: Path, tables: dict[str, pa.Table], meta: dict[str, str]) -> Pat
     return path
 
 
-def _read(path: Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
-    """A staged file's tables and metadata; one line naming the file if it cannot be read."""
+def _read(path: Path) -> tuple[dict[str, pa.Table], list[str]]:
+    """A staged file's tables and models; one line naming the file if it cannot be read."""
     try:
         row = pq.read_table(path)
         tables = {name: pa.Table.from_struct_array(row[name].combine_chunks().flatten())
                   for name in row.column_names}
-        meta = {k.decode(): v.decode() for k, v in (row.schema.metadata or {}).items()}
-        if path.name != _CLOSING and ("window_status" not in tables or "models" not in meta):
-            raise ValueError("not a staged batch")
+        meta = row.schema.metadata or {}
+        if not tables.keys() & {"window_status", "runs"} or b"models" not in meta:
+            raise ValueError("not a file this pipeline staged")
+        return tables, json.loads(meta[b"models"])
     except (pa.ArrowException, OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise WarehouseError(
             f"staged results {path} cannot be read ({reason}); it and the files staged after it "
             "are kept: restore or move it aside, then run `wadiro load-pending` again") from error
-    return tables, meta
 
 
 def _not_superseded(
