@@ -61,7 +61,8 @@ wait for a locked warehouse inside :func:`~wadiro_fleet.tasks.warehouse.connecti
 (``wait_s``), so that a run waits the same way with or without Prefect."""
 
 WRITE_WAIT_S = 2.0
-"""How long a batch's write waits for a locked warehouse before leaving the batch staged."""
+"""How long a batch's write (then the batch stays staged) and the run's closing report wait for
+a locked warehouse."""
 
 
 @dataclass(frozen=True)
