@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 
 from wadiro_fleet.flows.stopping import STOP, GRACE_S, Stop, arm_exit_deadline, worker_init
 from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 
 R = TypeVar("R")
 
@@ -82,7 +81,7 @@ class Engine(ABC):
 
     @abstractmethod
     def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a storage step in this process, with its retries while the warehouse is locked."""
+        """Run a storage step in this process (it waits for a locked warehouse itself)."""
 
     @abstractmethod
     def submit(self, step: Any, *args: Any) -> Any:
@@ -201,20 +200,7 @@ class LocalEngine(Engine):
         return str(uuid.uuid4())  # asked once per run
 
     def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        delays = step.retry_delay_seconds
-        retries = step.retries or 0
-        for attempt in range(retries + 1):
-            try:
-                return step.fn(*args, **kwargs)
-            except WarehouseLockedError:
-                if attempt == retries or STOP.requested:
-                    raise
-                delay = (delays[min(attempt, len(delays) - 1)] if isinstance(delays, list)
-                         else delays or 0)
-                self.warn("warehouse still locked; trying again in %s s (%d of %d)",
-                          delay, attempt + 1, retries)
-                STOP.wait(delay)
-        raise AssertionError("unreachable")
+        return step.fn(*args, **kwargs)
 
     def submit(self, step: Any, *args: Any) -> cf.Future:
         if self._executor is None:

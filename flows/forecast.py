@@ -15,9 +15,9 @@ run:
   (:mod:`~wadiro_fleet.flows.stopping`);
 * stops the same way, recorded as ``crashed``, when the Prefect server it reports to stops
   answering;
-* never throws computed results away because another process holds the warehouse: they are
-  kept on disk and written when the lock clears; the run waits for that at its end, at most
-  ``settings.lock_wait_minutes``, saying so, and otherwise says how to load them later.
+* never throws computed results away because another process holds the warehouse: each batch is
+  staged as Parquet beside it and loaded once the lock clears; the run waits for that at its
+  end, at most ``settings.lock_wait_minutes``, and otherwise says how to load them later.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from wadiro_fleet.tasks.forecast_tasks import (
     read_batch,
     rescore_earlier_forecasts,
     write_batch,
-    write_pending_results,
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
@@ -61,46 +60,44 @@ POLL_S = 0.5
 """How often a run waiting for its batches checks for a stop request."""
 
 PENDING_RETRY_S = 10.0
-"""How often a run with results kept on disk tries to write them while it computes."""
+"""How often a run with staged results that a locked warehouse kept out tries to load them while
+it computes."""
 
 NOT_FORECAST_SHOWN = 50
 """How many building-weeks the learned models could not forecast a run names in its log (all
 of them are in its artifact and in ``window_status``)."""
 
-LOCK_NOTICE_S = 60.0
-"""How often a run waiting for the warehouse at its end says so."""
-
 
 class _Writer:
-    """Writes finished batches; keeps them on disk while the warehouse is locked and says so."""
+    """Writes finished batches (staged, then loaded); says when the warehouse is locked and when
+    it is free again."""
 
     def __init__(self, engine: Engine, run: OpenRun) -> None:
         self.engine = engine
         self.run = run
+        self.locked = False
         self.pending = 0
-        self._told = False
         self._last_try = 0.0
 
     def write(self, results: list[BuildingWeekResult]) -> None:
-        self._note(self.engine.call(write_batch, self.run, results))
+        self.note(self.engine.call(write_batch, self.run, results))
 
     def retry(self) -> None:
-        """Try to write what is kept, at most every :data:`PENDING_RETRY_S`."""
-        if self.pending and time.monotonic() - self._last_try >= PENDING_RETRY_S:
-            self._note(self.engine.call(write_pending_results, self.run))
+        """Load what a locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
+        if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
+            self.write([])
 
-    def _note(self, outcome: WriteOutcome) -> None:
+    def note(self, outcome: WriteOutcome) -> None:
         self._last_try = time.monotonic()
-        if outcome.pending and not self._told:
+        if outcome.locked and not self.locked:
             holder = f" ({outcome.holder})" if outcome.holder else ""
             self.engine.warn(
                 "warehouse %s is locked by another process%s: finished results are kept in %s "
-                "and written as soon as it is free", self.run.warehouse, holder, outcome.folder)
-            self._told = True
-        elif self.pending and not outcome.pending:
+                "and written as soon as it is free", self.run.warehouse, holder,
+                self.run.pending_folder)
+        elif self.locked and not outcome.locked:
             self.engine.warn("warehouse free again: wrote the %d kept building-week(s)", self.pending)
-            self._told = False
-        self.pending = outcome.pending
+        self.locked, self.pending = outcome.locked, outcome.pending
 
     def how_to_load(self) -> str:
         return (f"{self.pending} building-week(s) of run {self.run.run_id} are kept in "
@@ -164,31 +161,17 @@ def _stopped() -> RunStoppedError:
 
 
 def _close(engine: Engine, run: OpenRun, summary: RunSummary, writer: _Writer,
-           error: BaseException | None, lock_wait_s: float) -> str:
-    """Record the run's end after its results, waiting (at most ``lock_wait_s``) for the
-    warehouse when it is locked; raises when its results stay kept on disk. After an error the
-    step runs as a plain call, whatever failed (Prefect itself, maybe)."""
+           error: BaseException | None = None) -> str:
+    """Record the run's end after its results (:func:`close_run` waits for a locked warehouse);
+    raises when they stay staged. After an error the step runs as a plain call, whatever failed
+    (Prefect itself, maybe)."""
     status, outcome = (close_run.fn(run, summary, error) if error is not None
                        else engine.call(close_run, run, summary))
-    writer._note(outcome)
-    if writer.pending and error is None:
-        began = last_notice = time.monotonic()
-        while writer.pending and time.monotonic() - began < lock_wait_s and not STOP.requested:
-            if time.monotonic() - last_notice >= LOCK_NOTICE_S:
-                engine.warn("still waiting for the warehouse (%.0f of at most %.0f s); "
-                            "%d building-week(s) kept", time.monotonic() - began, lock_wait_s,
-                            writer.pending)
-                last_notice = time.monotonic()
-            STOP.wait(min(PENDING_RETRY_S, max(lock_wait_s - (time.monotonic() - began), 0.1)))
-            writer._note(write_pending_results.fn(run))
-    if writer.pending:
-        message = writer.how_to_load()
-        if error is None and (stop := STOP.requested) is not None:
-            raise RunStoppedError(f"{stop.reason} while waiting for the warehouse; {message}",
-                                  status=status, exit_code=stop.exit_code)
-        if error is None:
-            raise RunStoppedError(f"the warehouse stayed locked; {message}", status=status)
-        engine.warn(message)
+    writer.note(outcome)
+    if writer.locked and error is None:
+        raise RunStoppedError(f"the warehouse stayed locked; {writer.how_to_load()}", status=status)
+    if writer.locked:
+        engine.warn(writer.how_to_load())
     return status
 
 
@@ -210,20 +193,13 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
                     len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
     summary = RunSummary(run_id=run.run_id, weeks=weeks)
     writer = _Writer(engine, run)
-    lock_wait_s = 60.0 * settings.lock_wait_minutes
     closing = []  # set once a close has begun: the run is closed once
 
     def close_at_once() -> None:  # the process is being ended before the loop could close
-        if closing:
-            return
-        closing.append(True)
-        try:
-            close_run.fn(run, summary, _stopped() if STOP.requested else
-                         RunStoppedError("stopped at once"))
-        except Exception as error:  # kept on disk by then: say how to write it
-            raise RuntimeError(f"run {run.run_id} not closed ({error}); its closing record is "
-                               f"kept in {run.pending_folder}: `wadiro load-pending --warehouse "
-                               f"{run.warehouse}` writes it") from error
+        if not closing:
+            closing.append(True)
+            _close(engine, run, summary, writer, _stopped() if STOP.requested else
+                   RunStoppedError("stopped at once"))
 
     try:
         with STOP.polling(), STOP.last_words(close_at_once), engine.watch(), \
@@ -239,12 +215,12 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
         if isinstance(error, RunStoppedError):
             stop_child_processes()  # the batches in flight are abandoned
         try:
-            _close(engine, run, summary, writer, error, lock_wait_s)
+            _close(engine, run, summary, writer, error)
         except Exception as close_error:  # keep the original error; say why it was not closed
             engine.warn("run %s not closed: %s", run.run_id, close_error)
         raise
     closing.append(True)
-    status = _close(engine, run, summary, writer, None, lock_wait_s)
+    status = _close(engine, run, summary, writer)
     for failure in summary.failures:
         engine.log(logging.WARNING, "failed: %s", failure)
     _tell_not_forecast(engine, run)

@@ -4,10 +4,11 @@ The storage side of a run -- open it, read a batch, write a batch, close it, sco
 forecasts again -- runs in the flow's own process, the warehouse's single writer. Each storage
 task either only reads or changes the warehouse in one transaction that replaces what it owns,
 so running it again is safe. A step that finds the warehouse locked by another process waits
-for it at most the run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so.
-Writing results is the exception: computed results are never thrown away because another
-process holds the warehouse, so a batch that cannot be written within a short wait is kept on
-disk beside the warehouse and written as soon as the lock clears
+for it (:func:`~wadiro_fleet.tasks.warehouse.connection.connect`'s one retry policy) at most the
+run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so. Writing results is the
+exception: computed results are never thrown away because another process holds the warehouse,
+so each batch is staged as Parquet beside the warehouse first and loaded from there, at once or,
+when the warehouse stays locked past a short wait, as soon as the lock clears
 (:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
 receives its data as arguments and returns plain results, so the task runner may send it to a
 thread, a process or a Dask worker.
@@ -32,13 +33,14 @@ from wadiro_fleet.tasks.warehouse.batches import load_batch
 from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError, connect
 from wadiro_fleet.tasks.warehouse.pending import (
     LoadReport,
-    PendingResults,
+    load_staged,
     pending_root,
-    pending_runs,
-    write_pending,
+    stage_closing,
+    stage_results,
+    staged_building_weeks,
+    staged_runs,
 )
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
-from wadiro_fleet.tasks.warehouse.results import write_results
 from wadiro_fleet.tasks.warehouse.runs import (
     NotForecast,
     RunSummary,
@@ -54,12 +56,13 @@ from wadiro_fleet.tasks.warehouse.selection import (
 
 
 _STORAGE: dict[str, Any] = {"cache_policy": NO_CACHE}
-"""Storage tasks always run (never served from a cache). They wait for a locked warehouse
-inside :func:`~wadiro_fleet.tasks.warehouse.connection.connect` (``wait_s``), so that the
-whole wait is the run's ``--lock-wait-minutes``, never task retries on top of it."""
+"""Storage tasks always run (never served from a cache) and are never retried by Prefect: they
+wait for a locked warehouse inside :func:`~wadiro_fleet.tasks.warehouse.connection.connect`
+(``wait_s``), so that a run waits the same way with or without Prefect."""
 
-SHORT_LOCK_WAIT: dict[str, Any] = {"retries": 3, "backoff_s": 0.25}
-"""How long a write waits for the warehouse lock (under 2 s) before keeping its batch on disk."""
+WRITE_WAIT_S = 2.0
+"""How long a batch's write (then the batch stays staged) and the run's closing report wait for
+a locked warehouse."""
 
 
 @dataclass(frozen=True)
@@ -73,13 +76,13 @@ class OpenRun:
     building_ids: tuple[str, ...]
     config: ForecastConfig
     earlier_pending: tuple[str, ...] = ()
-    """Runs whose results are kept beside the warehouse, not written yet (``wadiro load-pending``)."""
+    """Runs whose results are staged beside the warehouse, not loaded (``wadiro load-pending``)."""
     lock_wait_s: float = 600.0
     """How long a step waits for a warehouse another process keeps locked (``--lock-wait-minutes``)."""
 
     @property
     def pending_folder(self) -> str:
-        """Where this run keeps results the warehouse could not take yet."""
+        """Where this run stages its results."""
         return str(pending_root(self.warehouse) / self.run_id)
 
     @property
@@ -120,7 +123,7 @@ def open_run(
         ids = fleet_building_ids(con, buildings)
         record_run_start(con, run_id=run_id, flow=label, parameters=parameters,
                          code_version=code_version())
-    earlier = tuple(p.run_id for p in pending_runs(warehouse) if p.run_id != run_id)
+    earlier = tuple(staged for staged in staged_runs(warehouse) if staged != run_id)
     return OpenRun(run_id=run_id, warehouse=warehouse, label=label, weeks=tuple(weeks),
                    building_ids=tuple(ids), config=config, earlier_pending=earlier,
                    lock_wait_s=lock_wait_s)
@@ -146,58 +149,42 @@ def forecast_batch(
 
 @dataclass(frozen=True)
 class WriteOutcome:
-    """What a write did: building-weeks written now, building-weeks still kept on disk (the
-    warehouse was locked by ``holder``), and where they are kept."""
+    """What a write did: building-weeks loaded into the warehouse, and, when another process
+    (``holder``) kept it ``locked``, building-weeks left staged beside it."""
 
     written: int
     pending: int = 0
+    locked: bool = False
     holder: str = ""
-    folder: str = ""
 
 
 @task(name="write-batch", cache_policy=NO_CACHE)
-def write_batch(run: OpenRun, results: list[BuildingWeekResult]) -> WriteOutcome:
-    """Replace the batch's slice of every result table in one transaction -- after the batches
-    kept earlier, in order. When the warehouse stays locked past a short wait the batch is kept
-    on disk instead, to be written by a later write or :func:`write_pending_results`."""
-    pending = PendingResults(run.warehouse, run.run_id)
-    if pending:
-        pending.keep(results, run.config.models)
-        return write_pending_results.fn(run)
+def write_batch(run: OpenRun, results: list[BuildingWeekResult],
+                wait_s: float | None = None) -> WriteOutcome:
+    """Stage the batch, then load everything the run has staged, in order, waiting for a
+    locked warehouse at most ``wait_s`` (:data:`WRITE_WAIT_S`); what stays staged is loaded by
+    a later write."""
+    if results:
+        stage_results(run.warehouse, run.run_id, results, run.config.models)
+    staged = staged_building_weeks(run.warehouse, run.run_id)
     try:
-        with connect(run.warehouse, **SHORT_LOCK_WAIT) as con:
-            write_results(con, results, run_id=run.run_id, models=run.config.models)
+        with connect(run.warehouse, wait_s=WRITE_WAIT_S if wait_s is None else wait_s) as con:
+            load_staged(con, run.warehouse, run.run_id)
     except WarehouseLockedError as locked:
-        pending.keep(results, run.config.models)
-        return WriteOutcome(0, len(results), locked.holder, run.pending_folder)
-    return WriteOutcome(len(results))
-
-
-@task(name="write-pending", cache_policy=NO_CACHE)
-def write_pending_results(run: OpenRun) -> WriteOutcome:
-    """Write what the run keeps on disk (results, then its closing record) if the warehouse
-    can be had within a short wait; what is left pending is counted."""
-    pending = PendingResults(run.warehouse, run.run_id)
-    if not pending:
-        return WriteOutcome(0)
-    kept = pending.building_weeks()
-    try:
-        with connect(run.warehouse, **SHORT_LOCK_WAIT) as con:
-            pending.write_to(con)
-    except WarehouseLockedError as locked:
-        return WriteOutcome(0, kept, locked.holder, run.pending_folder)
-    return WriteOutcome(kept)
+        return WriteOutcome(0, staged, True, locked.holder)
+    return WriteOutcome(staged)
 
 
 @task(name="close-run", cache_policy=NO_CACHE)
 def close_run(
     run: OpenRun, summary: RunSummary, error: BaseException | None = None
 ) -> tuple[str, WriteOutcome]:
-    """Record the run's counts and final status after its results; returns the status and
-    what is still kept on disk (everything is kept while the warehouse is locked)."""
+    """Record the run's counts and final status after its results; returns the status and what
+    stays staged. Waits for a locked warehouse at most the run's ``lock_wait_s`` (after an
+    error, only briefly)."""
     status, message = summary.final_status(error)
-    PendingResults(run.warehouse, run.run_id).keep_closing(summary, status, message)
-    return status, write_pending_results.fn(run)
+    stage_closing(run.warehouse, summary, status, message)
+    return status, write_batch.fn(run, [], run.lock_wait_s if error is None else None)
 
 
 def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
@@ -211,9 +198,9 @@ def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
 
 
 def load_pending_results(warehouse: str) -> LoadReport:
-    """Write what interrupted runs left pending beside the warehouse (``wadiro load-pending``)."""
+    """Load what runs left staged beside the warehouse (``wadiro load-pending``)."""
     with connect(warehouse) as con:
-        return write_pending(con, warehouse)
+        return load_staged(con, warehouse)
 
 
 @task(name="latest-forecastable-week", **_STORAGE)
@@ -229,7 +216,7 @@ def not_forecast(run: OpenRun) -> list[NotForecast]:
     """The run's building-weeks that could not be forecast by the learned models, and why.
     A report at the run's end: it waits for a locked warehouse only briefly (raising
     :class:`WarehouseLockedError`), never holding up a run whose results are written."""
-    with connect(run.warehouse, read_only=True, **SHORT_LOCK_WAIT) as con:
+    with connect(run.warehouse, read_only=True, wait_s=WRITE_WAIT_S) as con:
         return not_forecast_rows(con, run.run_id)
 
 
@@ -276,7 +263,7 @@ def publish_leaderboard(run: OpenRun) -> None:
 
 
 __all__ = [
-    "SHORT_LOCK_WAIT",
+    "WRITE_WAIT_S",
     "Batch",
     "ChosenWeek",
     "LoadReport",
@@ -297,5 +284,4 @@ __all__ = [
     "rescore_earlier_forecasts",
     "run_history",
     "write_batch",
-    "write_pending_results",
 ]

@@ -1,9 +1,10 @@
 """Opening the DuckDB warehouse file, and transactions on it.
 
 DuckDB admits one writing process, and while it holds the file no other process can open it,
-not even read-only. :func:`connect` therefore retries on the file lock with exponential backoff
-(a number of retries, or for as long as ``wait_s`` allows: a run's ``--lock-wait-minutes``) and
-always closes the connection on exit; writers keep their transactions short.
+not even read-only. :func:`connect` therefore waits for the file lock with the pipeline's one
+retry policy, :func:`lock_retrying` (exponential backoff, for as long as ``wait_s`` allows: a
+run's ``--lock-wait-minutes``, or a number of retries), whether a flow runs through Prefect or
+directly, and always closes the connection on exit; writers keep their transactions short.
 
 Inside :func:`connect`, DuckDB's own errors about the file itself become one-line
 :class:`WarehouseError` s that say what to do: a warehouse that does not exist yet, a table
@@ -16,13 +17,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import stop_after_delay
 from wadiro_fleet.tasks.errors import PipelineError
 
 _log = logging.getLogger(__name__)
@@ -208,37 +210,52 @@ def _release(key: str) -> None:
             del _open_here[key]
 
 
+def lock_retrying(wait_s: float | None = None, *, retries: int = 8,
+                  backoff_s: float = 0.25) -> Retrying:
+    """The one retry policy for a locked warehouse: tries again while the error is DuckDB's file
+    lock, pausing ``backoff_s``, then twice as long each time, for at most ``wait_s`` seconds in
+    all (pauses of at most :data:`MAX_BACKOFF_S`) or, without it, ``retries`` times; then the
+    last error is raised."""
+
+    def pause(state: RetryCallState) -> float:
+        doubled = backoff_s * 2 ** (state.attempt_number - 1)
+        if wait_s is None:
+            return doubled
+        return min(doubled, MAX_BACKOFF_S, max(wait_s - (state.seconds_since_start or 0), 0))
+
+    return Retrying(
+        retry=retry_if_exception(lambda error: isinstance(error, duckdb.Error)
+                                 and _is_lock_error(error)),
+        stop=stop_after_attempt(retries + 1) if wait_s is None else stop_after_delay(wait_s),
+        wait=pause, reraise=True,
+    )
+
+
 def _open(path: Path, read_only: bool, retries: int, backoff_s: float,
           wait_s: float | None) -> duckdb.DuckDBPyConnection:
-    """``duckdb.connect``, retried with exponential backoff while another process holds the file
-    (``retries`` times, or until ``wait_s`` seconds have passed)."""
-    attempt = 0
-    began = time.monotonic()
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.Error as error:
-            if _is_damage(error):
-                raise _damaged(path, error) from error
-            if not _is_lock_error(error):
-                raise WarehouseError(f"cannot open warehouse {path}: {_first_line(error)}") from error
-            holder = lock_holder(error)
-            patience = backoff_s * (2**retries - 1) if wait_s is None else wait_s
-            if attempt == 0 and patience >= 10:  # a wait worth telling the user about
-                _log.warning("warehouse %s is locked by another process%s; waiting up to %.0f s",
-                             path, f" ({holder})" if holder else "", patience)
-            left = None if wait_s is None else wait_s - (time.monotonic() - began)
-            if (attempt >= retries) if left is None else (left <= 0):
-                waited = (f"{retries} retries" if wait_s is None
-                          else f"waiting {wait_s:.0f} s, the run's --lock-wait-minutes")
-                raise WarehouseLockedError(
-                    f"warehouse {path} is locked by another process"
-                    f"{f' ({holder})' if holder else ''} (gave up after {waited})",
-                    holder,
-                ) from error
-            delay = backoff_s * 2**attempt
-            time.sleep(delay if left is None else min(delay, MAX_BACKOFF_S, left))
-            attempt += 1
+    """``duckdb.connect`` under :func:`lock_retrying`; its errors as :class:`WarehouseError` s."""
+    patience = backoff_s * (2**retries - 1) if wait_s is None else wait_s
+
+    def tell(state) -> None:  # noqa: ANN001 -- before the first pause, a wait worth telling about
+        if state.attempt_number == 1 and patience >= 10:
+            holder = lock_holder(state.outcome.exception())
+            _log.warning("warehouse %s is locked by another process%s; waiting up to %.0f s",
+                         path, f" ({holder})" if holder else "", patience)
+
+    policy = lock_retrying(wait_s, retries=retries, backoff_s=backoff_s).copy(before_sleep=tell)
+    try:
+        return policy(duckdb.connect, str(path), read_only=read_only)
+    except duckdb.Error as error:
+        if _is_damage(error):
+            raise _damaged(path, error) from error
+        if not _is_lock_error(error):
+            raise WarehouseError(f"cannot open warehouse {path}: {_first_line(error)}") from error
+        holder = lock_holder(error)
+        waited = (f"{retries} retries" if wait_s is None
+                  else f"waiting {wait_s:.0f} s, the run's --lock-wait-minutes")
+        raise WarehouseLockedError(f"warehouse {path} is locked by another process"
+                                   f"{f' ({holder})' if holder else ''} (gave up after {waited})",
+                                   holder) from error
 
 
 @contextmanager
@@ -263,5 +280,6 @@ __all__ = [
     "WarehouseMissingError",
     "connect",
     "lock_holder",
+    "lock_retrying",
     "transaction",
 ]

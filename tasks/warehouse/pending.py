@@ -1,73 +1,54 @@
-"""Computed results that the warehouse could not take yet, kept on disk until it can.
+"""Results staged as Parquet beside the warehouse, and the one function that loads them.
 
 DuckDB admits one writing process, and an analyst's open connection -- even a read-only one --
 keeps a writer out for as long as it stays open. A run must not throw away what it computed
-because of that: a batch that cannot be written within a short wait is *kept* instead, one file
-per batch in a folder beside the warehouse (``<warehouse>.pending/<run_id>/``), and written,
-in the order it was computed, as soon as the lock clears. The run's closing record (its final
-counts and status) is kept the same way when it cannot be written.
+because of that, so its results never go straight into the warehouse: each finished batch is
+first *staged*, one Parquet file per batch in a folder beside the warehouse
+(``<warehouse>.pending/<run_id>/batch-<number>-<building-weeks>.parquet``), and
+:func:`load_staged` writes what is staged, in the order it was staged, once it has the
+warehouse: at once when it is free, else at the run's next write or its end, or with ``wadiro
+load-pending``. The run's closing record (its counts and final status) is staged and loaded the
+same way (``closing.parquet``).
 
-What a run leaves there (it was interrupted, or the lock never cleared) is loaded later with
-``wadiro load-pending``, which skips every building-week that a run started later has written
-since (its rows are newer). Writing a kept batch replaces its slice in one transaction, as the
-run itself would have, so loading twice changes nothing; each file is deleted only once its
-transaction has committed.
-
-The files are Python pickles of the run's own result objects, written and read by this
-pipeline only (never load a folder you did not get from it).
+A file holds one row: per table, the list of its rows (``SELECT unnest(window_status,
+recursive := true) FROM 'batch-....parquet'`` shows them); the run's models are in its
+metadata. Loading a batch replaces its slices in one transaction and deletes the file only
+once that has committed, so loading twice changes nothing; building-weeks that a run started
+later has written since are left out (their rows are newer). A file that cannot be read stops
+the load with one line naming it, and stays, with every file staged after it.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
-import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.warehouse.connection import transaction
-from wadiro_fleet.tasks.warehouse.results import write_results
+from wadiro_fleet.tasks.warehouse.connection import WarehouseError, transaction
+from wadiro_fleet.tasks.warehouse.results import result_tables, write_result_tables
 from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_end
 
-_BATCH = "batch-{:06d}-{}.pickle"
-"""A kept batch's file: its number in the run, and how many building-weeks it holds."""
-_CLOSING = "closing.pickle"
-_FORMAT = 1
+_BATCH = "batch-{:06d}-{}.parquet"
+"""A staged batch's file: its number in the run, and how many building-weeks it holds."""
+_CLOSING = "closing.parquet"
 
 
 def pending_root(warehouse: str | Path) -> Path:
-    """The folder beside ``warehouse`` that holds every run's kept results."""
+    """The folder beside ``warehouse`` that holds every run's staged results."""
     warehouse = Path(warehouse)
     return warehouse.with_name(warehouse.name + ".pending")
 
 
-@dataclass(frozen=True)
-class KeptBatch:
-    """One batch of results as a run computed it."""
-
-    run_id: str
-    models: tuple[str, ...]
-    results: list[BuildingWeekResult]
-    format: int = _FORMAT
-
-
-@dataclass(frozen=True)
-class KeptClosing:
-    """A run's final counts and status."""
-
-    summary: RunSummary
-    status: str
-    message: str | None
-    format: int = _FORMAT
-
-
 @dataclass
 class LoadReport:
-    """What writing kept results did."""
+    """What loading staged results did."""
 
     runs: list[str] = field(default_factory=list)
     batches: int = 0
@@ -84,127 +65,106 @@ class LoadReport:
                 f"{len(self.runs)} run(s){skipped}")
 
 
-class PendingResults:
-    """One run's kept batches, in the order they were computed, and its kept closing record."""
+def stage_results(warehouse: str | Path, run_id: str, results: Sequence[BuildingWeekResult],
+                  models: Sequence[str]) -> Path:
+    """Stage a batch's result rows as the run's next file."""
+    batches = _batches(pending_root(warehouse) / run_id)
+    number = int(batches[-1].name.split("-")[1]) + 1 if batches else 1
+    path = pending_root(warehouse) / run_id / _BATCH.format(number, len(results))
+    return _stage(path, result_tables(results, run_id), {"models": json.dumps(list(models))})
 
-    def __init__(self, warehouse: str | Path, run_id: str) -> None:
-        self.warehouse = Path(warehouse)
-        self.run_id = run_id
-        self.folder = pending_root(warehouse) / run_id
 
-    # --- keeping -----------------------------------------------------------------------------
+def stage_closing(warehouse: str | Path, summary: RunSummary, status: str,
+                  message: str | None) -> Path:
+    """Stage the run's closing record: its counts and final status."""
+    row = {"run_id": summary.run_id, "status": status, "message": message, **summary.counts()}
+    return _stage(pending_root(warehouse) / summary.run_id / _CLOSING,
+                  {"runs": pa.Table.from_pylist([row])}, {"models": "[]"})
 
-    def keep(self, results: Sequence[BuildingWeekResult], models: Sequence[str]) -> Path:
-        """Write a batch to its own file (complete or absent: written aside, then renamed)."""
-        path = self.folder / _BATCH.format(self._next_number(), len(results))
-        _dump(path, KeptBatch(self.run_id, tuple(models), list(results)))
-        return path
 
-    def keep_closing(self, summary: RunSummary, status: str, message: str | None) -> Path:
-        path = self.folder / _CLOSING
-        _dump(path, KeptClosing(summary, status, message))
-        return path
+def staged_runs(warehouse: str | Path) -> list[str]:
+    """The runs with results staged beside ``warehouse``, least recently changed first."""
+    root = pending_root(warehouse)
+    folders = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    return [p.name for p in sorted(folders, key=lambda p: p.stat().st_mtime)]
 
-    # --- what is kept ------------------------------------------------------------------------
 
-    def batch_files(self) -> list[Path]:
-        return sorted(self.folder.glob("batch-*.pickle")) if self.folder.is_dir() else []
+def staged_building_weeks(warehouse: str | Path, run_id: str) -> int:
+    """Building-weeks the run has staged (read from the file names)."""
+    return sum(int(p.stem.split("-")[2]) for p in _batches(pending_root(warehouse) / run_id))
 
-    def __bool__(self) -> bool:
-        return bool(self.batch_files()) or (self.folder / _CLOSING).exists()
 
-    def building_weeks(self) -> int:
-        """Building-weeks kept (read from the file names)."""
-        return sum(int(path.stem.split("-")[2]) for path in self.batch_files())
-
-    # --- writing -----------------------------------------------------------------------------
-
-    def write_to(self, con: duckdb.DuckDBPyConnection, report: LoadReport | None = None) -> LoadReport:
-        """Write every kept batch, oldest first, then the closing record; each in its own
-        transaction, each file deleted once written. The folder goes when it is empty."""
-        report = report or LoadReport()
-        started = _run_started(con, self.run_id)
-        wrote_any = False
-        for path in self.batch_files():
-            batch: KeptBatch = _load(path)
-            fresh, superseded = _not_superseded(con, batch.results, self.run_id, started)
-            if fresh:
-                write_results(con, fresh, run_id=batch.run_id, models=batch.models)
+def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
+                run_id: str | None = None) -> LoadReport:
+    """Load what ``run_id`` (default: every run, oldest first) has staged beside ``warehouse``:
+    each batch in the order it was staged, then the closing record, each in its own transaction
+    and deleted once written. Call it holding ``con``, the one writer: no one loads beside it."""
+    report = LoadReport()
+    for run in [run_id] if run_id else staged_runs(warehouse):
+        folder = pending_root(warehouse) / run
+        batches, closing = _batches(folder), folder / _CLOSING
+        report.runs += [run] if batches or closing.exists() else []
+        started = con.execute("SELECT started_at FROM runs WHERE run_id = ?", [run]).fetchone()
+        for path in batches:
+            tables, models = _read(path)
+            kept, superseded = _not_superseded(con, tables, run, started and started[0])
+            write_result_tables(con, kept, models)
             path.unlink()
             report.batches += 1
-            report.building_weeks += len(fresh)
+            report.building_weeks += kept["window_status"].num_rows
             report.superseded += superseded
-            wrote_any = True
-        closing = self.folder / _CLOSING
         if closing.exists():
-            kept: KeptClosing = _load(closing)
+            row = _read(closing)[0]["runs"].to_pylist()[0]
+            outcome = (row.pop("status"), row.pop("message"))
             with transaction(con):
-                record_run_end(con, kept.summary, outcome=(kept.status, kept.message))
+                record_run_end(con, RunSummary(weeks=[], **row), outcome=outcome)
             closing.unlink()
-            wrote_any = True
-        if wrote_any and self.run_id not in report.runs:
-            report.runs.append(self.run_id)
-        self.remove_if_empty()
-        return report
-
-    def remove_if_empty(self) -> None:
-        if self.folder.is_dir() and not any(self.folder.iterdir()):
-            self.folder.rmdir()
-            root = self.folder.parent
-            if root.is_dir() and not any(root.iterdir()):
-                root.rmdir()
-
-    def discard(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
-        self.remove_if_empty()
-
-    def _next_number(self) -> int:
-        files = self.batch_files()
-        return int(files[-1].stem.split("-")[1]) + 1 if files else 1
-
-
-def pending_runs(warehouse: str | Path) -> list[PendingResults]:
-    """Every run with results kept beside ``warehouse``, oldest folder first."""
-    root = pending_root(warehouse)
-    if not root.is_dir():
-        return []
-    folders = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
-    return [PendingResults(warehouse, folder.name) for folder in folders]
-
-
-def write_pending(con: duckdb.DuckDBPyConnection, warehouse: str | Path) -> LoadReport:
-    """Write what every run left pending beside ``warehouse`` (``wadiro load-pending``)."""
-    report = LoadReport()
-    for pending in pending_runs(warehouse):
-        pending.write_to(con, report)
+        for empty in (folder, folder.parent):
+            if empty.is_dir() and not any(empty.iterdir()):
+                empty.rmdir()
     return report
 
 
-def _dump(path: Path, value: object) -> None:
+def _batches(folder: Path) -> list[Path]:
+    return sorted(folder.glob("batch-*.parquet")) if folder.is_dir() else []
+
+
+def _stage(path: Path, tables: dict[str, pa.Table], meta: dict[str, str]) -> Path:
+    """Write ``tables`` as one row of lists, complete or not at all (written aside, renamed)."""
+    columns = {name: pa.ListArray.from_arrays(pa.array([0, t.num_rows], pa.int32()),
+                                              t.to_struct_array().combine_chunks())
+               for name, t in tables.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as file:
-        pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+    pq.write_table(pa.table(columns).replace_schema_metadata(meta), partial)
     os.replace(partial, path)
+    return path
 
 
-def _load(path: Path):  # noqa: ANN202 -- a KeptBatch or a KeptClosing
-    with path.open("rb") as file:
-        return pickle.load(file)  # noqa: S301 -- our own files (see the module's docstring)
-
-
-def _run_started(con: duckdb.DuckDBPyConnection, run_id: str) -> datetime | None:
-    row = con.execute("SELECT started_at FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    return row[0] if row else None
+def _read(path: Path) -> tuple[dict[str, pa.Table], list[str]]:
+    """A staged file's tables and models; one line naming the file if it cannot be read."""
+    try:
+        row = pq.read_table(path)
+        tables = {name: pa.Table.from_struct_array(row[name].combine_chunks().flatten())
+                  for name in row.column_names}
+        meta = row.schema.metadata or {}
+        if not tables.keys() & {"window_status", "runs"} or b"models" not in meta:
+            raise ValueError("not a file this pipeline staged")
+        return tables, json.loads(meta[b"models"])
+    except (pa.ArrowException, OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise WarehouseError(
+            f"staged results {path} cannot be read ({reason}); it and the files staged after it "
+            "are kept: restore or move it aside, then run `wadiro load-pending` again") from error
 
 
 def _not_superseded(
-    con: duckdb.DuckDBPyConnection, results: list[BuildingWeekResult], run_id: str,
+    con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], run_id: str,
     started: datetime | None,
-) -> tuple[list[BuildingWeekResult], int]:
-    """The results whose building-week no run started after ``run_id`` has written since."""
-    if not results:
-        return [], 0
+) -> tuple[dict[str, pa.Table], int]:
+    """The rows of building-weeks that no run started after ``run_id`` has written since, and
+    how many building-weeks were left out."""
+    status = tables["window_status"]
     newer = con.execute(
         """
         SELECT DISTINCT w.building_id, w.target_week
@@ -212,26 +172,23 @@ def _not_superseded(
         WHERE w.run_id <> ? AND (?::TIMESTAMPTZ IS NULL OR r.started_at > ?::TIMESTAMPTZ)
           AND w.building_id IN (SELECT unnest(?::VARCHAR[]))
         """,
-        [run_id, started, started, sorted({r.building_id for r in results})],
+        [run_id, started, started, sorted(set(status["building_id"].to_pylist()))],
     ).fetchall()
-    taken = {(building, week) for building, week in newer}
-    fresh = [r for r in results if (r.building_id, r.week) not in taken]
-    return fresh, len(results) - len(fresh)
-
-
-def kept_batches(pending: PendingResults) -> Iterator[KeptBatch]:
-    """The kept batches of a run, oldest first (for inspection and tests)."""
-    for path in pending.batch_files():
-        yield _load(path)
+    if not newer:
+        return tables, 0
+    taken = set(newer)
+    kept = {name: t.filter(pa.array([key not in taken for key in zip(
+                t["building_id"].to_pylist(), t["target_week"].to_pylist())], pa.bool_()))
+            for name, t in tables.items()}
+    return kept, status.num_rows - kept["window_status"].num_rows
 
 
 __all__ = [
-    "KeptBatch",
-    "KeptClosing",
     "LoadReport",
-    "PendingResults",
-    "kept_batches",
+    "load_staged",
     "pending_root",
-    "pending_runs",
-    "write_pending",
+    "stage_closing",
+    "stage_results",
+    "staged_building_weeks",
+    "staged_runs",
 ]

@@ -1,6 +1,7 @@
 """Warehouse I/O of the forecasting results: rows from protocol outputs, idempotent writes.
 
-A batch of :class:`~wadiro_fleet.tasks.protocol.forecasting.BuildingWeekResult` is written in
+A batch of :class:`~wadiro_fleet.tasks.protocol.forecasting.BuildingWeekResult` becomes one
+Arrow table per result table (:func:`result_tables`, the form a run stages it in), written in
 ONE short transaction that, for each target week, replaces the slice (those buildings x that
 week x the run's models) in every result table. Rerunning a week or resuming a killed backfill therefore replaces rows and
 never duplicates them, and a model that produced nothing this time leaves no stale row behind.
@@ -17,6 +18,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, IssuedForecast, StoredParams
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
@@ -105,6 +108,12 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
     return frames
 
 
+def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pa.Table]:
+    """:func:`result_frames` as Arrow tables, the tables without rows left out."""
+    return {table: pa.Table.from_pandas(frame, preserve_index=False)
+            for table, frame in result_frames(results, run_id).items() if not frame.empty}
+
+
 def write_results(
     con: duckdb.DuckDBPyConnection,
     results: Sequence[BuildingWeekResult],
@@ -113,10 +122,18 @@ def write_results(
     models: Sequence[str],
 ) -> int:
     """Replace the batch's slices in every result table in one transaction; rows inserted."""
-    frames = result_frames(results, run_id)
+    return write_result_tables(con, result_tables(results, run_id), models)
+
+
+def write_result_tables(
+    con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], models: Sequence[str]
+) -> int:
+    """Replace, in one transaction, the slices of the building-weeks in
+    ``tables["window_status"]`` (per model: ``models``) with ``tables``' rows; rows inserted."""
     weeks: dict[date, list[str]] = defaultdict(list)
-    for res in results:
-        weeks[res.week].append(res.building_id)
+    status = tables.get("window_status", pa.table({"building_id": [], "target_week": []}))
+    for building, week in zip(status["building_id"].to_pylist(), status["target_week"].to_pylist()):
+        weeks[week].append(building)
     inserted = 0
     with transaction(con):
         for week, buildings in weeks.items():
@@ -124,11 +141,11 @@ def write_results(
                 where: dict[str, Sequence[Any]] = {"building_id": buildings, "target_week": [week]}
                 if table not in PER_WEEK_TABLES:
                     where["model"] = list(models)
-                frame = frames[table]
-                if not frame.empty:
-                    frame = frame[(frame["target_week"] == week)]
+                rows = tables.get(table)
+                if rows is not None:
+                    rows = rows.filter(pc.equal(rows["target_week"], pa.scalar(week, pa.date32())))
                 _, n = replace_slice(
-                    con, table, frame if not frame.empty else empty_rows(con, table),
+                    con, table, rows if rows is not None and rows.num_rows else empty_rows(con, table),
                     Slice(where_in=where), own_transaction=False,
                 )
                 inserted += n

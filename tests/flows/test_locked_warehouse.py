@@ -2,7 +2,7 @@
 
 The analyst is a separate process (DuckDB's lock is per process) that opens the warehouse
 read-only in the middle of a backfill and keeps it open. The backfill keeps computing, keeps
-its finished batches on disk beside the warehouse, says so, and writes them when the analyst
+its finished batches staged beside the warehouse, says so, and writes them when the analyst
 lets go -- or, if that takes longer than the run is told to wait, says exactly how to load them.
 """
 
@@ -123,11 +123,11 @@ def slow_steps(monkeypatch, no_prefect_server):
     """The compute step a second slower, and the waits for the lock shorter."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
     monkeypatch.setattr(forecast, "PENDING_RETRY_S", 0.5)
-    monkeypatch.setitem(forecast_tasks.SHORT_LOCK_WAIT, "backoff_s", 0.05)
+    monkeypatch.setattr(forecast_tasks, "WRITE_WAIT_S", 0.3)
 
 
 def _closing_kept(warehouse) -> bool:
-    return any(pending_root(warehouse).glob("*/closing.pickle"))
+    return any(pending_root(warehouse).glob("*/closing.parquet"))
 
 
 def test_the_run_keeps_computing_and_writes_everything_when_the_analyst_lets_go(
@@ -166,6 +166,9 @@ def test_when_the_lock_outlasts_the_wait_the_user_is_told_how_to_load_the_result
     assert last.startswith("error: the warehouse stayed locked;")
     assert f"load them with `wadiro load-pending --warehouse {warehouse}`" in last
     assert 0 < count_rows(warehouse, "SELECT count(*) FROM window_status") < 6
+    staged = sorted(p.name for p in pending_root(warehouse).rglob("*") if p.is_file())
+    assert staged[-1] == "closing.parquet" and len(staged) > 1  # Parquet files, nothing else
+    assert all(name.startswith("batch-") and name.endswith(".parquet") for name in staged[:-1])
 
     loaded = CliRunner().invoke(app, ["load-pending", "--warehouse", str(warehouse)])
     assert loaded.exit_code == 0, loaded.output
@@ -177,3 +180,4 @@ def test_when_the_lock_outlasts_the_wait_the_user_is_told_how_to_load_the_result
     assert not pending_root(warehouse).exists()
     again = CliRunner().invoke(app, ["load-pending", "--warehouse", str(warehouse)])
     assert again.output.strip() == "load-pending: nothing pending"
+    assert result_rows(warehouse) == expected  # loading again changed nothing

@@ -1,19 +1,26 @@
-"""Results kept beside a locked warehouse: written in order, once, never over newer rows."""
+"""Results staged as Parquet beside a locked warehouse: loaded in order, once, never over newer
+rows, never lost; a staged batch loads exactly the rows a direct write does."""
 
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
+import duckdb
 import pytest
-from wadiro_fleet.tasks.protocol.batch import failed_results
-from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from wadiro_fleet.tasks.protocol.batch import failed_results, run_jobs
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.warehouse.batches import load_jobs
+from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
 from wadiro_fleet.tasks.warehouse.pending import (
-    PendingResults,
-    kept_batches,
+    load_staged,
     pending_root,
-    pending_runs,
-    write_pending,
+    stage_closing,
+    stage_results,
+    staged_building_weeks,
+    staged_runs,
 )
+from wadiro_fleet.tasks.warehouse.results import RESULT_SLICE_TABLES, write_results
 from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_start
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
@@ -43,35 +50,44 @@ def statuses(path) -> list[tuple]:
                            "ORDER BY ALL").fetchall()
 
 
-def test_kept_batches_are_written_in_order_then_the_closing_record(warehouse):
-    pending = PendingResults(warehouse, "old")
-    pending.keep(results("a", "first"), MODELS)
-    pending.keep(results("a", "second"), MODELS)  # the same slice again: the later one wins
-    pending.keep(results("b", "only"), MODELS)
+def load(path, run_id=None):
+    with connect(path) as con:
+        return load_staged(con, path, run_id)
+
+
+def test_staged_batches_are_parquet_loaded_in_order_then_the_closing_record(warehouse):
+    stage_results(warehouse, "old", results("a", "first"), MODELS)
+    stage_results(warehouse, "old", results("a", "second"), MODELS)  # the same slice: later wins
+    stage_results(warehouse, "old", results("b", "only"), MODELS)
     summary = RunSummary(run_id="old", weeks=[W1, W2])
     summary.add(results("a", "second") + results("b", "only"))
-    pending.keep_closing(summary, "completed_with_failures", "4 failed")
-    assert pending.building_weeks() == 6 and len(pending.batch_files()) == 3
-    assert [b.results[0].reason for b in kept_batches(pending)] == [
-        "RuntimeError: first", "RuntimeError: second", "RuntimeError: only"]
+    stage_closing(warehouse, summary, "completed_with_failures", "4 failed")
+    folder = pending_root(warehouse) / "old"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "batch-000001-2.parquet", "batch-000002-2.parquet", "batch-000003-2.parquet",
+        "closing.parquet"]
+    assert staged_runs(warehouse) == ["old"] and staged_building_weeks(warehouse, "old") == 6
+    # Plain Parquet, readable by any tool: here DuckDB, one list of rows per table.
+    first = duckdb.sql(f"SELECT unnest(window_status, recursive := true) "
+                       f"FROM '{folder / 'batch-000001-2.parquet'}'").fetchall()
+    assert [(row[0], row[1], row[3]) for row in first] == [
+        ("a", W1, "RuntimeError: first"), ("a", W2, "RuntimeError: first")]
 
-    with connect(warehouse) as con:
-        report = pending.write_to(con)
+    report = load(warehouse)
+    with connect(warehouse, read_only=True) as con:
         run = con.execute("SELECT status, n_building_weeks, n_failed, message FROM runs "
                           "WHERE run_id = 'old'").fetchone()
     assert (report.batches, report.building_weeks, report.superseded) == (3, 6, 0)
     assert [r[2] for r in statuses(warehouse)] == ["RuntimeError: second"] * 2 + ["RuntimeError: only"] * 2
     assert run == ("completed_with_failures", 4, 4, "4 failed")
-    assert not pending and not pending_root(warehouse).exists()  # files and folders gone
+    assert not pending_root(warehouse).exists()  # files and folders gone
 
 
 def test_a_later_run_s_rows_are_never_overwritten(warehouse):
-    PendingResults(warehouse, "new").keep(results("a", "newer", weeks=(W1,)), MODELS)
-    with connect(warehouse) as con:
-        PendingResults(warehouse, "new").write_to(con)
-    PendingResults(warehouse, "old").keep(results("a", "older"), MODELS)  # interrupted earlier
-    with connect(warehouse) as con:
-        report = write_pending(con, warehouse)
+    stage_results(warehouse, "new", results("a", "newer", weeks=(W1,)), MODELS)
+    load(warehouse, "new")
+    stage_results(warehouse, "old", results("a", "older"), MODELS)  # interrupted earlier
+    report = load(warehouse)
     assert report.superseded == 1 and report.building_weeks == 1
     assert report.line() == ("wrote 1 building-week(s) in 1 batch(es) of 1 run(s), 1 left out "
                              "(a later run wrote them since)")
@@ -80,11 +96,55 @@ def test_a_later_run_s_rows_are_never_overwritten(warehouse):
 
 
 def test_loading_twice_changes_nothing(warehouse):
-    PendingResults(warehouse, "old").keep(results("a", "x"), MODELS)
-    with connect(warehouse) as con:
-        write_pending(con, warehouse)
+    stage_results(warehouse, "old", results("a", "x"), MODELS)
+    load(warehouse)
     before = statuses(warehouse)
-    with connect(warehouse) as con:
-        again = write_pending(con, warehouse)
+    again = load(warehouse)
     assert again.line() == "nothing pending" and statuses(warehouse) == before
-    assert pending_runs(warehouse) == []
+    assert staged_runs(warehouse) == []
+
+
+def test_a_damaged_staged_file_is_named_in_one_line_and_nothing_is_lost(warehouse):
+    for reason in ("one", "two", "three"):
+        stage_results(warehouse, "old", results(reason, reason, weeks=(W1,)), MODELS)
+    folder = pending_root(warehouse) / "old"
+    damaged = folder / "batch-000002-1.parquet"
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[: len(good) // 2])  # cut short: a full disk, a copy broken off
+
+    with pytest.raises(WarehouseError) as error:
+        load(warehouse)
+    message = str(error.value)
+    assert "\n" not in message and str(damaged) in message
+    assert "wadiro load-pending" in message
+    # The batch before it is loaded; it and the batch after it stay staged, untouched.
+    assert [r[0] for r in statuses(warehouse)] == ["one"]
+    assert sorted(p.name for p in folder.iterdir()) == ["batch-000002-1.parquet",
+                                                        "batch-000003-1.parquet"]
+    damaged.write_bytes(good)  # restored from a backup
+    assert load(warehouse).building_weeks == 2
+    assert [r[0] for r in statuses(warehouse)] == ["one", "three", "two"]
+
+
+def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
+    fleet = tmp_path / "fleet.duckdb"
+    ingest_synthetic(fleet, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
+    config = ForecastConfig(models=("svr", "seasonal_naive"), trials=2)
+    batch = run_jobs(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
+                     config)
+    direct, staged = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
+    with connect(direct) as con:
+        ensure_schema(con)
+        write_results(con, batch, run_id="r", models=config.models)
+    stage_results(staged, "r", batch, config.models)
+    assert not list(pending_root(staged).rglob("*.partial"))
+    with connect(staged) as con:
+        ensure_schema(con)
+        load_staged(con, staged)
+    rows = {}
+    for path in (direct, staged):
+        with connect(path, read_only=True) as con:
+            rows[path] = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                          for t in RESULT_SLICE_TABLES}
+    assert rows[direct] == rows[staged]
+    assert len(rows[direct]["forecasts"]) == 2 * 2 * 167

@@ -228,3 +228,19 @@ def test_connect_waits_for_the_file_lock_then_gives_up(tmp_path):
         assert time.perf_counter() - began > 0.3  # it really waited for the holder
     finally:
         holder.wait(timeout=30)
+
+
+def test_a_wait_for_the_lock_ends_within_wait_s(tmp_path):
+    """The one retry policy (:func:`lock_retrying`): backoff pauses, the last one cut short, so
+    a run's ``--lock-wait-minutes`` is kept to the second."""
+    path = tmp_path / "locked.duckdb"
+    holder = _hold_lock(path, 10)
+    try:
+        began = time.perf_counter()
+        with pytest.raises(WarehouseLockedError, match=r"gave up after waiting 2 s, the run's "):
+            with connect(path, wait_s=2.0, backoff_s=0.05):
+                pass
+        assert 2.0 <= time.perf_counter() - began < 3.5
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
