@@ -26,6 +26,7 @@ forecast only (``"published"``), or not at all.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -49,6 +50,7 @@ from wadiro_fleet.tasks.protocol.publication import (
     Candidate,
     Publication,
     choose_publication,
+    member_problem,
     publish_certified,
 )
 from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
@@ -102,6 +104,9 @@ class ModelOutcome:
     fit_time_s: float | None = None
     tuning_time_s: float | None = None
     n_train: int = 0
+    validation_errors: pd.Series | None = None
+    """Actual minus forecast of the validation week by UTC hour (kWh; the validation forecast
+    is the actual minus these): what the intervals and a combination of models are made of."""
     l_eps: float | None = None  # stability certificate (kWh) and out-of-sample bound
     l_eps_lower: float | None = None
     l_eps_status: str | None = None
@@ -131,17 +136,22 @@ class BuildingWeekResult:
         return sum(o.status != "ok" for o in self.outcomes)
 
 
+def _errors(validation: WindowPart, forecast: np.ndarray) -> pd.Series:
+    """Validation errors (kWh, actual minus forecast) by UTC hour, where the forecast exists."""
+    errors = pd.Series(validation.load - np.asarray(forecast, dtype=float), index=validation.ts)
+    return errors[np.isfinite(errors.to_numpy())]
+
+
 def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
-                   validation: WindowPart) -> np.ndarray | None:
+                   validation: WindowPart) -> pd.Series | None:
     """Validation errors of the forecast issued for the validation week, when it was made with
     ``params`` and covers enough of the week's rows; else None (the model is fitted again)."""
     if issued is None or dict(issued.params) != dict(params) or not len(validation.load):
         return None
     y_hat = issued.y_hat.reindex(validation.ts).to_numpy(dtype=np.float64)
-    found = np.isfinite(y_hat)
-    if found.sum() < ISSUED_MIN_SHARE * len(y_hat):
+    if np.isfinite(y_hat).sum() < ISSUED_MIN_SHARE * len(y_hat):
         return None
-    return (validation.load - y_hat)[found]
+    return _errors(validation, y_hat)
 
 
 def _fit_info(model: Any) -> dict[str, Any]:
@@ -170,6 +180,8 @@ def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) 
         model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
         intervals=intervals, scores=score_forecast(y_test, y_hat, intervals=intervals),
         validation_mae=float(np.mean(np.abs(errors[scored]))) if scored.any() else None,
+        validation_errors=pd.Series(errors[scored],
+                                    index=pd.DatetimeIndex(calibration[TS])[scored]),
         n_train=len(window.train),
     )
 
@@ -190,7 +202,7 @@ def _tuning_groups(names: list[str], config: ForecastConfig,
 
 def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
                 outcomes: Mapping[str, ModelOutcome],
-                earlier: Mapping[str, StoredParams]) -> dict[str, np.ndarray]:
+                earlier: Mapping[str, StoredParams]) -> dict[str, pd.Series]:
     """Tune ``group`` on the fit weeks against the validation week, warm-started from the
     models' ``earlier`` tunings when the run says so; fill each model's tuning fields and
     return each tuned model's validation errors (kWh)."""
@@ -230,12 +242,12 @@ def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
         outcome.trials = result.trials
         outcome.params, outcome.tuned_week = result.best_params, fitter.window.week
         outcome.validation_source = "tuning"
-        errors[model] = validation.load - validation.to_load(result.best_prediction)
+        errors[model] = _errors(validation, validation.to_load(result.best_prediction))
     return errors
 
 
 def _reused_errors(name: str, fitter: Fitter, stored: StoredParams,
-                   issued: IssuedForecast | None, outcome: ModelOutcome) -> np.ndarray:
+                   issued: IssuedForecast | None, outcome: ModelOutcome) -> pd.Series:
     """Validation errors of a model refitted with stored hyperparameters: those of the forecast
     it issued for the validation week when it may stand in, else of a fit on the fit weeks."""
     validation = fitter.parts["validation"]
@@ -244,12 +256,12 @@ def _reused_errors(name: str, fitter: Fitter, stored: StoredParams,
     outcome.validation_source = "issued"
     if errors is None:
         model = fitter.fit(name, "fit", outcome.params, forecasts="validation")
-        errors = validation.load - validation.to_load(fitter.predict(name, model, "validation"))
+        errors = _errors(validation, validation.to_load(fitter.predict(name, model, "validation")))
         outcome.validation_source = "refit"
     return errors
 
 
-def _forecast(name: str, fitter: Fitter, errors: np.ndarray, outcome: ModelOutcome,
+def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcome,
               record: TrackRecord | None) -> Any:
     """Refit on the whole history, forecast the target week with intervals, score; returns the
     fitted model."""
@@ -257,11 +269,12 @@ def _forecast(name: str, fitter: Fitter, errors: np.ndarray, outcome: ModelOutco
     started = time.thread_time()
     model = fitter.fit(name, "train", outcome.params, forecasts="test")
     outcome.fit_time_s = time.thread_time() - started
-    outcome.validation_mae = float(np.mean(np.abs(errors)))
+    outcome.validation_errors = errors
+    outcome.validation_mae = float(np.mean(np.abs(errors.to_numpy())))
     outcome.y_hat = test.to_load(fitter.predict(name, model, "test"))
     floor = MODELS[name].load_floor
     outcome.intervals = conformal_intervals(
-        outcome.y_hat, errors, levels=adapted_levels(name, record, LEVELS),
+        outcome.y_hat, errors.to_numpy(), levels=adapted_levels(name, record, LEVELS),
         floor=0.0 if floor is None else floor)
     outcome.scores = score_forecast(
         test.load, outcome.y_hat,
@@ -285,7 +298,7 @@ def _learned_outcomes(
     fitter = Fitter(window, config)
     n_train = len(fitter.parts["train"].target)
     outcomes = {n: ModelOutcome(model=n, status="failed", n_train=n_train) for n in names}
-    errors: dict[str, np.ndarray] = {}
+    errors: dict[str, pd.Series] = {}
     groups = _tuning_groups(names, config, stored)
     for group in groups:
         errors.update(_tune_group(group, fitter, building_id, outcomes, earlier))
@@ -319,22 +332,73 @@ def _certify(outcome: ModelOutcome, model: Any, window: Window, config: Forecast
         outcome.certify_time_s = certificate.certify_time_s
 
 
+@dataclass(frozen=True)
+class _Week:
+    """What the publication step knows of the target week: its forecastable hours and the
+    share of its hours whose weather was filled in."""
+
+    forecastable: np.ndarray
+    weather_filled: float
+    weather_read: bool
+
+
+def _week(window: Window) -> _Week:
+    test = window.coverage["test"]
+    return _Week(
+        forecastable=window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy(),
+        weather_filled=test.weather_filled / test.hours if test.hours else 0.0,
+        weather_read=any(column in WEATHER_COLUMNS or column.endswith(CHANGE_SUFFIX)
+                         for column in window.feature_columns),
+    )
+
+
+def _candidate(outcome: ModelOutcome, week: _Week) -> Candidate:
+    return Candidate(
+        model=outcome.model, y_hat=outcome.y_hat, validation_mae=outcome.validation_mae,
+        solver_status=outcome.solver_status,
+        failed=outcome.error if outcome.status != "ok" else None,
+        l_eps=outcome.l_eps, l_eps_status=outcome.l_eps_status,
+        reads_weather=week.weather_read and MODELS[outcome.model].is_learned)
+
+
 def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
              config: ForecastConfig) -> Publication | None:
-    forecastable = window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy()
-    weather = any(column in WEATHER_COLUMNS or column.endswith(CHANGE_SUFFIX)
-                  for column in window.feature_columns)
-    candidates = [
-        Candidate(model=o.model, y_hat=o.y_hat, validation_mae=o.validation_mae,
-                  solver_status=o.solver_status, failed=o.error if o.status != "ok" else None,
-                  l_eps=o.l_eps, l_eps_status=o.l_eps_status,
-                  reads_weather=weather and MODELS[o.model].is_learned)
-        for o in outcomes
-    ]
-    test = window.coverage["test"]
-    filled = test.weather_filled / test.hours if test.hours else 0.0
-    return choose_publication(candidates, forecastable, record, config.max_l_eps, filled,
-                              config.publication_weighting)
+    week = _week(window)
+    return choose_publication([_candidate(o, week) for o in outcomes], week.forecastable,
+                              record, config.max_l_eps, week.weather_filled,
+                              config.publication_weighting, config.record_weeks)
+
+
+def _ensemble_outcome(name: str, window: Window, outcomes: list[ModelOutcome],
+                      config: ForecastConfig, record: TrackRecord | None) -> ModelOutcome:
+    """The hourly median of the run's ensemble members that can be trusted this week (the
+    publication's checks, negative hours aside: the median is clipped at zero), and of their
+    validation forecasts, which calibrate its intervals."""
+    week = _week(window)
+    members = [o for o in outcomes if o.model in config.members
+               and member_problem(_candidate(o, week), week.forecastable,
+                                  week.weather_filled) is None
+               and o.validation_errors is not None]
+    outcome = ModelOutcome(model=name, status="failed", n_train=len(window.train))
+    if len(members) < 2:
+        outcome.error = f"fewer than two members to combine ({len(members)})"
+        return outcome
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an hour no member forecasts: NaN
+        y_hat = np.fmax(np.nanmedian(np.vstack([o.y_hat for o in members]), axis=0), 0.0)
+    actual = window.history.set_index(TS)[LABEL].astype(float)
+    forecasts = pd.concat([actual.reindex(o.validation_errors.index) - o.validation_errors
+                           for o in members], axis=1)
+    errors = (actual.reindex(forecasts.index) - forecasts.median(axis=1)).dropna()
+    _, y_test = window.xy("test")
+    outcome.intervals = conformal_intervals(
+        y_hat, errors.to_numpy(), levels=adapted_levels(name, record, LEVELS), floor=0.0)
+    outcome.scores = score_forecast(y_test, y_hat, intervals=outcome.intervals)
+    outcome.y_hat, outcome.validation_errors = y_hat, errors
+    outcome.validation_mae = float(np.mean(np.abs(errors.to_numpy()))) if len(errors) else None
+    outcome.params, outcome.tuned_week, outcome.status = {}, window.week, "ok"
+    outcome.solver = "median of " + ", ".join(o.model for o in members)
+    return outcome
 
 
 def _window_hours(hours: pd.DataFrame, week: date, timezone: str,
@@ -441,8 +505,12 @@ def forecast_building_week(
         if MODELS[name].is_learned:
             if name in outcomes:
                 result.outcomes.append(outcomes[name])
-        else:
+        elif MODELS[name].persistence is not None:
             result.outcomes.append(_persistence_outcome(name, window, track_record))
+    for name in config.models:  # combinations, once what they combine is known
+        if MODELS[name].combination:
+            result.outcomes.append(
+                _ensemble_outcome(name, window, result.outcomes, config, track_record))
     if config.certify == "all":
         for name, model in fitted.items():
             _certify(outcomes[name], model, window, config)

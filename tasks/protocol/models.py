@@ -9,6 +9,8 @@ weeks earlier where that reading is missing: "same as last week", the bar every 
 clear. ``day_type_naive`` repeats the same hour of the latest earlier day of the same type
 (workday, weekend, holiday or closure day: :mod:`~wadiro_fleet.tasks.protocol.day_types`), so a
 bank holiday is forecast from a Sunday and the Monday after it from the Monday before.
+``ensemble`` combines the forecasts of other models: the hourly median of those the run names
+(``ensemble_members``) that can be trusted that week.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from wadiro_models import REGISTRY, ModelEntry
 
 SEASONAL_NAIVE = "seasonal_naive"
 DAY_TYPE_NAIVE = "day_type_naive"
+ENSEMBLE = "ensemble"
 
 
 class UnknownModelNameError(PipelineError, ValueError):
@@ -48,6 +51,8 @@ class ModelSpec:
     search_space: Mapping[str, Any] = field(default_factory=dict)
     fast_options: Mapping[str, Any] = field(default_factory=dict)
     persistence: str | None = None
+    combination: bool = False
+    """A combination of other models' forecasts (no estimator, no column of its own)."""
     load_floor: float | None = None
     """The lowest load the model may forecast, enforced inside its training program (``None``:
     no such guarantee): the library entry's fixed ``lower_bound``."""
@@ -70,6 +75,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({
     **{name: _learned(name, entry) for name, entry in REGISTRY.items()},
     SEASONAL_NAIVE: ModelSpec(SEASONAL_NAIVE, persistence=PERSISTENCE),
     DAY_TYPE_NAIVE: ModelSpec(DAY_TYPE_NAIVE, persistence=DAY_TYPE_PERSISTENCE),
+    ENSEMBLE: ModelSpec(ENSEMBLE, combination=True, load_floor=0.0),
 })
 """Every model the pipeline knows, by name, in the order runs list them: the library's
 (:data:`wadiro_models.REGISTRY`) and the persistence forecasts."""
@@ -93,6 +99,7 @@ def check_model_names(models: Sequence[str]) -> tuple[str, ...]:
 
 __all__ = [
     "DAY_TYPE_NAIVE",
+    "ENSEMBLE",
     "MODELS",
     "MODEL_NAMES",
     "SEASONAL_NAIVE",

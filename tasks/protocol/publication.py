@@ -21,7 +21,7 @@ import numpy as np
 
 from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.scoring import count_violations
-from wadiro_fleet.tasks.protocol.track_record import TrackRecord, track_ratio
+from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS, TrackRecord, track_ratio
 
 MAX_FILLED_WEATHER_SHARE = 0.25
 """Above this share of the target week's hours with weather filled in (interpolated, or from the
@@ -55,8 +55,16 @@ class Publication:
     """The published model's expected MAE relative to seasonal naive (1.0 for seasonal naive)."""
 
 
+def member_problem(candidate: Candidate, forecastable: np.ndarray,
+                   weather_filled: float = 0.0) -> str | None:
+    """Why a model's forecast cannot go into a combination this week (``None`` when it can):
+    the checks of publication, but for negative hours, which the combination's floor clips."""
+    return _problem(candidate, forecastable, None, weather_filled, allow_negative=True)
+
+
 def _problem(candidate: Candidate, forecastable: np.ndarray,
-             max_l_eps: float | None = None, weather_filled: float = 0.0) -> str | None:
+             max_l_eps: float | None = None, weather_filled: float = 0.0,
+             allow_negative: bool = False) -> str | None:
     """Why a candidate cannot be trusted this week (``None`` when it can)."""
     if candidate.failed is not None or candidate.y_hat is None:
         return f"failed ({candidate.failed})"
@@ -71,7 +79,7 @@ def _problem(candidate: Candidate, forecastable: np.ndarray,
         return f"solver status {candidate.solver_status}"
     if not np.isfinite(candidate.y_hat[forecastable]).all():
         return "incomplete forecast"
-    if count_violations(candidate.y_hat):
+    if not allow_negative and count_violations(candidate.y_hat):
         return "negative forecasts"
     if candidate.validation_mae is None:
         return "no validation error"
@@ -85,13 +93,14 @@ def choose_publication(
     max_l_eps: float | None = None,
     weather_filled: float = 0.0,
     weighting: str = "record",
+    record_weeks: int = RECORD_WEEKS,
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
 
     ``forecastable`` marks the target week's hours that have every input; ``record`` is the
-    building's recent record: a model's MAE relative to seasonal naive in up to 8 earlier
-    weeks. Once it holds at least 2, a model's expected ratio is the mean over its validation
+    building's recent record: a model's MAE relative to seasonal naive in up to
+    ``record_weeks`` earlier weeks. Once it holds at least 2, a model's expected ratio is the mean over its validation
     week and those weeks (``weighting="record"``: the validation week is one more week of
     record), or the mean of its validation-week ratio and its record's mean
     (``"validation"``: the validation week weighs as much as the whole record). With
@@ -115,7 +124,7 @@ def choose_publication(
             continue
         ratio = candidate.validation_mae / naive.validation_mae
         why = f"validation MAE {ratio:.2f}x seasonal naive"
-        track = track_ratio(candidate.model, record or {})
+        track = track_ratio(candidate.model, record or {}, record_weeks)
         if track is not None:
             share = 1.0 / (track[1] + 1) if weighting == "record" else 0.5
             ratio = share * ratio + (1.0 - share) * track[0]
@@ -154,4 +163,4 @@ def publish_certified(
 
 
 __all__ = ["MAX_FILLED_WEATHER_SHARE", "Candidate", "Publication", "choose_publication",
-           "publish_certified"]
+           "member_problem", "publish_certified"]

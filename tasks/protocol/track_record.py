@@ -19,7 +19,8 @@ import numpy as np
 from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 
 RECORD_WEEKS = 8
-"""How many earlier scored weeks of a building count."""
+"""How many earlier scored weeks of a building the intervals' adaptation counts (and, unless a
+run says otherwise, the publication step)."""
 
 MIN_RECORD_WEEKS = 2
 """Fewer earlier weeks than this are not a record."""
@@ -40,16 +41,17 @@ TrackRecord = Mapping[date, Mapping[str, WeekScore]]
 """Earlier target week -> model -> how it did."""
 
 
-def _recent(record: TrackRecord) -> list[Mapping[str, WeekScore]]:
-    return [scores for _, scores in sorted(record.items())[-RECORD_WEEKS:]]
+def _recent(record: TrackRecord, weeks: int = RECORD_WEEKS) -> list[Mapping[str, WeekScore]]:
+    return [scores for _, scores in sorted(record.items())[-weeks:]]
 
 
-def track_ratio(model: str, record: TrackRecord) -> tuple[float, int] | None:
-    """Mean of ``model``'s MAE relative to seasonal naive over the building's recent weeks,
-    and their number; ``None`` when too few."""
+def track_ratio(model: str, record: TrackRecord,
+                weeks: int = RECORD_WEEKS) -> tuple[float, int] | None:
+    """Mean of ``model``'s MAE relative to seasonal naive over the building's last ``weeks``
+    scored weeks, and their number; ``None`` when too few."""
     ratios = [
         scores[model].mae / scores[SEASONAL_NAIVE].mae
-        for scores in _recent(record)
+        for scores in _recent(record, weeks)
         if model in scores and SEASONAL_NAIVE in scores and scores[SEASONAL_NAIVE].mae
         and np.isfinite(scores[model].mae)
     ]

@@ -50,7 +50,7 @@ def load_jobs(
         stored = load_stored_params(con, ids, config.models, weeks[0]) if reuse else {}
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
                   if reuse else {})
-        record = load_track_record(con, ids, weeks[0], RECORD_WEEKS)
+        record = load_track_record(con, ids, weeks[0], max(RECORD_WEEKS, config.record_weeks))
     return [
         BuildingJob(info=infos[bid], hours=frame.drop(columns="building_id").reset_index(drop=True),
                     weeks=tuple(weeks), stored_params=stored.get(bid, {}),
