@@ -76,7 +76,7 @@ def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parame
     required = field.is_required()
     default = inspect.Parameter.empty if required else field.default
     if preset:
-        help_text += " [default: set by --protocol]"
+        help_text += " (default: set by --protocol)"
     if origin in (dict, typing.Mapping) or annotation is dict:
         return None
     if _is_list(annotation):
@@ -92,6 +92,8 @@ def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parame
                           default if required else choices(field.default))
     if annotation is bool:
         option = typer.Option(f"{_flag(name)}/--no-{name.replace('_', '-')}", help=help_text)
+        if preset:
+            return _parameter(name, Annotated[Optional[bool], option], None)
         return _parameter(name, Annotated[bool, option], default)
     if annotation is date:  # Typer parses datetimes; the value is turned back into a date
         option = typer.Option(_flag(name), help=help_text, formats=DATE_FORMATS)

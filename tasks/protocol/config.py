@@ -158,7 +158,7 @@ class ForecastConfig(BaseModel):
         "configuration) or paper (the paper's own protocol, exactly).",
     )
     models: tuple[str, ...] = Field(
-        MODEL_NAMES, description=f"Models to run (default: all): {', '.join(MODEL_NAMES)}."
+        MODEL_NAMES, description=f"Models to run, among {', '.join(MODEL_NAMES)}."
     )
     ensemble_members: tuple[str, ...] = Field(
         PROTOCOLS["deployed"]["ensemble_members"],

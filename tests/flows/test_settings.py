@@ -91,7 +91,9 @@ def test_protocol_paper_sets_the_papers_choices_and_options_still_override(captu
     assert result.exit_code == 0, result.output
     paper = captured[0]["settings"]
     assert (paper.feature_set, paper.target, paper.target_week_floor, paper.scnn_tuning,
-            paper.certify) == ("paper", "load", "none", "separate", "all")
+            paper.certify, paper.warm_start, paper.trials, paper.tuning) == (
+        "paper", "load", "none", "separate", "all", False, 15, "per-window")
+    assert paper == BackfillSettings(protocol="paper")  # the command line adds nothing
     result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
                                           "2024-03-25", "--protocol", "paper", "--target",
                                           "residual"])
