@@ -110,7 +110,7 @@ def _batch_results(
 ) -> Iterator[list[BuildingWeekResult]]:
     """Each batch's results as it finishes; buildings whose data cannot be read come back at
     once as failed results. Stops (raising) when a stop is requested."""
-    batches = run.batches(settings.batch_size)
+    batches = run.batches(settings.batch_size_for(len(run.building_ids)))
     pending: set = set()
     finished: queue.SimpleQueue = queue.SimpleQueue()
     try:
