@@ -11,12 +11,12 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from wadiro_models import (
-    MODELS,
     SCNN,
     GaussianProcessBaseline,
     LinearSVRBaseline,
     WaDiRoLinearRegression,
     WaDiRoSCNN,
+    make_model,
 )
 
 ESTIMATORS = [
@@ -55,6 +55,6 @@ def test_parameters_are_keyword_only_and_documented_with_their_defaults(cls):
 
 
 def test_the_physics_constrained_entry_still_builds_from_keywords():
-    model = MODELS["wadiro_pcscnn"](radius=0.5, max_neurons=12)
+    model = make_model("wadiro_pcscnn", radius=0.5, max_neurons=12)
     assert isinstance(model, WaDiRoSCNN) and model.lower_bound == 0.0
     assert model.get_params()["radius"] == 0.5
