@@ -284,7 +284,7 @@ def _print_issued(warehouse: str, run_id: str) -> None:
     """A week not yet over: what was published for it, and how the models did last week."""
     import pandas as pd
 
-    from wadiro_fleet.tasks.warehouse.issued import read_issued
+    from wadiro_fleet.tasks.report import read_issued
 
     published, validation = run_guarded(lambda: read_issued(warehouse, run_id))
     if published.empty:

@@ -20,6 +20,10 @@ import pandas as pd  # noqa: E402
 from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
 from wadiro_fleet.tasks.report_html import render_report  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect  # noqa: E402
+from wadiro_fleet.tasks.warehouse.issued import (  # noqa: E402
+    published_summary,
+    validation_leaderboard,
+)
 from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
 from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
 
@@ -154,6 +158,14 @@ def read_run_leaderboard(warehouse: str | Path, run_id: str) -> pd.DataFrame:
     """The leaderboard of one run, read in a short read-only connection."""
     with connect(warehouse, read_only=True) as con:
         return run_leaderboard(con, run_id)
+
+
+def read_issued(warehouse: str | Path, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What run ``run_id`` issued for a week not yet scored: its published summary and its
+    models' validation leaderboard (:mod:`~wadiro_fleet.tasks.warehouse.issued`), read in a
+    short read-only connection."""
+    with connect(warehouse, read_only=True) as con:
+        return published_summary(con, run_id), validation_leaderboard(con, run_id)
 
 
 def _write_report(

@@ -5,12 +5,8 @@ exist to score it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pandas as pd
-
-from wadiro_fleet.tasks.warehouse.connection import connect
 
 _PUBLISHED = """
     SELECT p.building_id, p.target_week, p.model, p.expected_ratio,
@@ -52,11 +48,4 @@ def validation_leaderboard(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.Da
     return con.execute(_VALIDATION, [run_id, run_id]).df()
 
 
-def read_issued(warehouse: str | Path, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`published_summary` and :func:`validation_leaderboard`, read in a short read-only
-    connection."""
-    with connect(warehouse, read_only=True) as con:
-        return published_summary(con, run_id), validation_leaderboard(con, run_id)
-
-
-__all__ = ["published_summary", "read_issued", "validation_leaderboard"]
+__all__ = ["published_summary", "validation_leaderboard"]
