@@ -15,7 +15,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.linalg import cho_solve, cholesky
 from scipy.spatial.distance import cdist
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ExpSineSquared, Kernel, WhiteKernel
@@ -156,8 +156,8 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
             + WhiteKernel(noise_level=self.noise_level)
         )
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> GaussianProcessBaseline:
-        self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         if self.sample_every > 1:
@@ -360,8 +360,8 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.solver = solver
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> LinearSVRBaseline:
-        self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         scaling = Standardization.fit(X, y, self.standardize)
@@ -398,7 +398,8 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
             if issubclass(caught_warning.category, ConvergenceWarning):
                 converged = False
             else:
-                warnings.warn(caught_warning.message, caught_warning.category, stacklevel=2)
+                # stacklevel: past fit and _fit_context's wrapper, to the caller of fit
+                warnings.warn(caught_warning.message, caught_warning.category, stacklevel=3)
         self.svr_ = svr
         self.coef_, self.intercept_ = scaling.linear_to_original(
             svr.coef_.ravel(), float(np.ravel(svr.intercept_)[0])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -68,7 +68,7 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         "fit_intercept": ["boolean"],
         "standardize": ["boolean"],
         "random_state": ["random_state"],
-        "solver": [str],
+        "solver": [str],  # a name of solvers.SOLVERS, which can grow at run time: checked there
         "solver_options": [None, dict],
         "accept_inaccurate": ["boolean"],
         "constraint_margin": [Interval(Real, 0, None, closed="left")],
@@ -79,6 +79,7 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(
         self,
         X: object,
@@ -121,7 +122,6 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         points = bound_points(bound_X, bound_lower, bound_upper, X.shape[1])

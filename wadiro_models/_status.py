@@ -44,8 +44,8 @@ def check_solution(
     """Raise unless ``solution`` may become a fitted model; warn when it is kept inexactly.
 
     ``constrained`` says whether the program has physical constraints, which turns an
-    infeasible status into :class:`InfeasibleConstraintsError`. Call it from ``fit`` itself:
-    the warning then points at the caller of ``fit``.
+    infeasible status into :class:`InfeasibleConstraintsError`. Call it from ``fit`` itself,
+    decorated with ``_fit_context``: the warning then points at the caller of ``fit``.
     """
     status = solution.status
     if status == "infeasible" and constrained:
@@ -59,7 +59,7 @@ def check_solution(
             f"solver {solution.solver!r} stopped at reduced accuracy "
             "(optimal_inaccurate); accepted because accept_inaccurate=True",
             InaccurateSolutionWarning,
-            stacklevel=3,
+            stacklevel=4,  # check_solution <- fit <- _fit_context's wrapper <- caller
         )
     elif status != "optimal":
         detail = solution.info.get("error", "")

@@ -20,7 +20,7 @@ import clarabel
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -248,8 +248,8 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
         self.solver_options = solver_options
         self.accept_inaccurate = accept_inaccurate
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> WaDiRoLinearRegression:
-        self._validate_params()
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         scaling = Standardization.fit(X, y, self.standardize)

@@ -8,7 +8,7 @@ import inspect
 import re
 
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from wadiro_models import (
     SCNN,
@@ -33,6 +33,14 @@ ESTIMATORS = [
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
+def test_fit_validates_every_parameter_against_its_constraints(estimator):
+    """scikit-learn's own check, which parametrize_with_checks does not run: every constructor
+    parameter has an entry in _parameter_constraints, and fit (through _fit_context) rejects
+    a value outside it with InvalidParameterError naming the parameter."""
+    check_param_validation(type(estimator).__name__, estimator)
 
 
 CLASSES = sorted({type(estimator) for estimator in ESTIMATORS}, key=lambda c: c.__name__)
