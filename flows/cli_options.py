@@ -2,8 +2,9 @@
 
 Each field of the settings model becomes an option ``--field-name`` with the field's default
 and description (a field without a default is a required option); lists are given
-comma-separated and dates as ``YYYY-MM-DD``. A field holding a mapping (per-model solver
-options) is not an option: set it through a flow parameter or a deployment. The values are
+comma-separated, a mapping of names to numbers as ``NAME=VALUE`` pairs, and dates as
+``YYYY-MM-DD``. A field holding a deeper mapping (per-model solver options) is not an option:
+set it through a flow parameter or a deployment. The values are
 validated by the model itself; a bad one is a usage error naming the option. A field whose
 default comes from another field's choice (the model's ``PROTOCOL_DEFAULTS``, set by
 ``--protocol``) has no default of its own on the command line: left out, the model fills it in.
@@ -67,6 +68,12 @@ def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (list, tuple)
 
 
+def _is_pairs(annotation: Any) -> bool:
+    """A mapping of names to numbers, given as ``NAME=VALUE,...`` (the model parses them)."""
+    return (typing.get_origin(annotation) in (dict, typing.Mapping)
+            and typing.get_args(annotation)[1:] in ((float,), (int,)))
+
+
 def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parameter | None:
     """The command parameter of one settings field (``None`` for a mapping). A ``preset``
     field's option defaults to ``None``, meaning "as the model's own default says"."""
@@ -77,6 +84,9 @@ def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parame
     default = inspect.Parameter.empty if required else field.default
     if preset:
         help_text += " (default: set by --protocol)"
+    if _is_pairs(annotation):
+        option = typer.Option(_flag(name), help=f"{help_text} Comma-separated NAME=VALUE.")
+        return _parameter(name, Annotated[Optional[str], option], None)
     if origin in (dict, typing.Mapping) or annotation is dict:
         return None
     if _is_list(annotation):
@@ -119,7 +129,7 @@ def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[s
         if name in presets and value is None:
             continue  # left to the protocol's value
         annotation, _ = _without_none(settings.model_fields[name].annotation)
-        if _is_list(annotation):
+        if _is_list(annotation) or _is_pairs(annotation):
             value = split_list(value, _flag(name))
             if value is None:
                 continue  # the model's default (all)

@@ -55,22 +55,26 @@ PublicationWeighting = Literal["record", "validation"]
 ScnnTuning = Literal["joint", "separate"]
 
 
-def parse_perturbation(items: Sequence[str]) -> dict[str, float]:
-    """``["temperature_c=1", ...]`` -> ``{"temperature_c": 1.0}``, names and radii checked."""
+def parse_perturbation(value: Mapping[str, Any] | Sequence[str]) -> dict[str, float]:
+    """``{"temperature_c": 1}`` or ``["temperature_c=1", ...]`` (the command line's form) ->
+    ``{"temperature_c": 1.0}``, names and radii checked."""
+    if isinstance(value, str):
+        raise ValueError("perturbation must be FEATURE=RADIUS pairs, not one string")
+    pairs = (value.items() if isinstance(value, Mapping)
+             else (str(item).partition("=")[::2] for item in value))
     radii: dict[str, float] = {}
-    for item in items:
-        name, sep, radius = str(item).partition("=")
-        name = name.strip()
-        if not sep or name not in FEATURES:
-            raise ValueError(f"perturbation {item!r}: expected FEATURE=RADIUS with FEATURE one "
+    for name, given in pairs:
+        name = str(name).strip()
+        if name not in FEATURES:
+            raise ValueError(f"perturbation {name!r}: expected FEATURE=RADIUS with FEATURE one "
                              f"of {sorted(FEATURES)}")
         try:
-            value = float(radius)
+            radius = float(given)
         except ValueError:
-            raise ValueError(f"perturbation {item!r}: the radius is not a number") from None
-        if not value >= 0 or value == float("inf"):
-            raise ValueError(f"perturbation {item!r}: the radius must be finite and >= 0")
-        radii[name] = value
+            raise ValueError(f"perturbation {name}={given!r}: the radius is not a number") from None
+        if not radius >= 0 or radius == float("inf"):
+            raise ValueError(f"perturbation {name}={given!r}: the radius must be finite and >= 0")
+        radii[name] = radius
     return radii
 
 
@@ -226,8 +230,8 @@ class ForecastConfig(BaseModel):
         "bound serves both; separate: a study each (the paper).",
     )
 
-    perturbation: tuple[str, ...] = Field(
-        tuple(f"{name}={radius:g}" for name, radius in DEFAULT_PERTURBATION.items()),
+    perturbation: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_PERTURBATION),
         description="Stability certificate of each SCNN-family fit: the input perturbation "
         "as FEATURE=RADIUS in the feature's own units (an l_inf box); features not listed "
         "(the calendar) are held fixed.",
@@ -288,16 +292,8 @@ class ForecastConfig(BaseModel):
 
     @field_validator("perturbation", mode="before")
     @classmethod
-    def _feature_radii(cls, value: Sequence[str]) -> tuple[str, ...]:
-        if isinstance(value, str):
-            raise ValueError("perturbation must be a sequence of FEATURE=RADIUS, not one string")
-        radii = parse_perturbation(value)
-        return tuple(f"{name}={radius:g}" for name, radius in radii.items())
-
-    @property
-    def perturbation_radii(self) -> dict[str, float]:
-        """:attr:`perturbation` as feature -> radius."""
-        return parse_perturbation(self.perturbation)
+    def _feature_radii(cls, value: Mapping[str, Any] | Sequence[str]) -> dict[str, float]:
+        return parse_perturbation(value)
 
     @field_validator("models", mode="before")
     @classmethod

@@ -323,7 +323,7 @@ def _certify(outcome: ModelOutcome, model: Any, window: Window, config: Forecast
     """Record ``model``'s stability certificate and out-of-sample bound (SCNN family only)."""
     if config.certify_nodes == 0:
         return
-    certificate = certify_fit(model, window.feature_columns, config.perturbation_radii,
+    certificate = certify_fit(model, window.feature_columns, config.perturbation,
                               config.certify_nodes, config.certificate)
     if certificate is not None:
         outcome.l_eps, outcome.l_eps_lower = certificate.l_eps, certificate.l_eps_lower

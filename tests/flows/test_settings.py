@@ -65,6 +65,7 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         "--runner", "dask", "--dask-address", "tcp://h:1", "--workers", "3",
         "--batch-size", "5", "--max-in-flight", "4", "--target", "residual",
         "--target-week-floor", "none", "--certify", "all",
+        "--perturbation", "temperature_c=0.5, wind_speed_ms=2",
     ])
     assert result.exit_code == 0, result.output
     settings = captured[0]["settings"]
@@ -73,6 +74,7 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         reuse_max_age_weeks=2, history_weeks=6, warehouse="w.duckdb", buildings=("a", "b"),
         runner="dask", dask_address="tcp://h:1", workers=3, batch_size=5, max_in_flight=4,
         target="residual", target_week_floor="none", certify="all",
+        perturbation={"temperature_c": 0.5, "wind_speed_ms": 2.0},
     )
     assert str(captured[0]["week"]) == "2024-04-01"
     # every field but the per-model mapping is an option of both commands

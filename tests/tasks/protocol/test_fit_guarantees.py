@@ -84,13 +84,14 @@ def test_other_models_get_none_and_failures_are_recorded(monkeypatch):
 
 def test_the_perturbation_setting():
     default = ForecastConfig()
-    assert default.perturbation_radii == dict(DEFAULT_PERTURBATION)
+    assert default.perturbation == dict(DEFAULT_PERTURBATION)
     assert default.certify_nodes > 0
     custom = ForecastConfig(perturbation=["temperature_c=0.5", " wind_speed_ms = 2"])
-    assert custom.perturbation_radii == {"temperature_c": 0.5, "wind_speed_ms": 2.0}
-    assert custom.as_record()["perturbation"] == ["temperature_c=0.5", "wind_speed_ms=2"]
+    assert custom.perturbation == {"temperature_c": 0.5, "wind_speed_ms": 2.0}
+    assert custom.as_record()["perturbation"] == {"temperature_c": 0.5, "wind_speed_ms": 2.0}
+    assert ForecastConfig(perturbation={"wind_speed_ms": 2}).perturbation == {"wind_speed_ms": 2.0}
     for bad in (["nonsense=1"], ["temperature_c=-1"], ["temperature_c"], ["temperature_c=x"],
-                "temperature_c=1", ["temperature_c=inf"]):
+                "temperature_c=1", ["temperature_c=inf"], {"temperature_c": -1}):
         with pytest.raises(ValidationError):
             ForecastConfig(perturbation=bad)
     with pytest.raises(ValidationError):
