@@ -4,7 +4,6 @@ Pure library: numpy, scipy, cvxpy, clarabel and scikit-learn only (no files, no 
 """
 
 from ._baselines import GaussianProcessBaseline, LinearSVRBaseline
-from ._certification import StabilityCertificate, certify_stability
 from ._constraints import PhysicalLimits, physical_limits
 from ._out_of_sample import OutOfSampleBound
 from ._program import (
@@ -19,6 +18,7 @@ from ._relu_network import ReluNetwork
 from ._scnn import SCNN
 from ._wadiro_linreg import WaDiRoLinearRegression
 from ._wadiro_scnn import WaDiRoSCNN
+from .certification import StabilityCertificate, certify_stability
 from .exceptions import (
     InaccurateSolutionWarning,
     InfeasibleConstraintsError,

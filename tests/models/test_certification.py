@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 from wadiro_models import SCNN, WaDiRoSCNN, certify_stability
-from wadiro_models._certification import _build_milp, _domain, _network
+from wadiro_models.certification._certificate import _network
+from wadiro_models.certification._domain import _domain
+from wadiro_models.certification._milp import _build_milp
 from wadiro_models.exceptions import InvalidInputError
 
 UCI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci"
