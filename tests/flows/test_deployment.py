@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from wadiro_fleet.tasks.protocol.config import PROTOCOLS
 from wadiro_fleet.tasks.warehouse.connection import connect
 from processes import WORK_POOL, prefect_cli
 from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
@@ -52,10 +53,13 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
     assert weekly["work_pool_name"] == WORK_POOL
     assert deployments["backfill"]["schedules"] == []
     # Defaults are said once, in the flows' settings: prefect.yaml restates none of them.
-    for name, tuning in (("weekly-forecast", "reuse"), ("backfill", "per-window")):
+    deployed = PROTOCOLS["deployed"]
+    for name in ("weekly-forecast", "backfill"):
         assert deployments[name]["parameters"] == {}
         schema = deployments[name]["parameter_openapi_schema"]["properties"]["settings"]
-        assert schema["default"]["tuning"] == tuning and schema["default"]["trials"] == 15
+        assert schema["default"]["protocol"] == "deployed"
+        assert schema["default"]["tuning"] == deployed["tuning"]
+        assert schema["default"]["trials"] == deployed["trials"]
 
     # Overrides as an operator gives them: a partial settings object, the rest from defaults.
     common = {"settings": '{"models": ["svr", "wadiro_linreg", "seasonal_naive"], "trials": 2}'}
