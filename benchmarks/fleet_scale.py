@@ -15,11 +15,12 @@ Set-up (not timed), in a temporary directory unless ``--keep DIR``:
 
 Measured: K consecutive weekly runs (``--weeks``, default 2), each ``wadiro forecast --week
 MONDAY --tuning reuse`` with every model and the deployment's defaults (processes runner, one
-worker per core, batches of 2), as a child process, exactly as the weekly deployment's flow runs
-it without a Prefect server. The first is the first week after the tuning run: the buildings
-whose tuning was copied have no forecast of the week before, so every learned model also fits
-the 11 weeks before the validation week. From the second on, the weekly run is in its steady
-state: the forecasts issued a week earlier are the validation forecasts (``validation_source``).
+worker per core, the automatic batch size: at most 10 buildings a batch), as a child process,
+exactly as the weekly deployment's flow runs it without a Prefect server. The first is the first
+week after the tuning run: the buildings whose tuning was copied have no forecast of the week
+before, so every learned model also fits the 11 weeks before the validation week. From the
+second on, the weekly run is in its steady state: the forecasts issued a week earlier are the
+validation forecasts (``validation_source``).
 For each run:
 
 * wall: ``time.perf_counter`` around the child;
