@@ -33,7 +33,7 @@ For each run:
   Prefect, reading the warehouse, moving data to and from workers, writing results -- is
   outside it. Model fitting itself is split by model from ``model_fits``.
 
-    python benchmarks/fleet_scale.py                       # 1,000 buildings, two weekly runs (~2 h here)
+    python benchmarks/fleet_scale.py                       # 1,000 buildings, two weekly runs (~30 min here)
     python benchmarks/fleet_scale.py --buildings 100 --weeks 3
 """
 
