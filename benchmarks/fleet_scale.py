@@ -101,8 +101,9 @@ def copy_tuning(warehouse: Path, sample: list[str]) -> int:
 
 def measure_weekly_run(warehouse: Path, week: date, args: argparse.Namespace) -> Measured:
     workers = ["--workers", str(args.workers)] if args.workers else []
+    batches = ["--batch-size", str(args.batch_size)] if args.batch_size else []
     return measure("forecast", "--warehouse", str(warehouse), "--week", week.isoformat(),
-                   "--tuning", "reuse", *workers, quiet=False)
+                   "--tuning", "reuse", *workers, *batches, quiet=False)
 
 
 def report(n: int, week: date, m: Measured, facts: RunFacts) -> None:
@@ -139,6 +140,8 @@ def main() -> None:
     parser.add_argument("--weeks", type=int, default=2,
                         help="consecutive weekly runs to measure (default 2)")
     parser.add_argument("--workers", type=int, default=None, help="default: cores")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="buildings per batch of the weekly runs (default: the run's own)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="build the warehouse in this folder and keep it")
     args = parser.parse_args()
