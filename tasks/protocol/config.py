@@ -28,7 +28,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
-from wadiro_fleet.tasks.protocol.day_types import parse_closure_periods
+from wadiro_fleet.tasks.protocol.day_types import (
+    DEFAULT_CLOSURE_PERIODS,
+    parse_closure_periods,
+)
 from wadiro_fleet.tasks.protocol.features import (
     FEATURE_SETS,
     FEATURES,
@@ -202,7 +205,7 @@ class ForecastConfig(BaseModel):
         "the same type: workday, weekend, or holiday / closure day).",
     )
     closure_periods: tuple[str, ...] = Field(
-        ("12-24..01-01",),
+        DEFAULT_CLOSURE_PERIODS,
         description="Annual MM-DD..MM-DD ranges whose weekdays count as holidays for the "
         "day_type persistence (the buildings run as on a Sunday then).",
     )

@@ -361,20 +361,18 @@ def _candidate(outcome: ModelOutcome, week: _Week) -> Candidate:
         reads_weather=week.weather_read and MODELS[outcome.model].is_learned)
 
 
-def _publish(window: Window, outcomes: list[ModelOutcome], record: TrackRecord | None,
+def _publish(week: _Week, outcomes: list[ModelOutcome], record: TrackRecord | None,
              config: ForecastConfig) -> Publication | None:
-    week = _week(window)
     return choose_publication([_candidate(o, week) for o in outcomes], week.forecastable,
                               record, config.max_l_eps, week.weather_filled,
                               config.publication_weighting, config.record_weeks)
 
 
-def _ensemble_outcome(name: str, window: Window, outcomes: list[ModelOutcome],
+def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[ModelOutcome],
                       config: ForecastConfig, record: TrackRecord | None) -> ModelOutcome:
     """The hourly median of the run's ensemble members that can be trusted this week (the
     publication's checks, negative hours aside: the median is clipped at zero), and of their
     validation forecasts, which calibrate its intervals."""
-    week = _week(window)
     members = [o for o in outcomes if o.model in config.members
                and member_problem(_candidate(o, week), week.forecastable,
                                   week.weather_filled) is None
@@ -507,16 +505,17 @@ def forecast_building_week(
                 result.outcomes.append(outcomes[name])
         elif MODELS[name].persistence is not None:
             result.outcomes.append(_persistence_outcome(name, window, track_record))
+    week_known = _week(window)
     for name in config.models:  # combinations, once what they combine is known
         if MODELS[name].combination:
-            result.outcomes.append(
-                _ensemble_outcome(name, window, result.outcomes, config, track_record))
+            result.outcomes.append(_ensemble_outcome(name, window, week_known, result.outcomes,
+                                                     config, track_record))
     if config.certify == "all":
         for name, model in fitted.items():
             _certify(outcomes[name], model, window, config)
 
     def choose() -> Publication | None:
-        return _publish(window, result.outcomes, track_record, config)
+        return _publish(week_known, result.outcomes, track_record, config)
 
     if config.certify == "published" and config.certify_nodes > 0:
         result.publication = publish_certified(
