@@ -100,9 +100,9 @@ def choose_publication(
 
     ``forecastable`` marks the target week's hours that have every input; ``record`` is the
     building's recent record: a model's MAE relative to seasonal naive in up to
-    ``record_weeks`` earlier weeks. Once it holds at least 2, a model's expected ratio is the mean over its validation
-    week and those weeks (``weighting="record"``: the validation week is one more week of
-    record), or the mean of its validation-week ratio and its record's mean
+    ``record_weeks`` earlier weeks. Once it holds at least 2, a model's expected ratio is the
+    mean over its validation week and those weeks (``weighting="record"``: the validation week
+    is one more week of record), or the mean of its validation-week ratio and its record's mean
     (``"validation"``: the validation week weighs as much as the whole record). With
     ``max_l_eps``, a model whose stability certificate is above it (or failed) is not trusted.
     ``weather_filled`` is the share of the target week's hours whose weather was filled in.
