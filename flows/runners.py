@@ -26,8 +26,7 @@ def make_task_runner(
     if kind == "threads":
         return ThreadPoolTaskRunner(max_workers=workers)
     if kind == "processes":
-        return ProcessPoolTaskRunner(max_workers=workers, initializer=worker_init,
-                                     initargs=(os.getpid(),))
+        return ProcessPoolTaskRunner(max_workers=workers, initializer=worker_init)
     if kind != "dask":
         raise ValueError(f"unknown task runner {kind!r}; expected threads, processes or dask")
     if not dask_address:

@@ -11,7 +11,7 @@
   cannot be interrupted): :func:`arm_exit_deadline`. A second signal ends it at once. What must be written before such an end (a run's closing record)
   is registered with :meth:`StopRequest.last_words`.
 * Worker processes (the ``processes`` task runner) start with :func:`worker_init`: they leave
-  Ctrl-C to their parent, and end by themselves within a second when the parent is gone, even
+  Ctrl-C to their parent, and end by themselves as soon as the parent is gone, even
   after ``kill -9`` (nothing else would end them: they are not in the parent's session once it
   is gone). :func:`stop_child_processes` ends them when a run stops.
 
@@ -25,7 +25,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,9 +32,6 @@ from types import FrameType
 
 GRACE_S = 15.0
 """Longest time between a stop request and the end of the process."""
-
-PARENT_POLL_S = 0.5
-"""How often a worker process checks that its parent is still alive."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -203,17 +199,19 @@ def quiet_resource_tracker() -> None:
         sys.warnoptions.append(quiet)
 
 
-def worker_init(parent_pid: int) -> None:
+def worker_init() -> None:
     """Initializer of a worker process: Ctrl-C is for the parent (which stops the workers
-    itself), and the worker ends within :data:`PARENT_POLL_S` of its parent's end."""
+    itself), and the worker ends as soon as its parent -- the run's process, which started it
+    directly or through a fork server -- has ended."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="wadiro-parent-watch",
-                     daemon=True).start()
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent,), name="wadiro-parent-watch",
+                         daemon=True).start()
 
 
-def _exit_with_parent(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(PARENT_POLL_S)
+def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
+    parent.join()  # returns once the parent's end of the pipe it left the worker is closed
     os._exit(1)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
+from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_batch
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.provenance import code_version
@@ -138,13 +138,11 @@ def read_batch(run: OpenRun, building_ids: list[str]) -> Batch:
 
 
 # No input caching: hashing each batch's hourly frames would cost more than it could save, and
-# a rerun must recompute (the warehouse slice is replaced, never served from a cache).
-@task(name="forecast-batch", task_run_name="forecast-batch-{label}", cache_policy=NO_CACHE)
-def forecast_batch(
-    jobs: list[BuildingJob], config: ForecastConfig, label: str
-) -> list[BuildingWeekResult]:
-    """The protocol for every (building, week) of the batch; failures are recorded, not raised."""
-    return run_jobs(jobs, config)
+# a rerun must recompute (the warehouse slice is replaced, never served from a cache). The
+# function is the protocol's own: a worker process that runs it imports the protocol, not
+# Prefect or this module.
+forecast_batch = task(name="forecast-batch", task_run_name="forecast-batch-{label}",
+                      cache_policy=NO_CACHE)(run_batch)
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display on batch machines
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from wadiro_fleet.tasks.errors import PipelineError  # noqa: E402
-from wadiro_fleet.tasks.report_html import render_report  # noqa: E402
-from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect  # noqa: E402
-from wadiro_fleet.tasks.warehouse.issued import (  # noqa: E402
+import pandas as pd
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.report_html import render_report
+from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
+from wadiro_fleet.tasks.warehouse.issued import (
     published_summary,
     validation_leaderboard,
 )
-from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
-from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql  # noqa: E402
+from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality
+from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql
 
 
 def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -59,7 +54,12 @@ def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, path: Path) 
     ).df()
     if frame.empty:
         return None
-    fig, ax = plt.subplots(figsize=(12, 4.5))
+    # A figure of its own, not pyplot's: no display, no global state, and matplotlib is
+    # imported only by runs that draw.
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.5))
+    ax = fig.subplots()
     actual = frame.drop_duplicates("ts").set_index("ts")["actual_kwh"]
     ax.plot(actual.index, actual.to_numpy(), color="black", linewidth=1.6, label="actual")
     for model, group in frame.groupby("model"):
@@ -73,7 +73,6 @@ def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, path: Path) 
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

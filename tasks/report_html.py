@@ -17,22 +17,21 @@ import html
 import io
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import duckdb
 import jinja2
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; no display on batch machines
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality  # noqa: E402
-from wadiro_fleet.tasks.warehouse.schema import (  # noqa: E402
+from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality
+from wadiro_fleet.tasks.warehouse.schema import (
     FLAT_RUN_ALERT_HOURS,
     SPIKE_RATIO,
     leaderboard_sql,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PLOT_WEEKS = 4
 """How many of a building's latest published weeks its plot shows."""
@@ -87,10 +86,9 @@ def _table(frame: pd.DataFrame, *, row_class: dict[str, str] | None = None,
                          classes=row_class or {})
 
 
-def _png(fig: plt.Figure) -> str:
+def _png(fig: Figure) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -112,7 +110,12 @@ def _building_plot(con: duckdb.DuckDBPyConnection, building_id: str) -> tuple[st
     ).df()
     if frame.empty:
         return None
-    fig, ax = plt.subplots(figsize=(11, 3.6))
+    # A figure of its own, not pyplot's: no display, no global state, and matplotlib is
+    # imported only by runs that draw.
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 3.6))
+    ax = fig.subplots()
     ax.fill_between(frame["ts"], frame["y_lo_95"], frame["y_hi_95"], color="#c6dbef",
                     label="95 % interval", step="mid")
     ax.fill_between(frame["ts"], frame["y_lo_80"], frame["y_hi_80"], color="#6baed6",

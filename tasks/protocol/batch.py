@@ -111,3 +111,11 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                 o.model: IssuedForecast(dict(o.params), pd.Series(o.y_hat, index=index))
                 for o in result.outcomes if o.status == "ok" and o.params is not None}
     return results
+
+
+def run_batch(jobs: list[BuildingJob], config: ForecastConfig,
+              label: str = "") -> list[BuildingWeekResult]:
+    """The protocol for every (building, week) of a batch (:func:`run_jobs`), as the run's
+    compute step; ``label`` names the batch in an orchestrator's task runs."""
+    del label
+    return run_jobs(jobs, config)

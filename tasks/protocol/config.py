@@ -119,6 +119,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "models": MODEL_NAMES,
         "ensemble_members": ENSEMBLE_MEMBERS,
         "trials": 8,
+        "tuning_sample_every": 2,
         "max_neurons": 30,
         "tuning": "reuse",
         "warm_start": True,
@@ -137,6 +138,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "models": PAPER_MODELS,
         "ensemble_members": (),
         "trials": 15,
+        "tuning_sample_every": 1,
         "max_neurons": 70,
         "tuning": "per-window",
         "warm_start": False,
@@ -174,6 +176,12 @@ class ForecastConfig(BaseModel):
     )
     trials: int = Field(PROTOCOLS["deployed"]["trials"], ge=1,
                         description="TPE trials per model (or SCNN family) and tuning.")
+    tuning_sample_every: int = Field(
+        PROTOCOLS["deployed"]["tuning_sample_every"], ge=1,
+        description="Tuning's trials fit every n-th hour of the fit weeks (counted back from "
+        "the latest) and are scored on the whole validation week; the final fit uses every "
+        "hour. 1: trials fit every hour (the paper).",
+    )
     max_neurons: int = Field(
         PROTOCOLS["deployed"]["max_neurons"], ge=10,
         description="The largest max_neurons the SCNN family's tuning tries (its search space "

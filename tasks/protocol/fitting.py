@@ -22,6 +22,9 @@ networks: a fit of the unconstrained network whose weights already meet the cons
 bounds is an optimum of the constrained program too (same objective, smaller feasible set), so
 the constrained network takes it instead of solving again
 (:meth:`wadiro_models.WaDiRoSCNN.fit`'s ``relaxation``).
+
+Tuning's trials may fit every n-th hour of the fit weeks (``tuning_sample_every``): a trial only
+ranks hyperparameters, and is scored on the whole validation week; the final fit uses every hour.
 """
 
 from __future__ import annotations
@@ -65,6 +68,15 @@ class WindowPart:
 
     def to_load(self, prediction: np.ndarray) -> np.ndarray:
         return self.base + np.asarray(prediction, dtype=float)
+
+
+def _every(rows: WindowPart, n: int) -> WindowPart:
+    """Every ``n``-th row of ``rows``, counted back from the latest (all of them when n = 1)."""
+    if n <= 1:
+        return rows
+    keep = np.arange(len(rows.target) - 1, -1, -n)[::-1]
+    return WindowPart(rows.X[keep], rows.target[keep], rows.base[keep], rows.load[keep],
+                      rows.ts[keep], rows.keep_base[keep])
 
 
 def base_column(config: ForecastConfig) -> str:
@@ -113,24 +125,26 @@ class Fitter:
             return None
         return load_floor - self.parts[part].base
 
-    def fit(self, model: str, part: str, params: Mapping[str, Any], *, forecasts: str) -> Any:
-        """``model`` fitted on ``part`` with ``params``, to forecast the part ``forecasts``."""
+    def fit(self, model: str, part: str, params: Mapping[str, Any], *, forecasts: str,
+            sample_every: int = 1) -> Any:
+        """``model`` fitted on ``part`` with ``params``, to forecast the part ``forecasts``;
+        on every ``sample_every``-th row of ``part``, counted back from its latest."""
         spec = MODELS[model]
+        rows = _every(self.parts[part], sample_every)
         extra: dict[str, Any] = {}
         if spec.load_floor is not None:  # on the load itself, or per row on a residual
             extra["lower_bound"] = (spec.load_floor if self.config.target == "load"
-                                    else self.floor(model, part))
+                                    else spec.load_floor - rows.base)
         estimator = spec.estimator(**{**self.config.model_options.get(model, {}), **params,
                                       **extra})
-        rows = self.parts[part]
         fit_args = self._bound_points(model, forecasts)
         joint = self.config.scnn_tuning == "joint"
+        key = (part, sample_every, _params_key(params))
         if joint and model in RELAXATION_OF:
-            fit_args["relaxation"] = self._relaxations.get(
-                (RELAXATION_OF[model], part, _params_key(params)))
+            fit_args["relaxation"] = self._relaxations.get((RELAXATION_OF[model], *key))
         fitted = estimator.fit(rows.X, rows.target, **fit_args)
         if joint and model in RELAXATION_OF.values():
-            self._relaxations[(model, part, _params_key(params))] = fitted
+            self._relaxations[(model, *key)] = fitted
         return fitted
 
     def _bound_points(self, model: str, forecasts: str) -> dict[str, Any]:

@@ -214,7 +214,8 @@ def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
         for name in fitter.fit_order(list(group)):
             started = time.thread_time()
             try:
-                model = fitter.fit(name, "fit", params, forecasts="validation")
+                model = fitter.fit(name, "fit", params, forecasts="validation",
+                                   sample_every=fitter.config.tuning_sample_every)
                 out[name] = fitter.predict(name, model, "validation")
             except Exception as exc:  # noqa: BLE001 - a failed trial is recorded, tuning goes on
                 out[name] = exc

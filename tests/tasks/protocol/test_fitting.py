@@ -12,6 +12,7 @@ from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import build_features
 from wadiro_fleet.tasks.protocol.fitting import Fitter
+from wadiro_fleet.tasks.protocol.models import MODELS
 from wadiro_fleet.tasks.protocol.windows import build_window
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 
@@ -59,3 +60,31 @@ def test_over_last_weeks_load_every_hour_is_corrected(warehouse):
     assert not test.keep_base.any()
     assert np.count_nonzero(correction) > 150
     assert pd.Series(correction).notna().all()
+
+
+def test_a_tuning_trial_fits_every_second_hour_counted_back_from_the_latest(warehouse):
+    config = ForecastConfig()
+    [job] = load_jobs(warehouse, [BUILDING], [EASTER_WEEK], config)
+    info = job.info
+    features = build_features(job.hours, timezone=info.timezone,
+                              holiday_country=info.holiday_country,
+                              holiday_subdiv=info.holiday_subdiv,
+                              feature_set=config.feature_set)
+    window = build_window(features, EASTER_WEEK, info.timezone, feature_set=config.feature_set)
+    fitter = Fitter(window, config)
+    rows = fitter.parts["fit"]
+    trial = fitter.fit("wadiro_linreg", "fit", LINREG, forecasts="validation", sample_every=2)
+    full = fitter.fit("wadiro_linreg", "fit", LINREG, forecasts="validation")
+    # the same program on the rows picked by hand: the latest hour, and every second before it
+    picked = np.arange(len(rows.target))[::-1][::2][::-1]
+    assert picked[-1] == len(rows.target) - 1 and len(picked) == (len(rows.target) + 1) // 2
+    direct = MODELS["wadiro_linreg"].estimator(
+        **config.model_options["wadiro_linreg"], **LINREG).fit(rows.X[picked],
+                                                                rows.target[picked])
+    np.testing.assert_allclose(trial.coef_, direct.coef_, rtol=1e-6, atol=1e-9)
+    assert not np.allclose(trial.coef_, full.coef_)  # the final fit sees every hour
+    # the constrained network's floor holds on the rows its trial was fitted on
+    pcscnn = fitter.fit("wadiro_pcscnn", "fit", {"radius": 0.01, "max_neurons": 10},
+                        forecasts="validation", sample_every=2)
+    floor = fitter.floor("wadiro_pcscnn", "fit")[picked]
+    assert np.all(pcscnn.predict(rows.X[picked]) >= floor - 1e-6)
