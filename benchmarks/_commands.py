@@ -1,12 +1,16 @@
 """Measuring ``wadiro`` commands as a user runs them: the installed command as a child process,
 its CPU with every process it started, its wall time and memory, and what its run wrote.
 
-CPU is user + system time from ``getrusage(RUSAGE_CHILDREN)``, taken after the child has ended:
-it includes the worker processes the child started and waited for.
+CPU is user + system time from ``getrusage(RUSAGE_CHILDREN)``, taken after the child and every
+process it started have ended. Worker processes forked by a fork server are not waited for by the
+command itself (the server outlives it by a moment); this process is made their reaper (Linux's
+child subreaper), waits for them, and so counts their CPU too.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import resource
 import subprocess
 import sys
@@ -26,6 +30,7 @@ def wadiro(*args: str, quiet: bool = False) -> None:
     """Run one ``wadiro`` command; stop the benchmark if it fails."""
     out = subprocess.DEVNULL if quiet else None
     subprocess.run([*WADIRO, *args], check=True, stdout=out)
+    _reap_descendants()  # its CPU is not the next measured command's
 
 
 class TreeMemory:
@@ -60,6 +65,38 @@ class TreeMemory:
         self._thread.join()
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _adopt_orphans() -> None:
+    """Make this process the reaper of its descendants' orphans, so that their CPU is counted."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        adopted = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        adopted = False
+    if not adopted:
+        print("warning: cannot adopt orphaned worker processes here (not Linux?): the CPU of "
+              "workers started through a fork server is not counted", file=sys.stderr)
+
+
+_adopt_orphans()
+
+
+def _reap_descendants(within_s: float = 30.0) -> None:
+    """Wait until every process left by the last command has ended (and its CPU is counted)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # none left
+        if pid == 0:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"processes left behind by the command after {within_s:.0f} s")
+            time.sleep(0.05)
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -82,7 +119,9 @@ def measure(*args: str, quiet: bool = True) -> Measured:
                              stderr=subprocess.DEVNULL if quiet else None)
     memory = TreeMemory(child.pid)
     code = child.wait()
-    wall, cpu = time.perf_counter() - wall0, children_cpu() - cpu0
+    wall = time.perf_counter() - wall0
+    _reap_descendants()
+    cpu = children_cpu() - cpu0
     memory.stop()
     if code != 0:
         raise SystemExit(f"wadiro {' '.join(args)} failed with exit code {code}")

@@ -1,0 +1,41 @@
+"""Worker processes of the ``processes`` runner start from a fork server that imported the
+protocol once: a worker has the protocol loaded before its first batch, and never Prefect or the
+report's plotting (each spawned worker used to import all three, seconds of CPU apiece)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from types import SimpleNamespace
+
+import pytest
+from wadiro_fleet.flows.engine import LocalEngine, _call_step
+from wadiro_fleet.tasks.forecast_tasks import forecast_batch
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+
+pytestmark = pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
+                                reason="no fork server on this platform (workers are spawned)")
+
+
+def _in_worker(expression: str) -> object:
+    """``expression`` evaluated in the one worker of a run's executor, after it ran the compute
+    step as a run submits it (an empty batch)."""
+    settings = SimpleNamespace(runner="processes", workers=1)
+    step = forecast_batch.fn
+    with LocalEngine()._executor_for(settings) as executor:
+        assert executor.submit(_call_step, step.__module__, step.__name__, [], ForecastConfig(),
+                               "empty").result(timeout=120) == []
+        # eval is a builtin: the worker imports nothing more to run it
+        return executor.submit(eval, expression).result(timeout=120)
+
+
+def test_a_worker_has_the_protocol_loaded_and_not_prefect_or_plotting():
+    loaded = set(_in_worker("sorted(__import__('sys').modules)"))
+    assert {"wadiro_fleet.tasks.protocol.batch", "sklearn", "wadiro_models"} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] in ("prefect", "matplotlib")}
+
+
+def test_a_worker_is_forked_by_the_fork_server_not_by_the_run():
+    parent = _in_worker("__import__('os').getppid()")
+    assert parent != os.getpid()
+    assert _in_worker("__import__('multiprocessing').parent_process().pid") == os.getpid()
