@@ -21,7 +21,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, IssuedForecast, StoredParams
+from wadiro_fleet.tasks.protocol.forecasting import (
+    BuildingWeekResult,
+    IssuedForecast,
+    ModelOutcome,
+    StoredParams,
+)
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
 from wadiro_fleet.tasks.protocol.track_record import WeekScore
 from wadiro_fleet.tasks.warehouse.connection import transaction
@@ -43,7 +48,7 @@ def to_json(value: Any) -> str:
 def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pd.DataFrame]:
     """The rows of every result table for a batch of building-weeks."""
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    forecasts: list[pd.DataFrame] = []
+    forecasts: list[dict[str, np.ndarray]] = []
     for res in results:
         key = {"building_id": res.building_id, "target_week": res.week}
         rows["window_status"].append(
@@ -85,15 +90,7 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 **{f"coverage_{level_pct(level)}": value for level, value in s.interval_coverage.items()},
                 **{f"width_{level_pct(level)}": value for level, value in s.interval_width.items()},
             })
-            forecast = {
-                "building_id": res.building_id, "model": out.model, "target_week": res.week,
-                "ts": res.test_ts.to_numpy(), "y_hat": out.y_hat, "run_id": run_id,
-            }
-            for level in LEVELS:
-                bounds = out.intervals.bounds(level)
-                forecast[f"y_lo_{level_pct(level)}"] = np.nan if bounds is None else bounds[0]
-                forecast[f"y_hi_{level_pct(level)}"] = np.nan if bounds is None else bounds[1]
-            forecasts.append(pd.DataFrame(forecast))
+            forecasts.append(_forecast_columns(res, out, run_id))
     frames = {table: pd.DataFrame(rows[table]) for table in RESULT_SLICE_TABLES}
     if not frames["scores"].empty:  # every interval column, even when no model had intervals
         for level in LEVELS:
@@ -101,11 +98,35 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 if column not in frames["scores"]:
                     frames["scores"][column] = np.nan
     if forecasts:
-        frames["forecasts"] = pd.concat(forecasts, ignore_index=True)
+        columns = {name: np.concatenate([part[name] for part in forecasts])
+                   for name in forecasts[0]}
+        columns["ts"] = pd.DatetimeIndex(columns["ts"]).tz_localize("UTC")
+        frames["forecasts"] = pd.DataFrame(columns)
     for frame in frames.values():
         if "target_week" in frame:
             frame["target_week"] = pd.to_datetime(frame["target_week"]).dt.date
     return frames
+
+
+def _forecast_columns(res: BuildingWeekResult, out: ModelOutcome,
+                      run_id: str) -> dict[str, np.ndarray]:
+    """One model's forecast of a building-week as the columns of its ``forecasts`` rows (joined
+    into one frame per batch: a frame per forecast costs more than the rows in it)."""
+    n = len(out.y_hat)
+    columns: dict[str, np.ndarray] = {
+        "building_id": np.full(n, res.building_id, dtype=object),
+        "model": np.full(n, out.model, dtype=object),
+        "target_week": np.full(n, res.week, dtype=object),
+        "ts": pd.DatetimeIndex(res.test_ts).tz_convert("UTC").tz_localize(None).to_numpy(),
+        "y_hat": np.asarray(out.y_hat, dtype=np.float64),
+        "run_id": np.full(n, run_id, dtype=object),
+    }
+    for level in LEVELS:
+        bounds = out.intervals.bounds(level)
+        lower, upper = (np.full(n, np.nan), np.full(n, np.nan)) if bounds is None else bounds
+        columns[f"y_lo_{level_pct(level)}"] = np.asarray(lower, dtype=np.float64)
+        columns[f"y_hi_{level_pct(level)}"] = np.asarray(upper, dtype=np.float64)
+    return columns
 
 
 def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pa.Table]:
@@ -187,10 +208,12 @@ def load_issued_forecasts(
     """Per building, each model's stored forecast of ``week`` with the hyperparameters
     it was made with, where the run that made it used ``config``'s protocol
     (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`)."""
+    # Instants as microseconds since the epoch (DuckDB's resolution): a list of integers converts at once, a list of
+    # time-zone-aware datetimes one Python object at a time.
     rows = con.execute(
         """
         SELECT f.building_id, f.model, m.params, r.parameters,
-               list(f.ts ORDER BY f.ts), list(f.y_hat ORDER BY f.ts)
+               list(epoch_us(f.ts) ORDER BY f.ts), list(f.y_hat ORDER BY f.ts)
         FROM forecasts f
         JOIN model_fits m ON m.building_id = f.building_id AND m.model = f.model
                          AND m.target_week = f.target_week AND m.run_id = f.run_id
@@ -203,13 +226,17 @@ def load_issued_forecasts(
         [week, list(building_ids), list(config.models)],
     ).fetchall()
     wanted = config.protocol_record()
+    same_protocol: dict[str, bool] = {}  # by the run's recorded parameters: a few runs, many rows
     issued: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
     for building_id, model, params, parameters, ts, y_hat in rows:
-        recorded = json.loads(parameters)
-        if any(recorded.get(name) != value for name, value in wanted.items()):
+        if parameters not in same_protocol:
+            recorded = json.loads(parameters)
+            same_protocol[parameters] = all(recorded.get(name) == value
+                                            for name, value in wanted.items())
+        if not same_protocol[parameters]:
             continue
-        index = pd.DatetimeIndex(pd.to_datetime(ts, utc=True))
-        values = np.array([np.nan if v is None else v for v in y_hat], dtype=np.float64)
+        index = pd.DatetimeIndex(np.asarray(ts, dtype="datetime64[us]")).tz_localize("UTC")
+        values = np.array(y_hat, dtype=np.float64)  # a missing value (None) becomes NaN
         issued[building_id][model] = IssuedForecast(json.loads(params), pd.Series(values, index=index))
     return dict(issued)
 
