@@ -28,7 +28,7 @@ def warehouse(tmp_path_factory, cambridge_archive):
     return path
 
 
-def _test_forecast(warehouse, **config):
+def _fitter(warehouse, **config) -> Fitter:
     config = ForecastConfig(**config)
     [job] = load_jobs(warehouse, [BUILDING], [EASTER_WEEK], config)
     info = job.info
@@ -37,7 +37,11 @@ def _test_forecast(warehouse, **config):
                               holiday_subdiv=info.holiday_subdiv,
                               feature_set=config.feature_set)
     window = build_window(features, EASTER_WEEK, info.timezone, feature_set=config.feature_set)
-    fitter = Fitter(window, config)
+    return Fitter(window, config)
+
+
+def _test_forecast(warehouse, **config):
+    fitter = _fitter(warehouse, **config)
     model = fitter.fit("wadiro_linreg", "train", LINREG, forecasts="test")
     test = fitter.parts["test"]
     local = test.ts.tz_convert("Europe/London")
@@ -63,15 +67,8 @@ def test_over_last_weeks_load_every_hour_is_corrected(warehouse):
 
 
 def test_a_tuning_trial_fits_every_second_hour_counted_back_from_the_latest(warehouse):
-    config = ForecastConfig()
-    [job] = load_jobs(warehouse, [BUILDING], [EASTER_WEEK], config)
-    info = job.info
-    features = build_features(job.hours, timezone=info.timezone,
-                              holiday_country=info.holiday_country,
-                              holiday_subdiv=info.holiday_subdiv,
-                              feature_set=config.feature_set)
-    window = build_window(features, EASTER_WEEK, info.timezone, feature_set=config.feature_set)
-    fitter = Fitter(window, config)
+    fitter = _fitter(warehouse)
+    config = fitter.config
     rows = fitter.parts["fit"]
     trial = fitter.fit("wadiro_linreg", "fit", LINREG, forecasts="validation", sample_every=2)
     full = fitter.fit("wadiro_linreg", "fit", LINREG, forecasts="validation")
