@@ -208,8 +208,8 @@ def load_issued_forecasts(
     """Per building, each model's stored forecast of ``week`` with the hyperparameters
     it was made with, where the run that made it used ``config``'s protocol
     (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`)."""
-    # Instants as microseconds since the epoch (DuckDB's resolution): a list of integers converts at once, a list of
-    # time-zone-aware datetimes one Python object at a time.
+    # Instants as microseconds since the epoch (DuckDB's resolution): a list of integers
+    # converts at once, a list of time-zone-aware datetimes one Python object at a time.
     rows = con.execute(
         """
         SELECT f.building_id, f.model, m.params, r.parameters,
