@@ -30,8 +30,15 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from wadiro_fleet.flows.stopping import STOP, GRACE_S, Stop, arm_exit_deadline, worker_init
+from wadiro_fleet.flows.stopping import (
+    GRACE_S,
+    STOP,
+    Stop,
+    arm_exit_deadline,
+    worker_init,
+)
 from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.protocol.batch import LOADED_ON_FIRST_USE
 
 R = TypeVar("R")
 
@@ -183,9 +190,10 @@ class _ServerWatch:
                 return
 
 
-WORKER_PRELOAD = ("__main__", "wadiro_fleet.flows.engine", "wadiro_fleet.tasks.protocol.batch")
+WORKER_PRELOAD = ("__main__", "wadiro_fleet.flows.engine", "wadiro_fleet.tasks.protocol.batch",
+                  *LOADED_ON_FIRST_USE)
 """What the fork server imports once for all worker processes: the command's own module, this
-one (:func:`_call_step`) and the protocol a batch runs."""
+one (:func:`_call_step`), the protocol a batch runs and what that imports on first use."""
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:

@@ -50,14 +50,21 @@ from wadiro_fleet.tasks.forecast_tasks import (
     write_batch,
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
+from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 
 RESCORE_WEEKS = 8
 """How far back the weekly run looks for forecasts whose actuals arrived after scoring."""
 
 POLL_S = 0.5
 """How often a run waiting for its batches checks for a stop request."""
+
+LOAD_EVERY_S = 30.0
+"""How often a run loads the batches it has staged into the warehouse while it computes (and
+once more at its end). A batch is staged, durably, as soon as it finishes; a load opens the
+warehouse for writing (0.04 CPU-s on a small warehouse) and replaces a slice of each result
+table, so a fleet of hundreds of batches is loaded in a few dozen loads, not one per batch. SQL
+on the warehouse sees a running run's results at most this late."""
 
 PENDING_RETRY_S = 10.0
 """How often a run with staged results that a locked warehouse kept out tries to load them while
@@ -77,17 +84,26 @@ class _Writer:
         self.run = run
         self.locked = False
         self.pending = 0
-        self._last_try = 0.0
+        self._last_try = self._last_load = time.monotonic()
 
-    def write(self, results: list[BuildingWeekResult]) -> None:
-        self.note(self.engine.call(write_batch, self.run, results))
+    def write(self, results: list[BuildingWeekResult], load: bool | None = None) -> None:
+        """Stage ``results``; load what is staged when ``load``, or (``None``) when the last
+        load is :data:`LOAD_EVERY_S` old."""
+        if load is None:
+            load = time.monotonic() - self._last_load >= LOAD_EVERY_S
+        if load:
+            self._last_load = time.monotonic()
+        self.note(self.engine.call(write_batch, self.run, results, load=load))
 
     def retry(self) -> None:
         """Load what a locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
         if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
-            self.write([])
+            self.write([], load=True)
 
     def note(self, outcome: WriteOutcome) -> None:
+        if not outcome.tried:  # staged only: the warehouse was not asked
+            self.pending = outcome.pending
+            return
         self._last_try = time.monotonic()
         if outcome.locked and not self.locked:
             holder = f" ({outcome.holder})" if outcome.holder else ""

@@ -54,7 +54,6 @@ from wadiro_fleet.tasks.warehouse.selection import (
     fleet_building_ids,
 )
 
-
 _STORAGE: dict[str, Any] = {"cache_policy": NO_CACHE}
 """Storage tasks always run (never served from a cache) and are never retried by Prefect: they
 wait for a locked warehouse inside :func:`~wadiro_fleet.tasks.warehouse.connection.connect`
@@ -148,23 +147,27 @@ forecast_batch = task(name="forecast-batch", task_run_name="forecast-batch-{labe
 @dataclass(frozen=True)
 class WriteOutcome:
     """What a write did: building-weeks loaded into the warehouse, and, when another process
-    (``holder``) kept it ``locked``, building-weeks left staged beside it."""
+    (``holder``) kept it ``locked`` or no load was ``tried`` (the batch only staged),
+    building-weeks left staged beside it."""
 
     written: int
     pending: int = 0
     locked: bool = False
     holder: str = ""
+    tried: bool = True
 
 
 @task(name="write-batch", cache_policy=NO_CACHE)
 def write_batch(run: OpenRun, results: list[BuildingWeekResult],
-                wait_s: float | None = None) -> WriteOutcome:
-    """Stage the batch, then load everything the run has staged, in order, waiting for a
-    locked warehouse at most ``wait_s`` (:data:`WRITE_WAIT_S`); what stays staged is loaded by
-    a later write."""
+                wait_s: float | None = None, load: bool = True) -> WriteOutcome:
+    """Stage the batch, then (with ``load``) load everything the run has staged, in order,
+    waiting for a locked warehouse at most ``wait_s`` (:data:`WRITE_WAIT_S`); what stays staged
+    is loaded by a later write."""
     if results:
         stage_results(run.warehouse, run.run_id, results, run.config.models)
     staged = staged_building_weeks(run.warehouse, run.run_id)
+    if not load:
+        return WriteOutcome(0, staged, tried=False)
     try:
         with connect(run.warehouse, wait_s=WRITE_WAIT_S if wait_s is None else wait_s) as con:
             load_staged(con, run.warehouse, run.run_id)

@@ -13,16 +13,24 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 import pandas as pd
-from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
 from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
     StoredParams,
     forecast_building_week,
 )
+from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
+
+from wadiro_models.registry import estimator_modules
+
+LOADED_ON_FIRST_USE = ("sklearn.exceptions", "wadiro_models.certification", *estimator_modules(),
+                       "holidays.countries")
+"""What a batch imports when it first needs it: the estimators and the certificates (loaded by
+name, so that the run's own process, which imports this module for its types, does not import
+scikit-learn, SciPy or cvxpy) and every country's holiday calendar (the ``holidays`` package
+loads them all at its first look-up). A process that forks workers imports them once first."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,11 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     threads runner, concurrent contexts would restore each other's settings mid-run.
     """
     results = []
-    # Convergence is recorded per fit (``model_fits.solver_status``): no console noise.
+    # Imported here, in the worker: the run's own process imports this module for its types and
+    # should not pay for scikit-learn. Convergence is recorded per fit
+    # (``model_fits.solver_status``): no console noise.
+    from sklearn.exceptions import ConvergenceWarning
+
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     threadpool_limits(limits=1)
     for job in jobs:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from wadiro_models import certify_stability
+import wadiro_models
 
 DEFAULT_PERTURBATION: Mapping[str, float] = {
     "temperature_c": 1.0,
@@ -67,7 +67,7 @@ def certify_fit(
     eps = np.array([float(perturbation.get(column, 0.0)) for column in feature_columns])
     l_eps = lower = bound = None
     try:
-        certificate = certify_stability(model, None, eps, "inf", node_limit=node_limit,
+        certificate = wadiro_models.certify_stability(model, None, eps, "inf", node_limit=node_limit,
                                         method=method)
         l_eps, lower, status = certificate.l_eps, certificate.lower, certificate.status
         bound = float(model.out_of_sample_bound(OOS_DELTA).bound_y)

@@ -120,8 +120,10 @@ def warehouses(undisturbed, tmp_path):
 
 @pytest.fixture
 def slow_steps(monkeypatch, no_prefect_server):
-    """The compute step a second slower, and the waits for the lock shorter."""
+    """The compute step a second slower, every batch loaded as it finishes, and the waits for
+    the lock shorter."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
+    monkeypatch.setattr(forecast, "LOAD_EVERY_S", 0.0)
     monkeypatch.setattr(forecast, "PENDING_RETRY_S", 0.5)
     monkeypatch.setattr(forecast_tasks, "WRITE_WAIT_S", 0.3)
 

@@ -62,8 +62,8 @@ def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
     write = forecast.write_batch
 
     @task(name="write-batch", cache_policy=NO_CACHE)
-    def write_then_stop(run, results):  # the signal arrives right after the first write
-        outcome = write.fn(run, results)
+    def write_then_stop(run, results, wait_s=None, load=True):  # the signal: after a write
+        outcome = write.fn(run, results, wait_s, load)
         STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
         return outcome
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -31,8 +33,22 @@ def _in_worker(expression: str) -> object:
 
 def test_a_worker_has_the_protocol_loaded_and_not_prefect_or_plotting():
     loaded = set(_in_worker("sorted(__import__('sys').modules)"))
-    assert {"wadiro_fleet.tasks.protocol.batch", "sklearn", "wadiro_models"} <= loaded
+    # an empty batch loads no model: these came from the fork server
+    assert {"wadiro_fleet.tasks.protocol.batch", "sklearn", "wadiro_models",
+            "wadiro_models._wadiro_scnn", "wadiro_models._baselines",
+            "wadiro_models.certification", "holidays.countries.united_kingdom"} <= loaded
     assert not {m for m in loaded if m.split(".")[0] in ("prefect", "matplotlib")}
+
+
+def test_the_runs_own_process_imports_no_model_library():
+    """The command line and the flows import the protocol's types and settings, not
+    scikit-learn, SciPy or cvxpy: only the workers fit models."""
+    code = ("import sys, wadiro_fleet.flows.cli, wadiro_fleet.flows.forecast, "
+            "wadiro_fleet.flows.settings; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'scipy', 'cvxpy'}))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout
+    assert shown.strip() == "[]"
 
 
 def test_a_worker_is_forked_by_the_fork_server_not_by_the_run():

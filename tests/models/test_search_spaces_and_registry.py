@@ -97,3 +97,31 @@ def test_the_fast_options_solve_the_same_program():
         plain = entry.make(**params).fit(X, y).predict(X)
         fast = entry.make(**params, **entry.fast).fit(X, y).predict(X)
         np.testing.assert_allclose(fast, plain, rtol=1e-4, atol=1e-4 * np.std(y), err_msg=name)
+
+
+def test_each_entry_names_the_class_it_builds_and_its_module_is_listed():
+    import importlib
+
+    from wadiro_models.registry import estimator_modules
+
+    modules = estimator_modules()
+    for name, entry in REGISTRY.items():
+        estimator = entry.estimator
+        assert isinstance(make_model(name), estimator), name
+        assert estimator.__module__ in modules, name
+    assert all(importlib.import_module(m) for m in modules)
+
+
+def test_every_exported_name_is_its_submodule_object_and_unknown_names_fail():
+    import importlib
+
+    import wadiro_models
+
+    for name in wadiro_models.__all__:
+        module = wadiro_models._SOURCE[name]
+        assert getattr(wadiro_models, name) is getattr(
+            importlib.import_module(module, "wadiro_models"), name), name
+        assert name in dir(wadiro_models)
+    assert set(wadiro_models.__all__) == set(wadiro_models._SOURCE)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        wadiro_models.nothing_here  # noqa: B018

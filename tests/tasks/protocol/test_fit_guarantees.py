@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol import certification
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION, certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import PAPER_COLUMNS
@@ -23,6 +22,7 @@ from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.results import write_results
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
+import wadiro_models
 from wadiro_models import WaDiRoLinearRegression, WaDiRoSCNN, certify_stability
 
 WEEK = date(2024, 4, 1)
@@ -77,7 +77,7 @@ def test_other_models_get_none_and_failures_are_recorded(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("solver crashed")
 
-    monkeypatch.setattr(certification, "certify_stability", broken)
+    monkeypatch.setattr(wadiro_models, "certify_stability", broken)
     c = certify_fit(WaDiRoSCNN(max_neurons=6).fit(X, y), PAPER_COLUMNS, DEFAULT_PERTURBATION, 10)
     assert c.l_eps is None and c.l_eps_status == "failed: RuntimeError: solver crashed"
 
