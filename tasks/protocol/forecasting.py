@@ -53,7 +53,7 @@ from wadiro_fleet.tasks.protocol.publication import (
     member_problem,
     publish_certified,
 )
-from wadiro_fleet.tasks.protocol.scoring import Scores, score_forecast
+from wadiro_fleet.tasks.protocol.scoring import Scores, mean_absolute, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
@@ -179,7 +179,7 @@ def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) 
     return ModelOutcome(
         model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
         intervals=intervals, scores=score_forecast(y_test, y_hat, intervals=intervals),
-        validation_mae=float(np.mean(np.abs(errors[scored]))) if scored.any() else None,
+        validation_mae=mean_absolute(errors[scored]),
         validation_errors=pd.Series(errors[scored],
                                     index=pd.DatetimeIndex(calibration[TS])[scored]),
         n_train=len(window.train),
@@ -271,7 +271,7 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
     model = fitter.fit(name, "train", outcome.params, forecasts="test")
     outcome.fit_time_s = time.thread_time() - started
     outcome.validation_errors = errors
-    outcome.validation_mae = float(np.mean(np.abs(errors.to_numpy())))
+    outcome.validation_mae = mean_absolute(errors)
     outcome.y_hat = test.to_load(fitter.predict(name, model, "test"))
     floor = MODELS[name].load_floor
     outcome.intervals = conformal_intervals(
@@ -394,7 +394,7 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
         y_hat, errors.to_numpy(), levels=adapted_levels(name, record, LEVELS), floor=0.0)
     outcome.scores = score_forecast(y_test, y_hat, intervals=outcome.intervals)
     outcome.y_hat, outcome.validation_errors = y_hat, errors
-    outcome.validation_mae = float(np.mean(np.abs(errors.to_numpy()))) if len(errors) else None
+    outcome.validation_mae = mean_absolute(errors)
     outcome.params, outcome.tuned_week, outcome.status = {}, window.week, "ok"
     outcome.solver = "median of " + ", ".join(o.model for o in members)
     return outcome

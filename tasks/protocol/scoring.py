@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
+from numpy.typing import ArrayLike
 from wadiro_fleet.tasks.protocol.intervals import Intervals, coverage
 
 VIOLATION_TOLERANCE_KWH = 1e-6
@@ -37,6 +37,11 @@ def count_violations(y_hat: np.ndarray, lower: float = 0.0) -> int:
     return int(np.sum(y_hat < lower - VIOLATION_TOLERANCE_KWH))
 
 
+def mean_absolute(errors: ArrayLike) -> float | None:
+    """The mean absolute error of ``errors`` (``None`` when there are none)."""
+    return float(np.mean(np.abs(np.asarray(errors, dtype=float)))) if len(errors) else None
+
+
 def score_forecast(
     y_true: np.ndarray, y_hat: np.ndarray, *, train_prediction: np.ndarray | None = None,
     intervals: Intervals | None = None,
@@ -61,7 +66,7 @@ def score_forecast(
         if scored is not None:
             covered[level], width[level] = scored
     return Scores(
-        mae=float(np.mean(np.abs(error))) if n else None,
+        mae=mean_absolute(error),
         rmse=float(np.sqrt(np.mean(error**2))) if n else None,
         n_hours=n,
         n_violations=count_violations(y_hat),
