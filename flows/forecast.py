@@ -59,13 +59,6 @@ RESCORE_WEEKS = 8
 POLL_S = 0.5
 """How often a run waiting for its batches checks for a stop request."""
 
-LOAD_EVERY_S = 30.0
-"""How often a run loads the batches it has staged into the warehouse while it computes (and
-once more at its end). A batch is staged, durably, as soon as it finishes; a load opens the
-warehouse for writing (0.04 CPU-s on a small warehouse) and replaces a slice of each result
-table, so a fleet of hundreds of batches is loaded in a few dozen loads, not one per batch. SQL
-on the warehouse sees a running run's results at most this late."""
-
 PENDING_RETRY_S = 10.0
 """How often a run with staged results that a locked warehouse kept out tries to load them while
 it computes."""
@@ -76,21 +69,25 @@ of them are in its artifact and in ``window_status``)."""
 
 
 class _Writer:
-    """Writes finished batches (staged, then loaded); says when the warehouse is locked and when
-    it is free again."""
+    """Writes finished batches: each staged at once, the staged ones loaded at most every
+    ``load_every_s`` (a load opens the warehouse for writing, 0.04 CPU-s on a small warehouse,
+    and replaces a slice of each result table: a fleet of hundreds of batches is loaded in a few
+    dozen loads, not one per batch). Says when the warehouse is locked and when it is free
+    again."""
 
-    def __init__(self, engine: Engine, run: OpenRun) -> None:
+    def __init__(self, engine: Engine, run: OpenRun, load_every_s: float = 0.0) -> None:
         self.engine = engine
         self.run = run
+        self.load_every_s = load_every_s
         self.locked = False
         self.pending = 0
         self._last_try = self._last_load = time.monotonic()
 
     def write(self, results: list[BuildingWeekResult], load: bool | None = None) -> None:
         """Stage ``results``; load what is staged when ``load``, or (``None``) when the last
-        load is :data:`LOAD_EVERY_S` old."""
+        load is ``load_every_s`` old."""
         if load is None:
-            load = time.monotonic() - self._last_load >= LOAD_EVERY_S
+            load = time.monotonic() - self._last_load >= self.load_every_s
         if load:
             self._last_load = time.monotonic()
         self.note(self.engine.call(write_batch, self.run, results, load=load))
@@ -208,7 +205,7 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
                     "load them with `wadiro load-pending --warehouse %s`",
                     len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
     summary = RunSummary(run_id=run.run_id, weeks=weeks)
-    writer = _Writer(engine, run)
+    writer = _Writer(engine, run, settings.load_every_seconds)
     closing = []  # set once a close has begun: the run is closed once
 
     def close_at_once() -> None:  # the process is being ended before the loop could close

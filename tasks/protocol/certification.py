@@ -67,8 +67,8 @@ def certify_fit(
     eps = np.array([float(perturbation.get(column, 0.0)) for column in feature_columns])
     l_eps = lower = bound = None
     try:
-        certificate = wadiro_models.certify_stability(model, None, eps, "inf", node_limit=node_limit,
-                                        method=method)
+        certificate = wadiro_models.certify_stability(model, None, eps, "inf",
+                                                      node_limit=node_limit, method=method)
         l_eps, lower, status = certificate.l_eps, certificate.lower, certificate.status
         bound = float(model.out_of_sample_bound(OOS_DELTA).bound_y)
     except Exception as exc:  # noqa: BLE001 - recorded with the fit, the forecast goes on

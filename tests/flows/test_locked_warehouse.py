@@ -32,10 +32,11 @@ from wadiro_fleet.tasks.warehouse.pending import pending_root
 from warehouse_rows import WEEKS, make_warehouse, result_rows
 
 MODELS = ["svr", "seasonal_naive"]
-SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1}
+SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1,
+            "load_every_seconds": 0}
 BACKFILL = ["backfill", "--start", WEEKS[0].isoformat(), "--end", WEEKS[-1].isoformat(),
             "--models", ",".join(MODELS), "--trials", "2", "--runner", "threads",
-            "--batch-size", "1", "--max-in-flight", "1"]
+            "--batch-size", "1", "--max-in-flight", "1", "--load-every-seconds", "0"]
 
 _ANALYST = textwrap.dedent("""
     import sys, time, duckdb
@@ -120,10 +121,8 @@ def warehouses(undisturbed, tmp_path):
 
 @pytest.fixture
 def slow_steps(monkeypatch, no_prefect_server):
-    """The compute step a second slower, every batch loaded as it finishes, and the waits for
-    the lock shorter."""
+    """The compute step a second slower, and the waits for the lock shorter."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
-    monkeypatch.setattr(forecast, "LOAD_EVERY_S", 0.0)
     monkeypatch.setattr(forecast, "PENDING_RETRY_S", 0.5)
     monkeypatch.setattr(forecast_tasks, "WRITE_WAIT_S", 0.3)
 

@@ -1,5 +1,5 @@
 """A run stages every finished batch at once and loads the staged ones into the warehouse at most
-every ``LOAD_EVERY_S`` and at its end: the warehouse ends with every row, each once, however
+every ``load_every_seconds`` and at its end: the warehouse ends with every row, each once, however
 often it was loaded."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def _backfill(pristine, tmp_path, monkeypatch, load_every_s: float) -> tuple[lis
         return outcome
 
     monkeypatch.setattr(forecast, "write_batch", watched_write)
-    monkeypatch.setattr(forecast, "LOAD_EVERY_S", load_every_s)
     run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1],
-             settings=BackfillSettings(warehouse=str(warehouse), **SETTINGS))
+             settings=BackfillSettings(warehouse=str(warehouse), load_every_seconds=load_every_s,
+                                       **SETTINGS))
     with connect(warehouse, read_only=True) as con:
         assert con.execute("SELECT status, n_building_weeks FROM runs").fetchall() == [
             ("completed", 6)]
