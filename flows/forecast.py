@@ -75,7 +75,7 @@ class _Writer:
     dozen loads, not one per batch). Says when the warehouse is locked and when it is free
     again."""
 
-    def __init__(self, engine: Engine, run: OpenRun, load_every_s: float = 0.0) -> None:
+    def __init__(self, engine: Engine, run: OpenRun, load_every_s: float) -> None:
         self.engine = engine
         self.run = run
         self.load_every_s = load_every_s

@@ -7,9 +7,9 @@ so running it again is safe. A step that finds the warehouse locked by another p
 for it (:func:`~wadiro_fleet.tasks.warehouse.connection.connect`'s one retry policy) at most the
 run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so. Writing results is the
 exception: computed results are never thrown away because another process holds the warehouse,
-so each batch is staged as Parquet beside the warehouse first and loaded from there, at once or,
-when the warehouse stays locked past a short wait, as soon as the lock clears
-(:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
+so each batch is staged as Parquet beside the warehouse first and loaded from there by the run's
+next load (at most every ``--load-every-seconds``, and at its end) or, when the warehouse stays
+locked past a short wait, as soon as the lock clears (:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
 receives its data as arguments and returns plain results, so the task runner may send it to a
 thread, a process or a Dask worker.
 """

@@ -6,8 +6,8 @@ because of that, so its results never go straight into the warehouse: each finis
 first *staged*, one Parquet file per batch in a folder beside the warehouse
 (``<warehouse>.pending/<run_id>/batch-<number>-<building-weeks>.parquet``), and
 :func:`load_staged` writes what is staged, in the order it was staged, once it has the
-warehouse: at once when it is free, else at the run's next write or its end, or with ``wadiro
-load-pending``. The run's closing record (its counts and final status) is staged and loaded the
+warehouse: at the run's next load (at most every ``--load-every-seconds``) when it is free, else
+at a later one or at the run's end, or with ``wadiro load-pending``. The run's closing record (its counts and final status) is staged and loaded the
 same way (``closing.parquet``).
 
 A file holds one row: per table, the list of its rows (``SELECT unnest(window_status,
