@@ -29,7 +29,7 @@ from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.provenance import code_version
 from wadiro_fleet.tasks.report import run_leaderboard
-from wadiro_fleet.tasks.warehouse.batches import load_batch
+from wadiro_fleet.tasks.warehouse.batches import load_batches
 from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError, connect
 from wadiro_fleet.tasks.warehouse.pending import (
     LoadReport,
@@ -128,12 +128,14 @@ def open_run(
                    lock_wait_s=lock_wait_s)
 
 
-@task(name="read-batch", **_STORAGE)
-def read_batch(run: OpenRun, building_ids: list[str]) -> Batch:
-    """The batch's hours and stored tuning, read in one short read-only connection."""
-    jobs, unreadable = load_batch(run.warehouse, building_ids, list(run.weeks), run.config,
-                                  lock_wait_s=run.lock_wait_s)
-    return Batch(f"{building_ids[0]}+{len(building_ids) - 1}", jobs, unreadable)
+@task(name="read-batches", **_STORAGE)
+def read_batches(run: OpenRun, groups: list[list[str]]) -> list[Batch]:
+    """The hours and stored tuning of each of ``groups``' buildings, read in one short
+    read-only connection."""
+    loaded = load_batches(run.warehouse, groups, list(run.weeks), run.config,
+                          lock_wait_s=run.lock_wait_s)
+    return [Batch(f"{ids[0]}+{len(ids) - 1}", jobs, unreadable)
+            for ids, (jobs, unreadable) in zip(groups, loaded)]
 
 
 # No input caching: hashing each batch's hourly frames would cost more than it could save, and
@@ -281,7 +283,7 @@ __all__ = [
     "open_run",
     "publish_leaderboard",
     "publish_not_forecast",
-    "read_batch",
+    "read_batches",
     "rescore_earlier_forecasts",
     "run_history",
     "write_batch",

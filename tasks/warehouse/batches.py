@@ -1,8 +1,10 @@
-"""Reading a batch of buildings' inputs for the protocol: their hours, infos and stored tuning.
+"""Reading batches of buildings' inputs for the protocol: their hours, infos and stored tuning.
 
-One short read-only connection per batch. A batch whose data cannot be read is retried
-building by building, so one building's bad data (e.g. a duplicated reading) fails that
-building only and the others go on.
+One short read-only connection per read, which may cover several batches: a read's queries cost
+much the same for 10 buildings as for 50 (about 20 and 9 ms of CPU per building on a
+200-building warehouse), so a run reads a few batches at a time. A read whose data cannot be
+read is retried batch by batch, and a batch building by building, so one building's bad data
+(e.g. a duplicated reading) fails that building only and the others go on.
 """
 
 from __future__ import annotations
@@ -78,4 +80,23 @@ def load_batch(
     return jobs, failed
 
 
-__all__ = ["load_batch", "load_jobs"]
+def load_batches(
+    warehouse: str | Path, groups: list[list[str]], weeks: list[date], config: ForecastConfig,
+    lock_wait_s: float | None = None,
+) -> list[tuple[list[BuildingJob], list[BuildingWeekResult]]]:
+    """:func:`load_batch` for each of ``groups``, read in one connection when all can be read."""
+    if len(groups) == 1:
+        return [load_batch(warehouse, groups[0], weeks, config, lock_wait_s)]
+    try:
+        jobs = load_jobs(warehouse, [bid for ids in groups for bid in ids], weeks, config,
+                         lock_wait_s)
+    except BuildingDataError:
+        return [load_batch(warehouse, ids, weeks, config, lock_wait_s) for ids in groups]
+    group_of = {bid: number for number, ids in enumerate(groups) for bid in ids}
+    split: list[tuple[list[BuildingJob], list[BuildingWeekResult]]] = [([], []) for _ in groups]
+    for job in jobs:  # in the order one batch's read gives them
+        split[group_of[job.info.building_id]][0].append(job)
+    return split
+
+
+__all__ = ["load_batch", "load_batches", "load_jobs"]

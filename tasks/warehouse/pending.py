@@ -5,14 +5,15 @@ keeps a writer out for as long as it stays open. A run must not throw away what 
 because of that, so its results never go straight into the warehouse: each finished batch is
 first *staged*, one Parquet file per batch in a folder beside the warehouse
 (``<warehouse>.pending/<run_id>/batch-<number>-<building-weeks>.parquet``), and
-:func:`load_staged` writes what is staged, in the order it was staged, once it has the
-warehouse: at the run's next load (at most every ``--load-every-seconds``) when it is free, else
-at a later one or at the run's end, or with ``wadiro load-pending``. The run's closing record (its counts and final status) is staged and loaded the
-same way (``closing.parquet``).
+:func:`load_staged` writes what is staged, in the order it was staged (several batches in one
+transaction), once it has the warehouse: at the run's next load (at most every
+``--load-every-seconds``) when it is free, else at a later one or at the run's end, or with
+``wadiro load-pending``. The run's closing record (its counts and final status) is staged and
+loaded the same way (``closing.parquet``).
 
 A file holds one row: per table, the list of its rows (``SELECT unnest(window_status,
 recursive := true) FROM 'batch-....parquet'`` shows them); the run's models are in its
-metadata. Loading a batch replaces its slices in one transaction and deletes the file only
+metadata. Loading batches replaces their slices in one transaction and deletes their files only
 once that has committed, so loading twice changes nothing; building-weeks that a run started
 later has written since are left out (their rows are newer). A file that cannot be read stops
 the load with one line naming it, and stays, with every file staged after it.
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -97,22 +99,26 @@ def staged_building_weeks(warehouse: str | Path, run_id: str) -> int:
 def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
                 run_id: str | None = None) -> LoadReport:
     """Load what ``run_id`` (default: every run, oldest first) has staged beside ``warehouse``:
-    each batch in the order it was staged, then the closing record, each in its own transaction
-    and deleted once written. Call it holding ``con``, the one writer: no one loads beside it."""
+    its batches in the order they were staged, then the closing record, each file deleted once
+    what it holds has committed. Consecutive batches that share no building-week are written
+    together, in one transaction (at most :data:`LOAD_BUILDING_WEEKS` building-weeks: a write's
+    statements cost much the same for one batch as for several). Call it holding ``con``, the
+    one writer: no one loads beside it."""
     report = LoadReport()
     for run in [run_id] if run_id else staged_runs(warehouse):
         folder = pending_root(warehouse) / run
         batches, closing = _batches(folder), folder / _CLOSING
         report.runs += [run] if batches or closing.exists() else []
         started = con.execute("SELECT started_at FROM runs WHERE run_id = ?", [run]).fetchone()
+        together = _Together(con, run, started and started[0], report)
         for path in batches:
-            tables, models = _read(path)
-            kept, superseded = _not_superseded(con, tables, run, started and started[0])
-            write_result_tables(con, kept, models)
-            path.unlink()
-            report.batches += 1
-            report.building_weeks += kept["window_status"].num_rows
-            report.superseded += superseded
+            try:
+                tables, models = _read(path)
+            except WarehouseError:
+                together.write()  # what was staged before the damaged file is loaded
+                raise
+            together.add(path, tables, models)
+        together.write()
         if closing.exists():
             row = _read(closing)[0]["runs"].to_pylist()[0]
             outcome = (row.pop("status"), row.pop("message"))
@@ -123,6 +129,51 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
             if empty.is_dir() and not any(empty.iterdir()):
                 empty.rmdir()
     return report
+
+
+LOAD_BUILDING_WEEKS = 200
+"""At most this many staged building-weeks are written in one transaction (and held in memory
+for it)."""
+
+
+class _Together:
+    """Staged batches of one run gathered to be written in one transaction: consecutive ones
+    with the same models and no building-week in common (a later batch with a building-week of
+    an earlier one replaces its rows, so it waits for the next write)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, run_id: str, started: datetime | None,
+                 report: LoadReport) -> None:
+        self.con, self.run_id, self.started, self.report = con, run_id, started, report
+        self.paths: list[Path] = []
+        self.tables: list[dict[str, pa.Table]] = []
+        self.models: list[str] = []
+        self.keys: set[tuple[str, Any]] = set()
+
+    def add(self, path: Path, tables: dict[str, pa.Table], models: list[str]) -> None:
+        status = tables["window_status"]
+        keys = set(zip(status["building_id"].to_pylist(), status["target_week"].to_pylist()))
+        if self.paths and (keys & self.keys or models != self.models
+                           or len(self.keys) + len(keys) > LOAD_BUILDING_WEEKS):
+            self.write()
+        self.paths.append(path)
+        self.tables.append(tables)
+        self.models = models
+        self.keys |= keys
+
+    def write(self) -> None:
+        if not self.paths:
+            return
+        names = dict.fromkeys(name for tables in self.tables for name in tables)
+        joined = {name: pa.concat_tables([t[name] for t in self.tables if name in t],
+                                         promote_options="permissive") for name in names}
+        kept, superseded = _not_superseded(self.con, joined, self.run_id, self.started)
+        write_result_tables(self.con, kept, self.models)
+        for path in self.paths:
+            path.unlink()
+        self.report.batches += len(self.paths)
+        self.report.building_weeks += kept["window_status"].num_rows
+        self.report.superseded += superseded
+        self.paths, self.tables, self.keys = [], [], set()
 
 
 def _batches(folder: Path) -> list[Path]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from prefect import flow
 from wadiro_fleet.tasks import forecast_tasks
-from wadiro_fleet.tasks.forecast_tasks import OpenRun, read_batch
+from wadiro_fleet.tasks.forecast_tasks import OpenRun, read_batches
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
 from wadiro_fleet.tasks.warehouse.hours import DuplicateRowError
@@ -18,33 +18,34 @@ RUN = OpenRun(run_id="r", warehouse="w.duckdb", label="test", weeks=(), building
 def _flaky(errors: list[Exception]):
     calls = []
 
-    def load_batch(warehouse, ids, weeks, config, lock_wait_s):
-        calls.append((ids, lock_wait_s))
+    def load_batches(warehouse, groups, weeks, config, lock_wait_s):
+        calls.append((groups, lock_wait_s))
         if len(calls) <= len(errors):
             raise errors[len(calls) - 1]
-        return [], []
+        return [([], []) for _ in groups]
 
-    return load_batch, calls
+    return load_batches, calls
 
 
 def _read_in_a_flow():
     @flow
     def reading():
-        return read_batch.with_options(retry_delay_seconds=0)(RUN, ["a"])
+        return read_batches.with_options(retry_delay_seconds=0)(RUN, [["a"]])
 
     return reading()
 
 
 def test_a_batch_is_read_waiting_as_long_as_the_run_allows(monkeypatch, prefect_backend):
     load, calls = _flaky([])
-    monkeypatch.setattr(forecast_tasks, "load_batch", load)
+    monkeypatch.setattr(forecast_tasks, "load_batches", load)
     batch = _read_in_a_flow()
-    assert calls == [(["a"], 42.0)] and batch.jobs == [] and batch.label == "a+0"
+    assert calls == [([["a"]], 42.0)]
+    assert len(batch) == 1 and batch[0].jobs == [] and batch[0].label == "a+0"
 
 
 def test_a_warehouse_still_locked_after_that_wait_is_not_retried(monkeypatch, prefect_backend):
     load, calls = _flaky([WarehouseLockedError("locked")])
-    monkeypatch.setattr(forecast_tasks, "load_batch", load)
+    monkeypatch.setattr(forecast_tasks, "load_batches", load)
     with pytest.raises(WarehouseLockedError):
         _read_in_a_flow()
     assert len(calls) == 1
@@ -52,7 +53,7 @@ def test_a_warehouse_still_locked_after_that_wait_is_not_retried(monkeypatch, pr
 
 def test_other_errors_are_not_retried(monkeypatch, prefect_backend):
     load, calls = _flaky([DuplicateRowError("twice")])
-    monkeypatch.setattr(forecast_tasks, "load_batch", load)
+    monkeypatch.setattr(forecast_tasks, "load_batches", load)
     with pytest.raises(DuplicateRowError):
         _read_in_a_flow()
     assert len(calls) == 1

@@ -12,6 +12,7 @@ from wadiro_fleet.tasks.protocol.batch import failed_results, run_jobs
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
+from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.pending import (
     load_staged,
     pending_root,
@@ -148,3 +149,45 @@ def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
                           for t in RESULT_SLICE_TABLES}
     assert rows[direct] == rows[staged]
     assert len(rows[direct]["forecasts"]) == 2 * 2 * 167
+
+
+def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_writes(
+    tmp_path, monkeypatch
+):
+    """Batches of fitted and of failed building-weeks (columns all empty in one, filled in the
+    other) are written together, once; a batch repeating a building-week starts a new write."""
+    fleet = tmp_path / "fleet.duckdb"
+    ingest_synthetic(fleet, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
+    config = ForecastConfig(models=("svr", "seasonal_naive"), trials=2)
+    fitted = run_jobs(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
+                      config)
+    batches = [fitted[:1], results("c", "no data"), fitted[1:]]
+    direct, staged = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
+    with connect(direct) as con:
+        ensure_schema(con)
+        for batch in batches:
+            write_results(con, batch, run_id="r", models=config.models)
+    for batch in batches:
+        stage_results(staged, "r", batch, config.models)
+    stage_results(staged, "r", results("c", "later", weeks=(W1,)), config.models)
+    writes = []
+    original = pending.write_result_tables
+
+    def counted(con, tables, models):
+        writes.append(tables["window_status"].num_rows)
+        return original(con, tables, models)
+
+    monkeypatch.setattr(pending, "write_result_tables", counted)
+    with connect(staged) as con:
+        ensure_schema(con)
+        report = load_staged(con, staged)
+    assert writes == [4, 1] and (report.batches, report.building_weeks) == (4, 5)
+    with connect(direct) as con:
+        write_results(con, results("c", "later", weeks=(W1,)), run_id="r", models=config.models)
+    rows = {}
+    for path in (direct, staged):
+        with connect(path, read_only=True) as con:
+            rows[path] = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                          for t in RESULT_SLICE_TABLES}
+    assert rows[direct] == rows[staged]
+    assert ("c", W1, "RuntimeError: later", "r") in statuses(staged)
