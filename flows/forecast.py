@@ -3,9 +3,8 @@
 Orchestration only. Both run the same subflow, ``forecast-weeks``: open the run, then read the
 data of a few batches of buildings at a time (:data:`READ_BUILDINGS`), submit each batch's
 forecasts to the task runner (threads, processes or a Dask cluster) and write its results as
-soon as they are back, at most
-``settings.max_in_flight`` batches in the air -- which bounds memory and the load on Prefect's
-API however large the fleet -- and close the run.
+soon as they are back, at most ``settings.max_in_flight`` batches in the air -- which bounds
+memory and the load on Prefect's API however large the fleet -- and close the run.
 
 The flows run through Prefect or directly (:mod:`~wadiro_fleet.flows.engine`). Either way a
 run:
@@ -28,8 +27,8 @@ import queue
 import time
 from collections import deque
 from collections.abc import Iterator
-from itertools import islice
 from datetime import date, timedelta
+from itertools import islice
 
 from prefect import flow
 from wadiro_fleet.flows.engine import Engine, current_engine

@@ -16,13 +16,13 @@ from wadiro_fleet.tasks.errors import BuildingDataError
 from wadiro_fleet.tasks.protocol.batch import BuildingJob, failed_results
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
+from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
 from wadiro_fleet.tasks.protocol.windows import window_load_range
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.hours import (
     load_buildings_info,
     load_many_building_hours,
 )
-from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
 from wadiro_fleet.tasks.warehouse.results import (
     load_issued_forecasts,
     load_stored_params,

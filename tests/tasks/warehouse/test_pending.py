@@ -10,9 +10,9 @@ import pytest
 from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from wadiro_fleet.tasks.protocol.batch import failed_results, run_jobs
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
-from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.pending import (
     load_staged,
     pending_root,
