@@ -127,12 +127,23 @@ def test_a_damaged_staged_file_is_named_in_one_line_and_nothing_is_lost(warehous
     assert [r[0] for r in statuses(warehouse)] == ["one", "three", "two"]
 
 
-def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
+def fitted_batch(tmp_path) -> tuple[list, ForecastConfig]:
+    """Two synthetic buildings' results of week W1 under two models."""
     fleet = tmp_path / "fleet.duckdb"
     ingest_synthetic(fleet, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
     config = ForecastConfig(models=("svr", "seasonal_naive"), trials=2)
-    batch = run_jobs(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
-                     config)
+    return run_jobs(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
+                    config), config
+
+
+def result_table_rows(path) -> dict[str, list[tuple]]:
+    with connect(path, read_only=True) as con:
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                for t in RESULT_SLICE_TABLES}
+
+
+def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
+    batch, config = fitted_batch(tmp_path)
     direct, staged = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
     with connect(direct) as con:
         ensure_schema(con)
@@ -142,13 +153,8 @@ def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
     with connect(staged) as con:
         ensure_schema(con)
         load_staged(con, staged)
-    rows = {}
-    for path in (direct, staged):
-        with connect(path, read_only=True) as con:
-            rows[path] = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
-                          for t in RESULT_SLICE_TABLES}
-    assert rows[direct] == rows[staged]
-    assert len(rows[direct]["forecasts"]) == 2 * 2 * 167
+    assert result_table_rows(direct) == result_table_rows(staged)
+    assert len(result_table_rows(direct)["forecasts"]) == 2 * 2 * 167
 
 
 def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_writes(
@@ -156,12 +162,9 @@ def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_write
 ):
     """Batches of fitted and of failed building-weeks (columns all empty in one, filled in the
     other) are written together, once; a batch repeating a building-week starts a new write."""
-    fleet = tmp_path / "fleet.duckdb"
-    ingest_synthetic(fleet, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
-    config = ForecastConfig(models=("svr", "seasonal_naive"), trials=2)
-    fitted = run_jobs(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
-                      config)
-    batches = [fitted[:1], results("c", "no data"), fitted[1:]]
+    fitted, config = fitted_batch(tmp_path)
+    batches = [fitted[:1], results("c", "no data"), fitted[1:],
+               results("c", "later", weeks=(W1,))]
     direct, staged = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
     with connect(direct) as con:
         ensure_schema(con)
@@ -169,7 +172,6 @@ def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_write
             write_results(con, batch, run_id="r", models=config.models)
     for batch in batches:
         stage_results(staged, "r", batch, config.models)
-    stage_results(staged, "r", results("c", "later", weeks=(W1,)), config.models)
     writes = []
     original = pending.write_result_tables
 
@@ -182,12 +184,5 @@ def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_write
         ensure_schema(con)
         report = load_staged(con, staged)
     assert writes == [4, 1] and (report.batches, report.building_weeks) == (4, 5)
-    with connect(direct) as con:
-        write_results(con, results("c", "later", weeks=(W1,)), run_id="r", models=config.models)
-    rows = {}
-    for path in (direct, staged):
-        with connect(path, read_only=True) as con:
-            rows[path] = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
-                          for t in RESULT_SLICE_TABLES}
-    assert rows[direct] == rows[staged]
+    assert result_table_rows(direct) == result_table_rows(staged)
     assert ("c", W1, "RuntimeError: later", "r") in statuses(staged)
