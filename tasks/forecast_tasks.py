@@ -9,7 +9,8 @@ run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so. Writing r
 exception: computed results are never thrown away because another process holds the warehouse,
 so each batch is staged as Parquet beside the warehouse first and loaded from there by the run's
 next load (at most every ``--load-every-seconds``, and at its end) or, when the warehouse stays
-locked past a short wait, as soon as the lock clears (:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
+locked past a short wait, as soon as the lock clears
+(:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
 receives its data as arguments and returns plain results, so the task runner may send it to a
 thread, a process or a Dask worker.
 """
