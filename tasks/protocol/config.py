@@ -120,6 +120,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "ensemble_members": ENSEMBLE_MEMBERS,
         "trials": 8,
         "tuning_sample_every": 2,
+        "fit_sample_every": 2,
         "max_neurons": 30,
         "tuning": "reuse",
         "warm_start": True,
@@ -139,6 +140,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "ensemble_members": (),
         "trials": 15,
         "tuning_sample_every": 1,
+        "fit_sample_every": 1,
         "max_neurons": 70,
         "tuning": "per-window",
         "warm_start": False,
@@ -179,8 +181,14 @@ class ForecastConfig(BaseModel):
     tuning_sample_every: int = Field(
         PROTOCOLS["deployed"]["tuning_sample_every"], ge=1,
         description="Tuning's trials fit every n-th hour of the fit weeks (counted back from "
-        "the latest) and are scored on the whole validation week; the final fit uses every "
-        "hour. 1: trials fit every hour (the paper).",
+        "the latest) and are scored on the whole validation week. 1: trials fit every hour "
+        "(the paper).",
+    )
+    fit_sample_every: int = Field(
+        PROTOCOLS["deployed"]["fit_sample_every"], ge=1,
+        description="A model's final fit, and its refit on the fit weeks for the validation "
+        "week, use every n-th hour of their weeks (counted back from the latest); the forecast "
+        "covers every hour. 1: every hour (the paper).",
     )
     max_neurons: int = Field(
         PROTOCOLS["deployed"]["max_neurons"], ge=10,
@@ -349,7 +357,7 @@ class ForecastConfig(BaseModel):
 
     PROTOCOL_FIELDS: ClassVar[tuple[str, ...]] = (
         "feature_set", "target", "persistence", "closure_periods", "target_week_floor",
-        "history_weeks", "model_options")
+        "history_weeks", "fit_sample_every", "model_options")
     """The fields that, with a model's hyperparameters, decide what its forecast is: a forecast
     issued under other values is not this configuration's forecast."""
 

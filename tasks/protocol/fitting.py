@@ -24,7 +24,10 @@ the constrained network takes it instead of solving again
 (:meth:`wadiro_models.WaDiRoSCNN.fit`'s ``relaxation``).
 
 Tuning's trials may fit every n-th hour of the fit weeks (``tuning_sample_every``): a trial only
-ranks hyperparameters, and is scored on the whole validation week; the final fit uses every hour.
+ranks hyperparameters, and is scored on the whole validation week. The final fit may do the same
+(``fit_sample_every``; the deployed protocol fits every second hour, as its hyperparameters were
+tuned): its forecast still covers every hour, and a model with a floor keeps it on every training
+row (the rows left out are bound points of its program).
 """
 
 from __future__ import annotations
@@ -70,11 +73,12 @@ class WindowPart:
         return self.base + np.asarray(prediction, dtype=float)
 
 
-def _every(rows: WindowPart, n: int) -> WindowPart:
-    """Every ``n``-th row of ``rows``, counted back from the latest (all of them when n = 1)."""
-    if n <= 1:
-        return rows
-    keep = np.arange(len(rows.target) - 1, -1, -n)[::-1]
+def _every(n_rows: int, n: int) -> np.ndarray:
+    """Positions of every ``n``-th of ``n_rows`` rows, counted back from the latest."""
+    return np.arange(n_rows - 1, -1, -max(n, 1))[::-1]
+
+
+def _rows(rows: WindowPart, keep: np.ndarray) -> WindowPart:
     return WindowPart(rows.X[keep], rows.target[keep], rows.base[keep], rows.load[keep],
                       rows.ts[keep], rows.keep_base[keep])
 
@@ -126,11 +130,17 @@ class Fitter:
         return load_floor - self.parts[part].base
 
     def fit(self, model: str, part: str, params: Mapping[str, Any], *, forecasts: str,
-            sample_every: int = 1) -> Any:
+            sample_every: int = 1, trial: bool = False) -> Any:
         """``model`` fitted on ``part`` with ``params``, to forecast the part ``forecasts``;
-        on every ``sample_every``-th row of ``part``, counted back from its latest."""
+        on every ``sample_every``-th row of ``part``, counted back from its latest.
+
+        A model with a floor keeps it on every row of ``part``: the rows a sampled fit leaves
+        out enter its program as bound points, unless it is a tuning ``trial`` (which only
+        ranks hyperparameters, and is bounded on the rows it fits)."""
         spec = MODELS[model]
-        rows = _every(self.parts[part], sample_every)
+        whole = self.parts[part]
+        picked = _every(len(whole.target), sample_every)
+        rows = whole if len(picked) == len(whole.target) else _rows(whole, picked)
         extra: dict[str, Any] = {}
         if spec.load_floor is not None:  # on the load itself, or per row on a residual
             extra["lower_bound"] = (spec.load_floor if self.config.target == "load"
@@ -138,6 +148,10 @@ class Fitter:
         estimator = spec.estimator(**{**self.config.model_options.get(model, {}), **params,
                                       **extra})
         fit_args = self._bound_points(model, forecasts)
+        if spec.load_floor is not None and not trial and rows is not whole:
+            left_out = np.setdiff1d(np.arange(len(whole.target)), picked)
+            _add_bound_points(fit_args, whole.X[left_out],
+                              self.floor(model, part)[left_out])
         joint = self.config.scnn_tuning == "joint"
         key = (part, sample_every, _params_key(params))
         if joint and model in RELAXATION_OF:
@@ -151,13 +165,10 @@ class Fitter:
         """Fit arguments that keep ``model``'s floor at the inputs of the part it forecasts, when
         the run bounds it inside the program (their inputs are known when it is issued)."""
         floor = self.floor(model, forecasts)
-        if floor is None or self.config.target_week_floor != "program":
-            return {}
-        rows = self.parts[forecasts]
-        keep = np.isfinite(floor) & np.isfinite(rows.X).all(axis=1)
-        if not keep.any():
-            return {}
-        return {"bound_X": rows.X[keep], "bound_lower": floor[keep]}
+        fit_args: dict[str, Any] = {}
+        if floor is not None and self.config.target_week_floor == "program":
+            _add_bound_points(fit_args, self.parts[forecasts].X, floor)
+        return fit_args
 
     def predict(self, model: str, fitted: Any, part: str) -> np.ndarray:
         """``fitted``'s forecast of ``part`` in target units: zero (the base) where the part
@@ -176,6 +187,18 @@ class Fitter:
         """``models`` with every relaxation before the model it serves."""
         first = [m for m in models if m in RELAXATION_OF.values()]
         return first + [m for m in models if m not in first]
+
+
+def _add_bound_points(fit_args: dict[str, Any], X: np.ndarray, lower: np.ndarray) -> None:
+    """Add the points ``X`` with lower bounds ``lower`` to a fit's bound points."""
+    keep = np.isfinite(lower) & np.isfinite(X).all(axis=1)
+    if not keep.any():
+        return
+    X, lower = X[keep], lower[keep]
+    if "bound_X" in fit_args:
+        X = np.vstack([fit_args["bound_X"], X])
+        lower = np.concatenate([fit_args["bound_lower"], lower])
+    fit_args["bound_X"], fit_args["bound_lower"] = X, lower
 
 
 __all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "window_part"]

@@ -215,7 +215,7 @@ def _tune_group(group: tuple[str, ...], fitter: Fitter, building_id: str,
             started = time.thread_time()
             try:
                 model = fitter.fit(name, "fit", params, forecasts="validation",
-                                   sample_every=fitter.config.tuning_sample_every)
+                                   sample_every=fitter.config.tuning_sample_every, trial=True)
                 out[name] = fitter.predict(name, model, "validation")
             except Exception as exc:  # noqa: BLE001 - a failed trial is recorded, tuning goes on
                 out[name] = exc
@@ -256,7 +256,8 @@ def _reused_errors(name: str, fitter: Fitter, stored: StoredParams,
     errors = _issued_errors(issued, outcome.params, validation)
     outcome.validation_source = "issued"
     if errors is None:
-        model = fitter.fit(name, "fit", outcome.params, forecasts="validation")
+        model = fitter.fit(name, "fit", outcome.params, forecasts="validation",
+                           sample_every=fitter.config.fit_sample_every)
         errors = _errors(validation, validation.to_load(fitter.predict(name, model, "validation")))
         outcome.validation_source = "refit"
     return errors
@@ -268,7 +269,8 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
     fitted model."""
     train, test = fitter.parts["train"], fitter.parts["test"]
     started = time.thread_time()
-    model = fitter.fit(name, "train", outcome.params, forecasts="test")
+    model = fitter.fit(name, "train", outcome.params, forecasts="test",
+                       sample_every=fitter.config.fit_sample_every)
     outcome.fit_time_s = time.thread_time() - started
     outcome.validation_errors = errors
     outcome.validation_mae = mean_absolute(errors)

@@ -11,7 +11,7 @@ import pytest
 from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.fitting import Fitter
+from wadiro_fleet.tasks.protocol.fitting import Fitter, WindowPart
 from wadiro_fleet.tasks.protocol.models import MODELS
 from wadiro_fleet.tasks.protocol.windows import build_window
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
@@ -82,6 +82,38 @@ def test_a_tuning_trial_fits_every_second_hour_counted_back_from_the_latest(ware
     assert not np.allclose(trial.coef_, full.coef_)  # the final fit sees every hour
     # the constrained network's floor holds on the rows its trial was fitted on
     pcscnn = fitter.fit("wadiro_pcscnn", "fit", {"radius": 0.01, "max_neurons": 10},
-                        forecasts="validation", sample_every=2)
+                        forecasts="validation", sample_every=2, trial=True)
     floor = fitter.floor("wadiro_pcscnn", "fit")[picked]
     assert np.all(pcscnn.predict(rows.X[picked]) >= floor - 1e-6)
+
+
+
+def test_a_sampled_final_fit_keeps_the_floor_on_every_training_row(warehouse):
+    fitter = _fitter(warehouse)
+    rows = fitter.parts["train"]
+    picked = np.arange(len(rows.target))[::-1][::2][::-1]
+    left = np.setdiff1d(np.arange(len(rows.target)), picked)
+    # a base that puts the floor (load >= 0, so r >= -base) 5 kWh above the target on the
+    # rows the fit leaves out: only bounding them there can keep it
+    base = rows.base.copy()
+    base[left] = -rows.target[left] - 5.0
+    fitter.parts["train"] = WindowPart(rows.X, rows.target, base, rows.load, rows.ts,
+                                       rows.keep_base)
+    floor = fitter.floor("wadiro_pcscnn", "train")
+    assert np.all(floor[left] > rows.target[left])
+    params = {"radius": 0.01, "max_neurons": 10}
+    final = fitter.fit("wadiro_pcscnn", "train", params, forecasts="test", sample_every=2)
+    assert final.n_samples_fit_ == len(picked)
+    assert np.all(final.predict(rows.X) >= floor - 1e-6)  # the rows it left out too
+    # the same program built by hand: every second row fitted, the others bound points
+    direct = MODELS["wadiro_pcscnn"].estimator(
+        **fitter.config.model_options["wadiro_pcscnn"], **params,
+        lower_bound=floor[picked]).fit(rows.X[picked], rows.target[picked],
+                                       bound_X=rows.X[left], bound_lower=floor[left])
+    np.testing.assert_allclose(final.objective_, direct.objective_, rtol=1e-7)
+    np.testing.assert_allclose(final.predict(rows.X), direct.predict(rows.X), atol=1e-4)
+    # a tuning trial is bounded on the rows it fits only
+    trial = fitter.fit("wadiro_pcscnn", "train", params, forecasts="test", sample_every=2,
+                       trial=True)
+    assert np.all(trial.predict(rows.X[picked]) >= floor[picked] - 1e-6)
+    assert np.any(trial.predict(rows.X[left]) < floor[left] - 1.0)

@@ -1,0 +1,89 @@
+"""A model's final fit and its refit for the validation week use every n-th hour
+(``fit_sample_every``), counted back from the latest; the forecast still covers every hour.
+
+Checked against the estimator fitted by hand on the rows picked by hand, on a synthetic
+building (no file of ``../shared``).
+"""
+
+from datetime import date, timedelta
+
+import numpy as np
+import pytest
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.features import build_features
+from wadiro_fleet.tasks.protocol.fitting import window_part
+from wadiro_fleet.tasks.protocol.forecasting import StoredParams, forecast_building_week
+from wadiro_fleet.tasks.protocol.models import MODELS
+from wadiro_fleet.tasks.protocol.windows import build_window
+from wadiro_fleet.tasks.warehouse.batches import load_jobs
+
+WEEK = date(2024, 4, 8)
+BUILDING = "synthetic_b00001"
+LINREG = {"radius": 0.01, "wasserstein": "l1"}
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fit-sampling") / "w.duckdb"
+    ingest_synthetic(path, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=15, seed=11))
+    [job] = load_jobs(path, [BUILDING], [WEEK], _config(1))
+    return job
+
+
+def _config(every: int) -> ForecastConfig:
+    return ForecastConfig(models=("wadiro_linreg", "seasonal_naive"), tuning="reuse",
+                          fit_sample_every=every)
+
+
+def _linreg(job, every: int):
+    config = _config(every)
+    result = forecast_building_week(
+        job.hours, building_id=BUILDING, timezone=job.info.timezone,
+        holiday_country=job.info.holiday_country, holiday_subdiv=job.info.holiday_subdiv,
+        week=WEEK, config=config,
+        stored_params={"wadiro_linreg": StoredParams(LINREG, WEEK - timedelta(weeks=1))})
+    return next(o for o in result.outcomes if o.model == "wadiro_linreg")
+
+
+def _by_hand(job, part: str, forecasts: str, every: int) -> tuple[np.ndarray, np.ndarray]:
+    """The forecast (load) of part ``forecasts`` by the estimator fitted on every ``every``-th
+    row of ``part``, picked here, and that part's actual load."""
+    config = _config(every)
+    info = job.info
+    features = build_features(job.hours, timezone=info.timezone,
+                              holiday_country=info.holiday_country,
+                              holiday_subdiv=info.holiday_subdiv, feature_set=config.feature_set)
+    window = build_window(features, WEEK, info.timezone, feature_set=config.feature_set)
+    rows, target = window_part(window, part, config), window_part(window, forecasts, config)
+    picked = np.arange(len(rows.target))[::-1][::every][::-1]
+    assert picked[-1] == len(rows.target) - 1 and len(picked) == -(-len(rows.target) // every)
+    estimator = MODELS["wadiro_linreg"].estimator(**config.model_options["wadiro_linreg"],
+                                                   **LINREG)
+    estimator.fit(rows.X[picked], rows.target[picked])
+    correction = np.where(target.keep_base, 0.0, estimator.predict(target.X))
+    return target.base + correction, target.load
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_the_final_fit_and_the_validation_refit_use_every_nth_hour(job, every):
+    outcome = _linreg(job, every)
+    assert outcome.status == "ok" and outcome.validation_source == "refit"
+    forecast, _ = _by_hand(job, "train", "test", every)
+    assert len(outcome.y_hat) == len(forecast) >= 167  # every hour of the week is forecast
+    np.testing.assert_allclose(outcome.y_hat, forecast, rtol=1e-6, atol=1e-6)
+    validation, actual = _by_hand(job, "fit", "validation", every)
+    assert outcome.validation_mae == pytest.approx(np.nanmean(np.abs(validation - actual)),
+                                                   rel=1e-6)
+
+
+def test_a_sampled_fit_is_another_forecast(job):
+    assert not np.allclose(_linreg(job, 2).y_hat, _linreg(job, 1).y_hat)
+    # an issued forecast made with other sampling does not stand in for this one's
+    assert _config(1).protocol_record()["fit_sample_every"] == 1
+    assert _config(2).protocol_record() != _config(1).protocol_record()
+
+
+def test_the_deployed_protocol_samples_and_the_papers_does_not():
+    assert ForecastConfig().fit_sample_every == 2
+    assert ForecastConfig(protocol="paper").fit_sample_every == 1
