@@ -79,13 +79,12 @@ def test_a_tuning_trial_fits_every_second_hour_counted_back_from_the_latest(ware
         **config.model_options["wadiro_linreg"], **LINREG).fit(rows.X[picked],
                                                                 rows.target[picked])
     np.testing.assert_allclose(trial.coef_, direct.coef_, rtol=1e-6, atol=1e-9)
-    assert not np.allclose(trial.coef_, full.coef_)  # the final fit sees every hour
+    assert not np.allclose(trial.coef_, full.coef_)  # unsampled, the fit sees every hour
     # the constrained network's floor holds on the rows its trial was fitted on
     pcscnn = fitter.fit("wadiro_pcscnn", "fit", {"radius": 0.01, "max_neurons": 10},
                         forecasts="validation", sample_every=2, trial=True)
     floor = fitter.floor("wadiro_pcscnn", "fit")[picked]
     assert np.all(pcscnn.predict(rows.X[picked]) >= floor - 1e-6)
-
 
 
 def test_a_sampled_final_fit_keeps_the_floor_on_every_training_row(warehouse):
