@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
@@ -19,6 +20,7 @@ from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
     StoredParams,
+    epoch_us,
     forecast_building_week,
 )
 from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
@@ -118,9 +120,9 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
             stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
                            if o.status == "ok" and o.tuned_week == week and o.trials})
             # ... and its forecasts are what the next week's validation week was issued.
-            index = pd.DatetimeIndex(result.test_ts)
+            hours = epoch_us(result.test_ts)
             issued[week + timedelta(weeks=1)] = {
-                o.model: IssuedForecast(dict(o.params), pd.Series(o.y_hat, index=index))
+                o.model: IssuedForecast(dict(o.params), hours, np.asarray(o.y_hat, np.float64))
                 for o in result.outcomes if o.status == "ok" and o.params is not None}
     return results
 
@@ -130,4 +132,8 @@ def run_batch(jobs: list[BuildingJob], config: ForecastConfig,
     """The protocol for every (building, week) of a batch (:func:`run_jobs`), as the run's
     compute step; ``label`` names the batch in an orchestrator's task runs."""
     del label
-    return run_jobs(jobs, config)
+    results = run_jobs(jobs, config)
+    for result in results:  # read by the protocol only (intervals, the ensemble), and most of
+        for outcome in result.outcomes:  # what sending a result back would cost
+            outcome.validation_errors = None
+    return results

@@ -71,10 +71,32 @@ class StoredParams:
 @dataclass(frozen=True)
 class IssuedForecast:
     """A model's forecast of an earlier week as it was issued: its hyperparameters and its
-    hourly load forecast indexed by UTC hour."""
+    hourly load forecast, ``y_hat[i]`` for the hour starting ``hours[i]`` (microseconds since
+    the epoch, ascending). Plain arrays: a batch's jobs carry one per model to a worker
+    process, where a series with a time-zone-aware index costs far more to send."""
 
     params: dict[str, Any]
-    y_hat: pd.Series
+    hours: np.ndarray
+    y_hat: np.ndarray
+
+    @classmethod
+    def from_series(cls, params: dict[str, Any], y_hat: pd.Series) -> IssuedForecast:
+        """From a forecast indexed by its hours."""
+        y_hat = y_hat.sort_index()
+        return cls(params, epoch_us(y_hat.index), y_hat.to_numpy(dtype=np.float64))
+
+    def at(self, ts: pd.DatetimeIndex) -> np.ndarray:
+        """The forecast at the hours ``ts``; NaN at an hour it does not cover."""
+        wanted = epoch_us(ts)
+        if not len(self.hours):
+            return np.full(len(wanted), np.nan)
+        found = np.searchsorted(self.hours, wanted).clip(max=len(self.hours) - 1)
+        return np.where(self.hours[found] == wanted, self.y_hat[found], np.nan)
+
+
+def epoch_us(ts: Any) -> np.ndarray:
+    """Time-zone-aware instants as integer microseconds since the epoch (DuckDB's resolution)."""
+    return pd.DatetimeIndex(ts).tz_convert("UTC").as_unit("us").asi8
 
 
 ISSUED_MIN_SHARE = 0.9
@@ -148,7 +170,7 @@ def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
     ``params`` and covers enough of the week's rows; else None (the model is fitted again)."""
     if issued is None or dict(issued.params) != dict(params) or not len(validation.load):
         return None
-    y_hat = issued.y_hat.reindex(validation.ts).to_numpy(dtype=np.float64)
+    y_hat = issued.at(validation.ts)
     if np.isfinite(y_hat).sum() < ISSUED_MIN_SHARE * len(y_hat):
         return None
     return _errors(validation, y_hat)

@@ -26,6 +26,7 @@ from wadiro_fleet.tasks.protocol.forecasting import (
     IssuedForecast,
     ModelOutcome,
     StoredParams,
+    epoch_us,
 )
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
 from wadiro_fleet.tasks.protocol.track_record import WeekScore
@@ -45,10 +46,11 @@ def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=float)
 
 
-def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pd.DataFrame]:
-    """The rows of every result table for a batch of building-weeks."""
+def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pa.Table]:
+    """The rows of every result table for a batch of building-weeks, as Arrow tables (the
+    tables without rows left out). A missing float (NaN) is stored as NULL."""
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    forecasts: list[dict[str, np.ndarray]] = []
+    forecasts: list[tuple[BuildingWeekResult, ModelOutcome]] = []
     for res in results:
         key = {"building_id": res.building_id, "target_week": res.week}
         rows["window_status"].append(
@@ -87,52 +89,68 @@ def result_frames(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                 **mkey, "mae": s.mae, "rmse": s.rmse, "mean_actual": s.mean_actual,
                 "n_hours": s.n_hours, "n_violations": s.n_violations,
                 "n_train_violations": s.n_train_violations, "run_id": run_id,
-                **{f"coverage_{level_pct(level)}": value for level, value in s.interval_coverage.items()},
-                **{f"width_{level_pct(level)}": value for level, value in s.interval_width.items()},
+                **{f"coverage_{level_pct(level)}": s.interval_coverage.get(level, np.nan)
+                   for level in LEVELS},
+                **{f"width_{level_pct(level)}": s.interval_width.get(level, np.nan)
+                   for level in LEVELS},
             })
-            forecasts.append(_forecast_columns(res, out, run_id))
-    frames = {table: pd.DataFrame(rows[table]) for table in RESULT_SLICE_TABLES}
-    if not frames["scores"].empty:  # every interval column, even when no model had intervals
-        for level in LEVELS:
-            for column in (f"coverage_{level_pct(level)}", f"width_{level_pct(level)}"):
-                if column not in frames["scores"]:
-                    frames["scores"][column] = np.nan
+            forecasts.append((res, out))
+    tables = {table: _arrow_rows(rows[table]) for table in RESULT_SLICE_TABLES if rows[table]}
     if forecasts:
-        columns = {name: np.concatenate([part[name] for part in forecasts])
-                   for name in forecasts[0]}
-        columns["ts"] = pd.DatetimeIndex(columns["ts"]).tz_localize("UTC")
-        frames["forecasts"] = pd.DataFrame(columns)
-    for frame in frames.values():
-        if "target_week" in frame:
-            frame["target_week"] = pd.to_datetime(frame["target_week"]).dt.date
-    return frames
+        tables["forecasts"] = _forecasts_table(forecasts, run_id)
+    return tables
 
 
-def _forecast_columns(res: BuildingWeekResult, out: ModelOutcome,
-                      run_id: str) -> dict[str, np.ndarray]:
-    """One model's forecast of a building-week as the columns of its ``forecasts`` rows (joined
-    into one frame per batch: a frame per forecast costs more than the rows in it)."""
-    n = len(out.y_hat)
-    columns: dict[str, np.ndarray] = {
-        "building_id": np.full(n, res.building_id, dtype=object),
-        "model": np.full(n, out.model, dtype=object),
-        "target_week": np.full(n, res.week, dtype=object),
-        "ts": pd.DatetimeIndex(res.test_ts).tz_convert("UTC").tz_localize(None).to_numpy(),
-        "y_hat": np.asarray(out.y_hat, dtype=np.float64),
-        "run_id": np.full(n, run_id, dtype=object),
+def _arrow_rows(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows as an Arrow table: text as large strings, a NaN float as NULL."""
+    table = pa.Table.from_pylist(rows)
+    for i, column in enumerate(table.columns):
+        if pa.types.is_string(column.type):
+            column = column.cast(pa.large_string())
+        elif pa.types.is_floating(column.type):
+            column = pc.if_else(pc.is_nan(column), pa.scalar(None, column.type), column)
+        table = table.set_column(i, table.field(i).name, column)
+    return table
+
+
+def _forecasts_table(forecasts: Sequence[tuple[BuildingWeekResult, ModelOutcome]],
+                     run_id: str) -> pa.Table:
+    """The ``forecasts`` rows of a batch's forecasts, built column by column: the repeated
+    keys are taken from one small array each, never made row by row as Python objects."""
+    lengths = [len(out.y_hat) for _, out in forecasts]
+    part = pa.array(np.repeat(np.arange(len(forecasts), dtype=np.int32), lengths))
+
+    def repeated(values: list[Any], kind: pa.DataType) -> pa.Array:
+        return pa.array(values, kind).take(part)  # row i gets the value of its forecast
+
+    hours: dict[int, np.ndarray] = {}  # a building-week's hours, shared by its models
+    for res, _ in forecasts:
+        hours.setdefault(id(res), epoch_us(res.test_ts))
+    columns = {
+        "building_id": repeated([res.building_id for res, _ in forecasts], pa.large_string()),
+        "model": repeated([out.model for _, out in forecasts], pa.large_string()),
+        "target_week": repeated([res.week for res, _ in forecasts], pa.date32()),
+        "ts": pa.array(np.concatenate([hours[id(res)] for res, _ in forecasts]),
+                       pa.timestamp("us", tz="UTC")),
+        "y_hat": _floats(out.y_hat for _, out in forecasts),
+        "run_id": repeated([run_id] * len(forecasts), pa.large_string()),
     }
     for level in LEVELS:
-        bounds = out.intervals.bounds(level)
-        lower, upper = (np.full(n, np.nan), np.full(n, np.nan)) if bounds is None else bounds
-        columns[f"y_lo_{level_pct(level)}"] = np.asarray(lower, dtype=np.float64)
-        columns[f"y_hi_{level_pct(level)}"] = np.asarray(upper, dtype=np.float64)
-    return columns
+        columns[f"y_lo_{level_pct(level)}"] = _floats(_bound(out, level, 0) for _, out in forecasts)
+        columns[f"y_hi_{level_pct(level)}"] = _floats(_bound(out, level, 1) for _, out in forecasts)
+    return pa.table(columns)
 
 
-def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[str, pa.Table]:
-    """:func:`result_frames` as Arrow tables, the tables without rows left out."""
-    return {table: pa.Table.from_pandas(frame, preserve_index=False)
-            for table, frame in result_frames(results, run_id).items() if not frame.empty}
+def _floats(parts: Iterable[Any]) -> pa.Array:
+    """Arrays joined into one float column, NaN as NULL."""
+    return pa.array(np.concatenate([np.asarray(p, dtype=np.float64) for p in parts]),
+                    from_pandas=True)
+
+
+def _bound(out: ModelOutcome, level: float, side: int) -> np.ndarray:
+    """An outcome's lower (``side`` 0) or upper (1) bound at ``level``; NaN if it has none."""
+    bounds = out.intervals.bounds(level)
+    return np.full(len(out.y_hat), np.nan) if bounds is None else bounds[side]
 
 
 def write_results(
@@ -208,36 +226,52 @@ def load_issued_forecasts(
     """Per building, each model's stored forecast of ``week`` with the hyperparameters
     it was made with, where the run that made it used ``config``'s protocol
     (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`)."""
-    # Instants as microseconds since the epoch (DuckDB's resolution): a list of integers
-    # converts at once, a list of time-zone-aware datetimes one Python object at a time.
-    rows = con.execute(
+    args = [week, list(building_ids), list(config.models)]
+    fits = con.execute(
         """
-        SELECT f.building_id, f.model, m.params, r.parameters,
-               list(epoch_us(f.ts) ORDER BY f.ts), list(f.y_hat ORDER BY f.ts)
-        FROM forecasts f
-        JOIN model_fits m ON m.building_id = f.building_id AND m.model = f.model
-                         AND m.target_week = f.target_week AND m.run_id = f.run_id
-        JOIN runs r ON r.run_id = f.run_id
-        WHERE f.target_week = ? AND m.status = 'ok' AND m.params IS NOT NULL
-          AND f.building_id IN (SELECT unnest(?::VARCHAR[]))
-          AND f.model IN (SELECT unnest(?::VARCHAR[]))
-        GROUP BY ALL
-        """,
-        [week, list(building_ids), list(config.models)],
-    ).fetchall()
+        SELECT m.building_id, m.model, m.run_id, m.params, r.parameters
+        FROM model_fits m JOIN runs r ON r.run_id = m.run_id
+        WHERE m.target_week = ? AND m.status = 'ok' AND m.params IS NOT NULL
+          AND m.building_id IN (SELECT unnest(?::VARCHAR[]))
+          AND m.model IN (SELECT unnest(?::VARCHAR[]))
+        """, args).fetchall()
     wanted = config.protocol_record()
     same_protocol: dict[str, bool] = {}  # by the run's recorded parameters: a few runs, many rows
-    issued: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
-    for building_id, model, params, parameters, ts, y_hat in rows:
+    made: dict[tuple[str, str, str], str] = {}  # (building, model, run) -> params
+    for building_id, model, run_id, params, parameters in fits:
         if parameters not in same_protocol:
             recorded = json.loads(parameters)
             same_protocol[parameters] = all(recorded.get(name) == value
                                             for name, value in wanted.items())
-        if not same_protocol[parameters]:
-            continue
-        index = pd.DatetimeIndex(np.asarray(ts, dtype="datetime64[us]")).tz_localize("UTC")
-        values = np.array(y_hat, dtype=np.float64)  # a missing value (None) becomes NaN
-        issued[building_id][model] = IssuedForecast(json.loads(params), pd.Series(values, index=index))
+        if same_protocol[parameters]:
+            made[building_id, model, run_id] = params
+    if not made:
+        return {}
+    # The hours as flat arrays through Arrow, in one block per forecast (a join and a list per
+    # forecast in SQL cost twice as much, Python objects per hour far more).
+    rows = con.sql(
+        """
+        SELECT building_id, model, run_id, epoch_us(ts) AS hour, y_hat FROM forecasts
+        WHERE target_week = ? AND building_id IN (SELECT unnest(?::VARCHAR[]))
+          AND model IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY building_id, model, ts
+        """, params=args).to_arrow_table()
+    (buildings, b), (models, m) = (
+        (codes.dictionary.to_pylist(), codes.indices.to_numpy())
+        for codes in (rows[name].combine_chunks().dictionary_encode()
+                      for name in ("building_id", "model")))
+    block = b * len(models) + m
+    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]]) if len(block) else block
+    hours = rows["hour"].to_numpy()
+    y_hat = rows["y_hat"].to_numpy()  # a NULL becomes NaN
+    run_ids = rows["run_id"].take(pa.array(starts, pa.int64())).to_pylist()
+    issued: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
+    for start, end, run_id in zip(starts, [*starts[1:], len(block)], run_ids):
+        building_id, model = buildings[b[start]], models[m[start]]
+        params = made.get((building_id, model, run_id))
+        if params is not None:
+            issued[building_id][model] = IssuedForecast(
+                json.loads(params), hours[start:end].copy(), y_hat[start:end].astype(np.float64))
     return dict(issued)
 
 

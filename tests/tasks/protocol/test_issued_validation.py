@@ -72,7 +72,7 @@ def _outcome(result, model):
 
 def test_an_issued_forecast_with_the_same_params_is_the_validation_forecast(warehouse):
     actuals = _validation_actuals(warehouse)
-    issued = {"svr": IssuedForecast(dict(SVR), actuals + 1.5)}
+    issued = {"svr": IssuedForecast.from_series(dict(SVR), actuals + 1.5)}
     result = _run(warehouse, issued)
     svr = _outcome(result, "svr")
     assert svr.status == "ok" and svr.validation_source == "issued"
@@ -88,13 +88,14 @@ def test_an_issued_forecast_with_the_same_params_is_the_validation_forecast(ware
 
 def test_other_params_or_too_few_hours_mean_a_refit(warehouse):
     actuals = _validation_actuals(warehouse)
-    other = IssuedForecast({**SVR, "C": 30.0}, actuals + 1.5)
+    other = IssuedForecast.from_series({**SVR, "C": 30.0}, actuals + 1.5)
     refit = _outcome(_run(warehouse, {"svr": other}), "svr")
     assert refit.validation_source == "refit" and refit.validation_mae != pytest.approx(1.5)
     # the forecast of the same fit, but of under 90 % of the validation week's hours
     partial = actuals + 1.5
     partial.iloc[: len(partial) // 5] = np.nan
-    short = _outcome(_run(warehouse, {"svr": IssuedForecast(dict(SVR), partial)}), "svr")
+    short = _outcome(_run(warehouse, {"svr": IssuedForecast.from_series(dict(SVR), partial)}),
+                     "svr")
     assert short.validation_source == "refit"
     assert short.validation_mae == pytest.approx(
         _outcome(_run(warehouse, {}), "svr").validation_mae)
@@ -103,7 +104,8 @@ def test_other_params_or_too_few_hours_mean_a_refit(warehouse):
 def test_per_window_tuning_validates_on_its_best_trial(warehouse):
     actuals = _validation_actuals(warehouse)
     config = ForecastConfig(models=("svr",), trials=2, tuning="per-window")
-    svr = _outcome(_run(warehouse, {"svr": IssuedForecast(dict(SVR), actuals)}, config), "svr")
+    issued = {"svr": IssuedForecast.from_series(dict(SVR), actuals)}
+    svr = _outcome(_run(warehouse, issued, config), "svr")
     assert svr.validation_source == "tuning" and svr.validation_mae > 0
 
 
@@ -140,8 +142,9 @@ def test_the_warehouse_gives_back_forecasts_of_the_same_protocol_only(warehouse)
         assert set(issued) == {"svr", "wadiro_linreg", "seasonal_naive"}
         svr = _outcome(result, "svr")
         assert issued["svr"].params == svr.params
-        np.testing.assert_allclose(issued["svr"].y_hat.to_numpy(), svr.y_hat)
-        assert (issued["svr"].y_hat.index == pd.DatetimeIndex(result.test_ts)).all()
+        np.testing.assert_allclose(issued["svr"].y_hat, svr.y_hat)
+        hours = pd.DatetimeIndex(result.test_ts).tz_convert("UTC")
+        assert (pd.to_datetime(issued["svr"].hours, unit="us", utc=True) == hours).all()
         # another feature set, target or solver option: not this configuration's forecast
         for other in (_config(feature_set="paper"), _config(target="load"),
                       _config(history_weeks=10)):
@@ -152,3 +155,13 @@ def test_the_warehouse_gives_back_forecasts_of_the_same_protocol_only(warehouse)
     [tuned] = load_jobs(warehouse, [BUILDING], [WEEK],
                         ForecastConfig(models=MODELS, tuning="per-window"))
     assert tuned.issued == {}
+
+
+def test_an_issued_forecast_is_read_at_the_hours_asked_in_any_zone():
+    utc = pd.date_range("2024-04-01 00:00", periods=4, freq="h", tz="UTC")
+    issued = IssuedForecast.from_series({}, pd.Series([1.0, 2.0, np.nan, 4.0], index=utc)[::-1])
+    asked = pd.DatetimeIndex(["2024-03-31 23:00", "2024-04-01 01:00", "2024-04-01 02:00",
+                              "2024-04-01 03:00", "2024-04-01 05:00"], tz="UTC")
+    np.testing.assert_array_equal(issued.at(asked.tz_convert("Europe/Berlin")),
+                                  [np.nan, 2.0, np.nan, 4.0, np.nan])
+    assert np.isnan(IssuedForecast({}, np.array([], np.int64), np.array([])).at(asked)).all()

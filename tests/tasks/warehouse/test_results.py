@@ -232,3 +232,48 @@ def test_residual_target_keeps_the_constrained_network_at_or_above_zero(warehous
     assert network.validation_mae is not None and network.intervals.bounds(0.8) is not None
     lower, upper = network.intervals.bounds(0.95)
     assert (lower >= 0).all() and (upper >= lower).all()
+
+
+def test_forecast_rows_are_each_models_values_at_its_hours():
+    """Hand-made outcomes of two building-weeks in two time zones: each forecast row holds its
+    model's value at its UTC hour, the bounds of its own intervals (NULL where it has none), and
+    a missing value (NaN) is stored as NULL."""
+    from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, ModelOutcome
+    from wadiro_fleet.tasks.protocol.intervals import Intervals
+    from wadiro_fleet.tasks.protocol.scoring import Scores
+
+    def outcome(model, y_hat, intervals=None):
+        scores = Scores(mae=1.0, rmse=1.0, n_hours=3, n_violations=0, n_train_violations=0,
+                        mean_actual=2.0)
+        return ModelOutcome(model, "ok", y_hat=np.array(y_hat), intervals=intervals or Intervals(),
+                            scores=scores, params={})
+
+    with_bounds = Intervals(lower={0.8: np.array([0.5, 1.5, 2.5])},
+                            upper={0.8: np.array([1.5, 2.5, 3.5])})
+    hours = {"a": pd.date_range("2024-03-31 00:00", periods=3, freq="h", tz="Europe/London"),
+             "b": pd.date_range("2024-04-01 00:00", periods=3, freq="h", tz="America/New_York")}
+    results = [
+        BuildingWeekResult("a", date(2024, 3, 25), "ok", "", {}, pd.Series(hours["a"]),
+                           [outcome("svr", [1.0, np.nan, 3.0], with_bounds),
+                            outcome("seasonal_naive", [4.0, 5.0, 6.0])]),
+        BuildingWeekResult("b", date(2024, 4, 1), "ok", "", {}, pd.Series(hours["b"]),
+                           [outcome("svr", [7.0, 8.0, 9.0])]),
+    ]
+    with connect(":memory:") as con:
+        ensure_schema(con)
+        write_results(con, results, run_id="hand", models=("svr", "seasonal_naive"))
+        rows = con.execute(
+            "SELECT building_id, model, target_week, epoch_us(ts), y_hat, y_lo_80, y_hi_80, "
+            "y_lo_95, run_id FROM forecasts ORDER BY building_id, model, ts").fetchall()
+
+    def us(ts):
+        return int(ts.tz_convert("UTC").value // 1000)
+
+    expected = [("a", "seasonal_naive", date(2024, 3, 25), us(t), y, None, None, None, "hand")
+                for t, y in zip(hours["a"], [4.0, 5.0, 6.0])]
+    expected += [("a", "svr", date(2024, 3, 25), us(t), y, lo, hi, None, "hand")
+                 for t, y, lo, hi in zip(hours["a"], [1.0, None, 3.0], [0.5, 1.5, 2.5],
+                                         [1.5, 2.5, 3.5])]
+    expected += [("b", "svr", date(2024, 4, 1), us(t), y, None, None, None, "hand")
+                 for t, y in zip(hours["b"], [7.0, 8.0, 9.0])]
+    assert rows == expected
