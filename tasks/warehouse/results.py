@@ -17,7 +17,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
