@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 import duckdb
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 from wadiro_fleet.tasks.errors import BuildingDataError, UnknownBuildingError
 from wadiro_fleet.tasks.protocol.batch import BuildingInfo
 from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
@@ -84,7 +86,7 @@ def load_many_building_hours(
     start_utc: datetime | pd.Timestamp,
     end_utc: datetime | pd.Timestamp,
 ) -> pd.DataFrame:
-    """Hourly frames of many buildings over ``[start_utc, end_utc)`` in one query.
+    """Hourly frames of many buildings over ``[start_utc, end_utc)``, read in one pass.
 
     Columns ``building_id`` then :data:`HOUR_COLUMNS`, sorted by building then hour; each
     building has every hour of the range. Raises :class:`UnknownBuildingError` for ids missing
@@ -94,52 +96,75 @@ def load_many_building_hours(
     """
     start, end = _hour_range(start_utc, end_utc)
     infos = load_buildings_info(con, building_ids)
-    ids = list(infos)
+    ids = sorted(infos)
+    sites = sorted({info.site_id for info in infos.values()})
     params = {"ids": ids, "start": start.to_pydatetime(), "end": end.to_pydatetime()}
     _check_integrity(con, params)
-    # Through Arrow: several times faster than ``.df()`` for millions of rows with strings.
-    frame = con.sql(_HOURS_SQL, params=params).to_arrow_table().to_pandas()
+    # Stored rows only, each put at its place in the (building x hour) grid by its position:
+    # no grid joined in SQL and no sort, which cost several times the scan itself.
+    n_hours = int((end - start) // pd.Timedelta(hours=1))
+    readings = con.sql(_READINGS_SQL, params=params).to_arrow_table()
+    weather = con.sql(_WEATHER_SQL, params={**params, "ids": sites}).to_arrow_table()
+    kwh = _on_grid(readings, "building_id", ids, n_hours, ["kwh"])[0]
+    *site_weather, site_kind = _on_grid(weather, "site_id", sites, n_hours, [*_WEATHER, "kind"])
+    site_of = [sites.index(infos[bid].site_id) for bid in ids]  # a building's row of its site's
+    kind = site_kind[site_of].ravel()
+    columns = {
+        "building_id": pa.array(ids, pa.string()).take(
+            pa.array(np.repeat(np.arange(len(ids)), n_hours))),
+        "ts": pa.array(np.tile(start.value // 1000 + np.arange(n_hours) * _HOUR_US, len(ids)),
+                       pa.timestamp("us", tz="UTC")),
+        "kwh": pa.array(kwh.ravel(), from_pandas=True),
+        **{name: pa.array(values[site_of].ravel(), from_pandas=True)
+           for name, values in zip(_WEATHER, site_weather)},
+        "weather_kind": pa.DictionaryArray.from_arrays(
+            pa.array(kind, mask=np.isnan(kind)).cast(pa.int8()),
+            pa.array(_WEATHER_KINDS)).cast(pa.string()),
+    }
+    frame = pa.table(columns).to_pandas()
     frame["ts"] = frame["ts"].dt.tz_convert("UTC")
-    for col in ("kwh", "temperature_c", "irradiance_wm2", "wind_speed_ms", "humidity_pct"):
-        frame[col] = frame[col].astype("float64")
     return frame[["building_id", *HOUR_COLUMNS]]
 
 
-# The grid is built from the range's bounds so that it does not depend on the session zone:
-# adding whole hours to a TIMESTAMPTZ is exact.
-_HOURS_SQL = """
-WITH ids AS (
-    SELECT unnest($ids::VARCHAR[]) AS building_id
-),
-b AS (
-    SELECT building_id, site_id FROM buildings WHERE building_id IN (SELECT building_id FROM ids)
-),
-grid AS (
-    SELECT b.building_id, b.site_id, g.ts
-    FROM b, generate_series(
-        $start::TIMESTAMPTZ, $end::TIMESTAMPTZ - INTERVAL 1 HOUR, INTERVAL 1 HOUR
-    ) AS g(ts)
-),
-r AS (
-    SELECT building_id, ts, kwh FROM meter_readings
-    WHERE building_id IN (SELECT building_id FROM ids)
-      AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
-),
-w AS (
-    SELECT site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, humidity_pct, kind
-    FROM weather
-    WHERE site_id IN (SELECT site_id FROM b)
-      AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
-      AND kind IN ('observed', 'forecast')
-    QUALIFY row_number() OVER (PARTITION BY site_id, ts ORDER BY kind = 'observed' DESC) = 1
-)
-SELECT grid.building_id, grid.ts, r.kwh,
-       w.temperature_c, w.irradiance_wm2, w.wind_speed_ms, w.humidity_pct,
-       w.kind AS weather_kind
-FROM grid
-LEFT JOIN r ON r.building_id = grid.building_id AND r.ts = grid.ts
-LEFT JOIN w ON w.site_id = grid.site_id AND w.ts = grid.ts
-ORDER BY grid.building_id, grid.ts
+_HOUR_US = 3_600_000_000
+_WEATHER = HOUR_COLUMNS[2:6]
+"""The stored weather inputs of :data:`HOUR_COLUMNS`."""
+_WEATHER_KINDS = ("observed", "forecast")
+
+
+def _on_grid(rows: pa.Table, key: str, keys: list[str], n_hours: int,
+             columns: list[str]) -> list[np.ndarray]:
+    """``columns`` of ``rows`` (one row per key and hour, ``hour`` its position from the
+    range's start) as (key x hour) arrays, NaN where no row is stored."""
+    grids = [np.full((len(keys), n_hours), np.nan) for _ in columns]
+    if not rows.num_rows:
+        return grids
+    codes = rows[key].combine_chunks().dictionary_encode()
+    position = {k: i for i, k in enumerate(keys)}
+    row_of = np.array([position[k] for k in codes.dictionary.to_pylist()], dtype=np.int64)
+    places = (row_of[codes.indices.to_numpy()], rows["hour"].to_numpy())
+    for grid, column in zip(grids, columns):
+        grid[places] = rows[column].to_numpy()
+    return grids
+
+
+_READINGS_SQL = """
+SELECT building_id, (epoch_us(ts) - epoch_us($start::TIMESTAMPTZ)) // 3600000000 AS hour, kwh
+FROM meter_readings
+WHERE building_id IN (SELECT unnest($ids::VARCHAR[]))
+  AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+"""
+
+# An hour with both an observation and a forecast stored takes the observation; a row that is
+# not at the start of an hour is not any hour's weather.
+_WEATHER_SQL = f"""
+SELECT site_id, (epoch_us(ts) - epoch_us($start::TIMESTAMPTZ)) // 3600000000 AS hour,
+       {", ".join(_WEATHER)}, CASE kind WHEN 'observed' THEN 0 ELSE 1 END AS kind
+FROM weather
+WHERE site_id IN (SELECT unnest($ids::VARCHAR[]))
+  AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
+  AND kind IN ('observed', 'forecast') AND epoch_us(ts) % 3600000000 = 0
+QUALIFY row_number() OVER (PARTITION BY site_id, ts ORDER BY kind = 'observed' DESC) = 1
 """
 
 _INTEGRITY_SQL = """

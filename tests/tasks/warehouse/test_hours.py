@@ -175,6 +175,15 @@ def test_duplicate_reading_is_refused_with_its_building_and_hour(con):
     load_building_hours(con, "b2", T("2019-07-02 00:00Z"), T("2019-07-03 00:00Z"))
 
 
+def test_weather_off_the_hour_is_no_hours_weather(con):
+    add_weather(con, "bedford", [("2019-07-01 00:30Z", 10.0, "observed"),
+                                 ("2019-07-01 01:00Z", 12.0, "forecast"),
+                                 ("2019-07-01 01:15Z", 13.0, "observed")])
+    frame = load_building_hours(con, "b1", T("2019-07-01 00:00Z"), T("2019-07-01 02:00Z"))
+    np.testing.assert_array_equal(frame["temperature_c"].to_numpy(), [np.nan, 12.0])
+    assert pd.isna(frame["weather_kind"].iloc[0]) and frame["weather_kind"].iloc[1] == "forecast"
+
+
 def test_duplicate_weather_of_one_kind_is_refused(con):
     add_weather(con, "bedford", [("2019-07-01 05:00Z", 1.0, "forecast"), ("2019-07-01 05:00Z", 2.0, "forecast")])
     with pytest.raises(DuplicateRowError, match="weather.*'bedford'.*'forecast'"):
