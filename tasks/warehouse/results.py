@@ -101,8 +101,10 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
 
 
 def _arrow_rows(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows as an Arrow table: text as large strings, a NaN float as NULL."""
-    table = pa.Table.from_pylist(rows)
+    """Rows as an Arrow table with a column for every key of any row (a failed building-week
+    has no hour counts): text as large strings, a NaN float as NULL."""
+    names = dict.fromkeys(name for row in rows for name in row)
+    table = pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names})
     for i, column in enumerate(table.columns):
         if pa.types.is_string(column.type):
             column = column.cast(pa.large_string())

@@ -277,3 +277,20 @@ def test_forecast_rows_are_each_models_values_at_its_hours():
     expected += [("b", "svr", date(2024, 4, 1), us(t), y, None, None, None, "hand")
                  for t, y in zip(hours["b"], [7.0, 8.0, 9.0])]
     assert rows == expected
+
+
+def test_a_batch_that_starts_with_a_failed_building_week_keeps_the_others_hour_counts(warehouse):
+    """A failed building-week has no hour counts; the rows after it in its batch keep theirs."""
+    from wadiro_fleet.tasks.protocol.batch import failed_results
+
+    config = ForecastConfig(models=("seasonal_naive",), trials=2)
+    done = _run(warehouse, "synthetic_b00001", config)
+    failed = failed_results("synthetic_b00000", [WEEK], ValueError("bad data"))
+    with connect(":memory:") as con:
+        ensure_schema(con)
+        write_results(con, [*failed, done], run_id="mixed", models=config.models)
+        rows = dict(con.execute(
+            "SELECT building_id, n_test_hours FROM window_status ORDER BY building_id").fetchall())
+    assert rows == {"synthetic_b00000": None,
+                    "synthetic_b00001": done.coverage["n_test_hours"]}
+    assert done.coverage["n_test_hours"] == 167
