@@ -272,7 +272,7 @@ def load_issued_forecasts(
         params = made.get((building_id, model, run_id))
         if params is not None:
             issued[building_id][model] = IssuedForecast(
-                json.loads(params), hours[start:end].copy(), y_hat[start:end].astype(np.float64))
+                json.loads(params), hours[start:end].copy(), y_hat[start:end].copy())
     return dict(issued)
 
 
