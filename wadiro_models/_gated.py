@@ -50,30 +50,18 @@ class GatedNetwork:
     def gates(self, X: np.ndarray) -> np.ndarray:
         return np.atleast_2d(X) @ self.A + self.a0
 
-    def values(self, X: np.ndarray) -> np.ndarray:
-        return np.atleast_2d(X) @ self.W + self.w0
-
     def predict(self, X: np.ndarray) -> np.ndarray:
         """f(X) with the estimators' convention: a unit is active where its gate is >= 0."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         active = self.gates(X) >= 0
-        return self.offset + self.scale * np.einsum("np,np->n", active, self.values(X))
-
-
-def _fold_standardization(weights: np.ndarray, scaling) -> tuple[np.ndarray, np.ndarray]:
-    """(d + 1, P) weights on standardised, augmented inputs -> (d, P) and (P,) on raw inputs."""
-    linear, bias = weights[:-1], weights[-1]
-    # ((x - m) / s) @ L + c  =  x @ (L / s) + (c - (m / s) @ L)
-    A = linear / scaling.x_scale[:, None]
-    a0 = bias - (scaling.x_mean / scaling.x_scale) @ linear
-    return A, a0
+        return self.offset + self.scale * np.einsum("np,np->n", active, X @ self.W + self.w0)
 
 
 def gated_form(model) -> GatedNetwork:
     """The gated form of a fitted :class:`~wadiro_models.WaDiRoSCNN` or ``SCNN``."""
     scaling = model.standardization_
-    A, a0 = _fold_standardization(model.gates_, scaling)
-    W, w0 = _fold_standardization((model.nu_ - model.omega_).T, scaling)
+    A, a0 = scaling.fold_into_weights(model.gates_)
+    W, w0 = scaling.fold_into_weights((model.nu_ - model.omega_).T)
     return GatedNetwork(
         A=A, a0=a0, W=W, w0=w0, scale=float(scaling.y_scale),
         offset=float(scaling.y_mean + scaling.y_scale * model.intercept_), continuous=False,

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from ._program import beta_dual_norm
 from .exceptions import InvalidInputError
 
 
@@ -126,15 +127,6 @@ class OutOfSampleBound:
         return min(1.0, self.modified / (self.training_loss + zeta))
 
 
-def weights_vector(model) -> np.ndarray:
-    """beta = (vec nu, vec(-omega), [b], -1) of a fitted convex network (row-major vec)."""
-    parts = [model.nu_.ravel(), -model.omega_.ravel()]
-    if model.fit_intercept:
-        parts.append(np.array([model.intercept_]))
-    parts.append(np.array([-1.0]))
-    return np.concatenate(parts)
-
-
 def max_active_gates(gates: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> int:
     """The most columns of ``gates`` ((d + 1, P), on (x, 1)) with x^T s_i >= 0 at one x in
     the box [lower, upper] (program units): max sum gamma s.t. gamma_i = 1 => x^T s_i >= 0."""
@@ -204,8 +196,8 @@ def out_of_sample_bound(
         R_hat = 2 * n_active * float(x_mag.sum()) + len(bias) + y_mag
     else:
         R_hat = math.sqrt(2 * n_active * float(np.sum(x_mag**2)) + len(bias) + y_mag**2)
-    beta = weights_vector(model)
-    dual = float(np.max(np.abs(beta)) if norm == "l1" else np.linalg.norm(beta))
+    dual = float(beta_dual_norm(
+        model.nu_, model.omega_, model.intercept_, model.fit_intercept, norm))
     if weight_bound is None:
         weight_bound = dual
     elif weight_bound < dual:

@@ -246,14 +246,22 @@ def bound_predictions(
     return np.einsum("mp,mp->m", program.bound_patterns, gated) + b
 
 
-def objective_value(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> float:
-    """The program's objective evaluated at a point (independent of any solver)."""
+def beta_dual_norm(
+    nu: np.ndarray, omega: np.ndarray, b: float, fit_intercept: bool, wasserstein: str
+) -> np.floating:
+    """||beta||_* of a point, beta = (vec nu, vec(-omega), b, -1) with b left out when
+    ``fit_intercept`` is False (row-major vec): l_inf for ``"l1"``, l2 for ``"l2"``."""
     parts = [nu.ravel(), -omega.ravel()]
-    if program.fit_intercept:
+    if fit_intercept:
         parts.append(np.array([b]))
     parts.append(np.array([-1.0]))
     beta = np.concatenate(parts)
-    dual = np.max(np.abs(beta)) if program.wasserstein == "l1" else np.linalg.norm(beta)
+    return np.max(np.abs(beta)) if wasserstein == "l1" else np.linalg.norm(beta)
+
+
+def objective_value(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> float:
+    """The program's objective evaluated at a point (independent of any solver)."""
+    dual = beta_dual_norm(nu, omega, b, program.fit_intercept, program.wasserstein)
     residual = predictions(program, nu, omega, b) - program.y
     value = program.radius * dual + np.mean(np.abs(residual))
     if program.has_penalty:

@@ -56,10 +56,7 @@ def relu_network(
     keep = norms > rtol * largest if largest > 0 else np.zeros(norms.shape, dtype=bool)
     root = np.sqrt(norms[keep])
     layer = (weights[keep] / root[:, None]).T  # (d+1, m), in standardised units
-    w_std, c_std = layer[:-1], layer[-1]
-    # x_std = (x - mean) / scale  =>  x_std @ W + c = x @ (W / scale) + (c - (mean/scale) @ W)
-    W1 = w_std / scaling.x_scale[:, None]
-    b1 = c_std - (scaling.x_mean / scaling.x_scale) @ w_std
+    W1, b1 = scaling.fold_into_weights(layer)
     w2 = signs[keep] * root * scaling.y_scale
     b2 = float(scaling.y_mean + scaling.y_scale * b)
     return ReluNetwork(W1=W1, b1=b1, w2=w2, b2=b2)

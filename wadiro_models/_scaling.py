@@ -56,6 +56,14 @@ class Standardization:
         intercept = self.y_mean + self.y_scale * (b - (self.x_mean / self.x_scale) @ w)
         return coef, float(intercept)
 
+    def fold_into_weights(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(d + 1, P) weights on standardised, augmented inputs -> (d, P) and (P,) on raw inputs."""
+        linear, bias = weights[:-1], weights[-1]
+        # ((x - m) / s) @ L + c  =  x @ (L / s) + (c - (m / s) @ L)
+        A = linear / self.x_scale[:, None]
+        a0 = bias - (self.x_mean / self.x_scale) @ linear
+        return A, a0
+
     def step(self, value: np.ndarray) -> np.ndarray:
         """A limit on a difference of y (a ramp) in program units."""
         return value / self.y_scale

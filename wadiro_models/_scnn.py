@@ -6,11 +6,11 @@ from numbers import Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._scnn_base import ConvexNetworkRegressor
+from ._scnn_base import ATTRIBUTES_DOC, MAX_NEURONS_DOC, PARAMETERS_DOC, ConvexNetworkRegressor
 
 
 class SCNN(ConvexNetworkRegressor):
-    """Shallow convex ReLU network of the paper's comparisons (Lemma 1 and its remark).
+    __doc__ = f"""Shallow convex ReLU network of the paper's comparisons (Lemma 1 and its remark).
 
     ``fit`` solves the training program of :mod:`wadiro_models._program` with ``radius = 0``
     and the optional penalty ``lambda_reg * r(vec nu, vec omega)`` (same gates, cones and
@@ -20,12 +20,8 @@ class SCNN(ConvexNetworkRegressor):
 
     Parameters
     ----------
-    max_neurons : int, default=30
-        Hidden units: ``ceil(max_neurons / 2)`` Gaussian gates are drawn and each kept gate
-        gives a nu- and an omega-neuron (an odd value rounds up by one unit). Gates with
-        duplicate or all-zero patterns on the training data are dropped.
-
-    regularizer : {"lasso", "ridge"} or None, default=None
+{MAX_NEURONS_DOC}
+    regularizer : {{"lasso", "ridge"}} or None, default=None
         Penalty on (vec nu, vec omega): the l1 norm for ``"lasso"``, the squared l2 norm
         for ``"ridge"``, none for None (b is never penalised). A penalty needs a solver that
         implements it (the registry says which).
@@ -33,103 +29,10 @@ class SCNN(ConvexNetworkRegressor):
     lambda_reg : float, default=1e-3
         Weight of the penalty (ignored when ``regularizer`` is None).
 
-    lower_bound : float or array-like of shape (n_samples,), default=None
-        Hard lower bound on the training predictions, in the units of y (``-inf`` where
-        absent).
-
-    upper_bound : float or array-like of shape (n_samples,), default=None
-        Hard upper bound on the training predictions, in the units of y (``inf`` where
-        absent).
-
-    ramp : float or array-like of shape (n_samples - 1,), default=None
-        Hard limit on ``|y_hat_j - y_hat_{j-1}|`` between consecutive training rows, in the
-        units of y (``inf`` where absent).
-
-    fit_intercept : bool, default=True
-        Learn the output bias b (else b = 0). b lives in program units: with
-        ``standardize=True`` the mean of y is restored either way.
-
-    standardize : bool, default=True
-        Standardise X per column and y inside ``fit`` (undone in ``predict``; the
-        constraints are converted exactly). With False, ``objective_`` is the program's
-        value on the data as given.
-
-    random_state : int, RandomState instance or None, default=0
-        Seed of the Gaussian gates ``S ~ N(0, I)``. An int gives the same gates in every
-        ``fit`` and :meth:`build_program`.
-
-    solver : str, default="clarabel"
-        A name from the solver registry (``"clarabel"``: the cvxpy + Clarabel reference
-        path; ``"ipm"``: the structured interior-point method, which hands penalised or
-        radius-0 programs to the reference path).
-
-    solver_options : dict, default=None
-        Keyword arguments for the solver (for Clarabel its settings, e.g.
-        ``{"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}``).
-
-    accept_inaccurate : bool, default=False
-        Keep a fit whose solver status is ``"optimal_inaccurate"`` (with an
-        :class:`~wadiro_models.InaccurateSolutionWarning`) instead of raising
-        :class:`~wadiro_models.SolverError`.
-
-    constraint_margin : float, default=1e-6
-        The bounds and ramps are imposed this much tighter, in program units (standardised
-        y), so that solver round-off never appears as a violation; 0 gives the exact
-        program. ``objective_`` is the value of the program actually solved.
-
+{PARAMETERS_DOC}
     Attributes
     ----------
-    gates_ : ndarray of shape (n_features_in_ + 1, n_gates_)
-        Kept gate vectors; the last row multiplies the bias column.
-
-    n_gates_ : int
-        Number of kept gates (P).
-
-    nu_ : ndarray of shape (n_gates_, n_features_in_ + 1)
-        Weights of the nu-neurons, in program units.
-
-    omega_ : ndarray of shape (n_gates_, n_features_in_ + 1)
-        Weights of the omega-neurons, in program units.
-
-    intercept_ : float
-        Output bias b, in program units.
-
-    standardization_ : Standardization
-        Means and scales that map the data to program units.
-
-    objective_ : float
-        Optimal value of the training program, in program units.
-
-    solver_status_ : str
-        ``"optimal"``, or ``"optimal_inaccurate"`` when accepted.
-
-    solver_name_ : str
-        The solver path that produced the weights (``"clarabel"``, ``"ipm"``, or
-        ``"ipm->clarabel"`` after a fallback).
-
-    solve_time_ : float
-        Seconds spent in the solver.
-
-    n_iter_ : int or None
-        Solver iterations, where the solver reports them.
-
-    solver_info_ : dict
-        What else the solver reported (residuals, fallback reason, ...).
-
-    fit_time_ : float
-        Seconds spent in ``fit``.
-
-    physically_constrained_ : bool
-        Whether the program solved had bounds, ramps or bound points (a fit without them can
-        serve as the ``relaxation`` of a constrained fit).
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during ``fit``; defined only when X has feature names that
-        are all strings.
-
+{ATTRIBUTES_DOC}
     See Also
     --------
     WaDiRoSCNN : The same network trained by Wasserstein DRO.

@@ -138,8 +138,7 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
             accept_inaccurate=self.accept_inaccurate,
             constrained=program.has_physical_constraints,
         )
-        self._check_training_constraints(program, solution, scaling, training.limits)
-        self._check_bound_points(program, solution, scaling, training.points)
+        self._check_constraints(training, solution)
 
         self.standardization_ = scaling
         self.gates_ = training.gates
@@ -266,40 +265,24 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         return _Training(program, gates, scaling, limits, points)
 
     @staticmethod
-    def _check_training_constraints(
-        program: ScnnProgram,
-        solution: ScnnSolution,
-        scaling: Standardization,
-        limits: PhysicalLimits,
-    ) -> None:
-        if limits.empty:
-            return
-        fitted = scaling.inverse_y(predictions(program, solution.nu, solution.omega, solution.b))
-        excess, where = limits.max_violation(fitted)
-        if excess > _VIOLATION_TOLERANCE * scaling.y_scale:
-            raise SolverError(
-                f"solver {solution.solver!r} returned weights that break the {where} by "
-                f"{excess:.3g} (units of y)",
-                status=solution.status,
-            )
-
-    @staticmethod
-    def _check_bound_points(
-        program: ScnnProgram,
-        solution: ScnnSolution,
-        scaling: Standardization,
-        points: BoundPoints | None,
-    ) -> None:
-        if points is None or not program.has_bound_points:
-            return
-        y_hat = bound_predictions(program, solution.nu, solution.omega, solution.b)
-        excess, where = points.max_violation(scaling.inverse_y(y_hat))
-        if excess > _VIOLATION_TOLERANCE * scaling.y_scale:
-            raise SolverError(
-                f"solver {solution.solver!r} returned weights that break the {where} by "
-                f"{excess:.3g} (units of y)",
-                status=solution.status,
-            )
+    def _check_constraints(training: _Training, solution: ScnnSolution) -> None:
+        """Raise SolverError if ``solution`` breaks the training bounds and ramps, then the
+        bounds at the bound points, by more than the tolerance (checked in the units of y)."""
+        program, scaling = training.program, training.scaling
+        checks = []
+        if not training.limits.empty:
+            checks.append((training.limits, predictions))
+        if training.points is not None and program.has_bound_points:
+            checks.append((training.points, bound_predictions))
+        for constraints, predict in checks:
+            y_hat = predict(program, solution.nu, solution.omega, solution.b)
+            excess, where = constraints.max_violation(scaling.inverse_y(y_hat))
+            if excess > _VIOLATION_TOLERANCE * scaling.y_scale:
+                raise SolverError(
+                    f"solver {solution.solver!r} returned weights that break the {where} by "
+                    f"{excess:.3g} (units of y)",
+                    status=solution.status,
+                )
 
     # -------------------------------------------------------------- predict
     def predict(self, X: object) -> np.ndarray:
@@ -361,3 +344,113 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         return relu_network(
             self.nu_, self.omega_, self.intercept_, self.standardization_, rtol=rtol
         )
+
+
+# Docstring sections for the parameters and attributes of ConvexNetworkRegressor: WaDiRoSCNN
+# and SCNN build their class docstrings from them.
+MAX_NEURONS_DOC = """\
+    max_neurons : int, default=30
+        Hidden units: ``ceil(max_neurons / 2)`` Gaussian gates are drawn and each kept gate
+        gives a nu- and an omega-neuron (an odd value rounds up by one unit). Gates with
+        duplicate or all-zero patterns on the training data are dropped.
+"""
+
+PARAMETERS_DOC = """\
+    lower_bound : float or array-like of shape (n_samples,), default=None
+        Hard lower bound on the training predictions, in the units of y (``-inf`` where
+        absent).
+
+    upper_bound : float or array-like of shape (n_samples,), default=None
+        Hard upper bound on the training predictions, in the units of y (``inf`` where
+        absent).
+
+    ramp : float or array-like of shape (n_samples - 1,), default=None
+        Hard limit on ``|y_hat_j - y_hat_{j-1}|`` between consecutive training rows, in the
+        units of y (``inf`` where absent).
+
+    fit_intercept : bool, default=True
+        Learn the output bias b (else b = 0 and it is left out of beta). b lives in program
+        units: with ``standardize=True`` the mean of y is restored either way.
+
+    standardize : bool, default=True
+        Standardise X per column and y inside ``fit`` (undone in ``predict``; the
+        constraints are converted exactly). With False, ``objective_`` is the program's
+        value on the data as given.
+
+    random_state : int, RandomState instance or None, default=0
+        Seed of the Gaussian gates ``S ~ N(0, I)``. An int gives the same gates in every
+        ``fit`` and :meth:`build_program`.
+
+    solver : str, default="clarabel"
+        A name from the solver registry (``"clarabel"``: the cvxpy + Clarabel reference
+        path; ``"ipm"``: the structured interior-point method, which hands penalised or
+        radius-0 programs to the reference path).
+
+    solver_options : dict, default=None
+        Keyword arguments for the solver (for Clarabel its settings, e.g.
+        ``{"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}``; for
+        ``"ipm"`` the fields of :class:`~wadiro_models.IpmOptions`).
+
+    accept_inaccurate : bool, default=False
+        Keep a fit whose solver status is ``"optimal_inaccurate"`` (with an
+        :class:`~wadiro_models.InaccurateSolutionWarning`) instead of raising
+        :class:`~wadiro_models.SolverError`.
+
+    constraint_margin : float, default=1e-6
+        The bounds and ramps are imposed this much tighter, in program units (standardised
+        y), so that solver round-off never appears as a violation; 0 gives the exact
+        program. ``objective_`` is the value of the program actually solved.
+"""
+
+ATTRIBUTES_DOC = """\
+    gates_ : ndarray of shape (n_features_in_ + 1, n_gates_)
+        Kept gate vectors; the last row multiplies the bias column.
+
+    n_gates_ : int
+        Number of kept gates (P).
+
+    nu_ : ndarray of shape (n_gates_, n_features_in_ + 1)
+        Weights of the nu-neurons, in program units.
+
+    omega_ : ndarray of shape (n_gates_, n_features_in_ + 1)
+        Weights of the omega-neurons, in program units.
+
+    intercept_ : float
+        Output bias b, in program units.
+
+    standardization_ : Standardization
+        Means and scales that map the data to program units.
+
+    objective_ : float
+        Optimal value of the training program, in program units.
+
+    solver_status_ : str
+        ``"optimal"``, or ``"optimal_inaccurate"`` when accepted.
+
+    solver_name_ : str
+        The solver path that produced the weights (``"clarabel"``, ``"ipm"``, or
+        ``"ipm->clarabel"`` after a fallback).
+
+    solve_time_ : float
+        Seconds spent in the solver.
+
+    n_iter_ : int or None
+        Solver iterations, where the solver reports them.
+
+    solver_info_ : dict
+        What else the solver reported (residuals, fallback reason, ...).
+
+    fit_time_ : float
+        Seconds spent in ``fit``.
+
+    physically_constrained_ : bool
+        Whether the program solved had bounds, ramps or bound points (a fit without them can
+        serve as the ``relaxation`` of a constrained fit).
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``; defined only when X has feature names that
+        are all strings.
+"""

@@ -155,26 +155,28 @@ def certify_stability(
     """
     started = time.perf_counter()
     net = _network(model, form)
+
+    def certificate(l_eps: float, lower: float, status: str, x: np.ndarray | None,
+                    xp: np.ndarray | None, **fields) -> StabilityCertificate:
+        """The result, with the fields that every outcome fills in the same way."""
+        return StabilityCertificate(
+            l_eps=float(l_eps), lower=float(lower), status=status,
+            solve_time=time.perf_counter() - started, form="relu" if net.continuous else "gated",
+            norm=norm, x=x, x_perturbed=xp, n_units=net.n_units, **fields,
+        )
+
     if domain is None:
         if not hasattr(model, "feature_min_"):
             raise InvalidInputError("give a domain: this model does not store its training range")
         domain = (model.feature_min_, model.feature_max_)
     dom = _domain(net, domain, eps, norm)
     if not np.any(dom.z_radius > 0):  # nothing moves: f(x + 0) = f(x)
-        point = dom.center
-        return StabilityCertificate(
-            l_eps=0.0, lower=0.0, status="optimal", solve_time=time.perf_counter() - started,
-            form="relu" if net.continuous else "gated", norm=norm, x=point, x_perturbed=point,
-            n_units=net.n_units,
-        )
+        return certificate(0.0, 0.0, "optimal", dom.center, dom.center)
     if method == "unit_bounds":
         bound = _unit_sum_bound(_unit_bounds(net, dom), dom)
         lower, x, xp = _sampled_lower(net, dom)
-        return StabilityCertificate(
-            l_eps=float(max(bound * net.scale, lower)), lower=float(lower), status="unit_bounds",
-            solve_time=time.perf_counter() - started, form="relu" if net.continuous else "gated",
-            norm=norm, x=x, x_perturbed=xp, n_units=net.n_units, method=method,
-        )
+        return certificate(max(bound * net.scale, lower), lower, "unit_bounds", x, xp,
+                           method=method)
     if method != "milp":
         raise InvalidInputError(f"method must be 'milp' or 'unit_bounds', not {method!r}")
     problem = _build_milp(net, dom)
@@ -214,10 +216,5 @@ def certify_stability(
         _add_l2_cut(problem, z, zp)
     # an attained deviation is a floor for L_eps: it absorbs the solver's round-off
     l_eps = max(best_bound * net.scale, lower)
-    return StabilityCertificate(
-        l_eps=float(l_eps),
-        lower=float(lower), status=status, solve_time=time.perf_counter() - started,
-        form="relu" if net.continuous else "gated", norm=norm, x=x, x_perturbed=xp,
-        n_units=net.n_units, n_binaries=n_binaries, node_count=node_count,
-        n_cuts=len(problem.cuts),
-    )
+    return certificate(l_eps, lower, status, x, xp, n_binaries=n_binaries,
+                       node_count=node_count, n_cuts=len(problem.cuts))

@@ -172,13 +172,11 @@ def _build_milp(net: GatedNetwork, dom: _Domain) -> _StabilityMilp:
     for t in (it, itp):  # t is 0 or a value of the unit where its gate is >= 0
         lb[t] = np.where(units.always_off, 0.0, np.minimum(units.h_on_lo, 0.0))
         ub[t] = np.where(units.always_off, 0.0, np.maximum(units.h_on_hi, 0.0))
-    for lam in (il11, il01, il10):
-        lb[lam], ub[lam] = 0.0, 1.0
     fixed = units.always_on | units.always_off
-    ub[il11] = np.where(units.always_off, 0.0, 1.0)
     lb[il11] = np.where(units.always_on, 1.0, 0.0)
-    ub[il01] = np.where(fixed, 0.0, 1.0)
-    ub[il10] = np.where(fixed, 0.0, 1.0)
+    ub[il11] = np.where(units.always_off, 0.0, 1.0)
+    for lam in (il01, il10):
+        lb[lam], ub[lam] = 0.0, np.where(fixed, 0.0, 1.0)
     integrality = np.zeros(n_vars, dtype=int)
     integrality[igam] = integrality[ieta] = 1
 

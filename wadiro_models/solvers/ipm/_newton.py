@@ -473,10 +473,7 @@ def newton_step(
     # rounding (large near the cone's boundary) into the primal residual
     ds = np.negative(gdx, out=gdx) if bz is None else np.subtract(bz, gdx, out=gdx)
     dz_t = scaling.apply(dz)
-    if q is None:
-        ds_t = np.negative(dz_t)
-    else:
-        ds_t = np.subtract(q, dz_t)
+    ds_t = np.negative(dz_t) if q is None else np.subtract(q, dz_t)
     return dx, ds, dz, ds_t, dz_t
 
 
