@@ -77,8 +77,6 @@ __all__ = [
     "CambridgeBatch",
     "list_buildings",
     "load_cambridge",
-    "read_bedford_weather",
-    "read_electricity_file",
     "read_midas_wind",
     "utc_range",
 ]
@@ -303,22 +301,16 @@ def _year_rows(path: Path, columns: Sequence[str], year: int, lo: datetime | Non
 
 
 def _electricity(path: Path, building_id: str, year: int, implausible: ImplausiblePolicy,
-                 lo: datetime | None = None, hi: datetime | None = None,
-                 tally: _Tally | None = None) -> pa.Table:
+                 lo: datetime | None, hi: datetime | None, tally: _Tally) -> pa.Table:
+    """One building-year's hours in ``[lo, hi)`` as (building_id, ts, kwh), exact zeros and
+    blanks as NULL."""
     raw, ts, lines = _year_rows(path, ELECTRICITY_COLUMNS, year, lo, hi)
     column = ELECTRICITY_COLUMNS[1]
-    kwh = (tally or _Tally()).take(check_column(raw[column], ENERGY_KWH, path=path, column=column,
-                                                lines=lines, policy=implausible))
+    kwh = tally.take(check_column(raw[column], ENERGY_KWH, path=path, column=column,
+                                  lines=lines, policy=implausible))
     kwh = pc.if_else(pc.equal(kwh, 0.0), pa.scalar(None, pa.float64()), kwh)
     return pa.table({"building_id": pa.repeat(pa.scalar(building_id), raw.num_rows), "ts": ts,
                      "kwh": kwh})
-
-
-def read_electricity_file(
-    path: Path, building_id: str, year: int, implausible: ImplausiblePolicy = "refuse"
-) -> pa.Table:
-    """One building-year as (building_id, ts, kwh), exact zeros and blanks as NULL."""
-    return _electricity(path, building_id, year, implausible)
 
 
 _WEATHER_BOUNDS = {
@@ -329,21 +321,16 @@ _WEATHER_BOUNDS = {
 
 
 def _bedford(path: Path, year: int, implausible: ImplausiblePolicy,
-             lo: datetime | None = None, hi: datetime | None = None,
-             tally: _Tally | None = None) -> pa.Table:
+             lo: datetime | None, hi: datetime | None, tally: _Tally) -> pa.Table:
+    """One processed Bedford year's hours in ``[lo, hi)`` as (ts, temperature_c, humidity_pct,
+    irradiance_wm2); values just past a bound (humidity up to 105 %, irradiance down to
+    -30 W/m2) are clipped to it."""
     raw, ts, lines = _year_rows(path, WEATHER_COLUMNS, year, lo, hi)
-    tally = tally or _Tally()
     columns: dict[str, pa.ChunkedArray | pa.Array] = {"ts": ts}
     for source, (name, bound) in _WEATHER_BOUNDS.items():
         columns[name] = tally.take(check_column(raw[source], bound, path=path, column=source,
                                                 lines=lines, policy=implausible))
     return pa.table(columns)
-
-
-def read_bedford_weather(path: Path, year: int, implausible: ImplausiblePolicy = "refuse") -> pa.Table:
-    """One processed Bedford year as (ts, temperature_c, humidity_pct, irradiance_wm2); values
-    just past a bound (humidity up to 105 %, irradiance down to -30 W/m2) are clipped to it."""
-    return _bedford(path, year, implausible)
 
 
 def _midas_body(path: Path) -> tuple[bytes, int]:
@@ -361,8 +348,14 @@ def _midas_body(path: Path) -> tuple[bytes, int]:
     return b"".join(lines[begin + 1 : end]), begin + 3  # the CSV's header follows "data"
 
 
-def _midas_wind(path: Path, implausible: ImplausiblePolicy, lo: datetime | None = None,
-                hi: datetime | None = None, tally: _Tally | None = None) -> pa.Table:
+def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse",
+                    lo: datetime | None = None, hi: datetime | None = None,
+                    tally: _Tally | None = None) -> pa.Table:
+    """Hourly wind speed (ts, wind_speed_ms) from one raw MIDAS file.
+
+    Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
+    on the hour are ignored. Wind is converted from knots to m/s.
+    """
     wanted = ["ob_time", "version_num", "wind_speed_unit_id", "wind_speed"]
     body, first_line = _midas_body(path)
     try:
@@ -400,15 +393,6 @@ def _midas_wind(path: Path, implausible: ImplausiblePolicy, lo: datetime | None 
                      "wind_speed_ms": pc.multiply(knots, KNOT_IN_MS)})
 
 
-def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse") -> pa.Table:
-    """Hourly wind speed (ts, wind_speed_ms) from one raw MIDAS file.
-
-    Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
-    on the hour are ignored. Wind is converted from knots to m/s.
-    """
-    return _midas_wind(path, implausible)
-
-
 _HOURLY_WEATHER = pa.schema(
     [
         ("ts", _UTC_TS),
@@ -427,15 +411,13 @@ def _weather_year(path: Path, year: int, midas: Path | None, implausible: Implau
     hourly = _bedford(path, year, implausible, lo, hi, tally)
     if midas is None:
         return hourly.append_column("wind_speed_ms", pa.nulls(hourly.num_rows, pa.float64()))
-    wind = _midas_wind(midas, implausible, lo, hi, tally)
+    wind = read_midas_wind(midas, implausible, lo, hi, tally)
     return hourly.join(wind, "ts", join_type="left outer").select(_HOURLY_WEATHER.names)
 
 
 def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None,
-             implausible: ImplausiblePolicy = "refuse",
-             tally: _Tally | None = None) -> pa.Table:
+             implausible: ImplausiblePolicy, tally: _Tally) -> pa.Table:
     """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
-    tally = tally or _Tally()
     years = _year_files(layout.weather_dir, _YEAR_FILE)
     midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
     parts = [

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
+from wadiro_fleet.tasks.ingest.hourly import _epoch_us
 
 __all__ = [
     "LEVEL_RATIO",
@@ -63,10 +64,6 @@ class RegisterCounts:
     """Falls taken as the register wrapping at a power of ten (their difference is stored)."""
     resets: int = 0
     """Falls taken as a reset or a replaced meter (their interval is stored as missing)."""
-
-
-def _epoch_us(ts: pd.Series) -> np.ndarray:
-    return ts.astype("datetime64[us, UTC]").to_numpy(dtype="datetime64[us]").astype(np.int64)
 
 
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:

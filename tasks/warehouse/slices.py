@@ -14,7 +14,8 @@ inserted by one ``INSERT ... SELECT``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -107,6 +108,28 @@ def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _check_columns(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str]) -> None:
+    """``table`` is a warehouse table that exists and holds every one of ``columns``."""
+    _check_table(table, None)
+    table_columns = _table_columns(con, table)
+    if not table_columns:
+        raise WarehouseError(f"table {table!r} does not exist; call ensure_schema first")
+    unknown = [c for c in columns if c not in table_columns]
+    if unknown:
+        raise WarehouseError(f"columns {unknown} are not in table {table!r}")
+
+
+@contextmanager
+def _staged(con: duckdb.DuckDBPyConnection,
+            data: pa.Table | pa.RecordBatchReader) -> Iterator[None]:
+    """``data`` registered as the staging view for the block's statements."""
+    con.register(_STAGING_VIEW, data)
+    yield
+    # Not in a ``finally``: on failure the transaction is aborted and cannot unregister; its
+    # rollback drops the view (and a later register under the same name replaces it anyway).
+    con.unregister(_STAGING_VIEW)
+
+
 def _as_arrow(rows: Any) -> pa.Table | pa.RecordBatchReader:
     if isinstance(rows, (pa.Table, pa.RecordBatchReader)):
         return rows
@@ -135,37 +158,14 @@ def replace_slice(
     of ``rows`` must exist in the table; table columns missing from ``rows`` get their defaults.
     """
     data = _as_arrow(rows)
-    _check_table(table, None)
-    table_columns = _table_columns(con, table)
-    if not table_columns:
-        raise WarehouseError(f"table {table!r} does not exist; call ensure_schema first")
     columns = list(data.schema.names)
-    unknown = [c for c in columns + slice_.columns() if c not in table_columns]
-    if unknown:
-        raise WarehouseError(f"columns {unknown} are not in table {table!r}")
+    _check_columns(con, table, columns + slice_.columns())
     delete, params = delete_slice_sql(table, slice_)
-    if own_transaction:
-        with transaction(con):
-            return _delete_insert(con, table, data, columns, delete, params)
-    return _delete_insert(con, table, data, columns, delete, params)
-
-
-def _delete_insert(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    data: pa.Table | pa.RecordBatchReader,
-    columns: list[str],
-    delete: str,
-    params: list[Any],
-) -> tuple[int, int]:
-    # Registered first: a range delete reads the staged rows' keys and times.
-    con.register(_STAGING_VIEW, data)
-    deleted = con.execute(delete, params).fetchone()[0]
-    # On failure the transaction is aborted and cannot unregister; its rollback drops the view
-    # (and a later register under the same name replaces it anyway).
-    inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
-    con.unregister(_STAGING_VIEW)
-    return int(deleted), int(inserted)
+    # Staged first: a range delete reads the staged rows' keys and times.
+    with (transaction(con) if own_transaction else nullcontext()), _staged(con, data):
+        deleted = con.execute(delete, params).fetchone()[0]
+        inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
+        return int(deleted), int(inserted)
 
 
 def _checked_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Any,
@@ -173,14 +173,8 @@ def _checked_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Any,
     data = _as_arrow(rows)
     if isinstance(data, pa.RecordBatchReader):  # read twice (ranges, then rows): materialise
         data = data.read_all()
-    _check_table(table, None)
-    table_columns = _table_columns(con, table)
-    if not table_columns:
-        raise WarehouseError(f"table {table!r} does not exist; call ensure_schema first")
     columns = list(data.schema.names)
-    unknown = [c for c in [*columns, *needed] if c not in table_columns]
-    if unknown:
-        raise WarehouseError(f"columns {unknown} are not in table {table!r}")
+    _check_columns(con, table, [*columns, *needed])
     missing = [c for c in needed if c not in columns]
     if missing:
         raise WarehouseError(f"rows for {table!r} lack the key column(s) {missing}")
@@ -259,21 +253,13 @@ def write_key_hours(
     where = dict(where or {})
     data, columns = _checked_rows(con, table, rows, [key, time_column, *where])
     params = list(where.values())
-
-    def run() -> HoursWritten:
-        con.register(_STAGING_VIEW, data)
+    with (transaction(con) if own_transaction else nullcontext()), _staged(con, data):
         replaced = con.execute(replace_hours_sql(table, key, list(where), time_column),
                                params).fetchone()[0]
         removed = (con.execute(replace_ranges_sql(table, key, list(where), time_column),
                                params).fetchone()[0] if replace_range else 0)
         inserted = con.execute(insert_sql(table, columns, _STAGING_VIEW)).fetchone()[0]
-        con.unregister(_STAGING_VIEW)
         return HoursWritten(int(replaced), int(removed), int(inserted))
-
-    if own_transaction:
-        with transaction(con):
-            return run()
-    return run()
 
 
 def replace_unless_newer_sql(table: str, keys: Sequence[str], version: str) -> tuple[str, str]:
@@ -306,19 +292,11 @@ def replace_unless_newer(
     data, columns = _checked_rows(con, table, rows, [*keys, version])
     delete, select = replace_unless_newer_sql(table, keys, version)
     cols = ", ".join(check_identifier(c) for c in columns)
-
-    def run() -> tuple[int, int]:
-        con.register(_STAGING_VIEW, data)
+    with (transaction(con) if own_transaction else nullcontext()), _staged(con, data):
         deleted = con.execute(delete).fetchone()[0]
         inserted = con.execute(
             f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({select})").fetchone()[0]
-        con.unregister(_STAGING_VIEW)
         return int(deleted), int(inserted)
-
-    if own_transaction:
-        with transaction(con):
-            return run()
-    return run()
 
 
 __all__ = ["HoursWritten", "Slice", "check_identifier", "delete_slice_sql", "empty_rows",
