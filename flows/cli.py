@@ -163,10 +163,14 @@ class _IngestSummary(Protocol):
     def line(self) -> str: ...
 
 
-def _ingest(label: str, call: Callable[[], _IngestSummary]) -> None:
-    """Run an ingest flow; print its one-line summary."""
+def _ingest(label: str, warehouse: Path, **parameters: Any) -> None:
+    """Run the ingest flow ``ingest_{label}_flow``; print its one-line summary."""
+    from wadiro_fleet.flows import ingest
+
+    flow = getattr(ingest, f"ingest_{label}_flow")
     began = time.perf_counter()
-    summary = run_guarded(call)
+    summary: _IngestSummary = run_guarded(
+        lambda: _run_flow(flow, warehouse=str(warehouse), **parameters))
     total = time.perf_counter() - began
     typer.echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
 
@@ -175,20 +179,14 @@ def _ingest(label: str, call: Callable[[], _IngestSummary]) -> None:
 @with_settings("wadiro_fleet.tasks.ingest.cambridge_archive:ArchiveSelection")
 def ingest_cambridge(settings: ArchiveSelection, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Ingest the real Cambridge archive (electricity and Bedford weather)."""
-    from wadiro_fleet.flows.ingest import ingest_cambridge_flow
-
-    _ingest("cambridge", lambda: _run_flow(ingest_cambridge_flow, selection=settings,
-                                           warehouse=str(warehouse)))
+    _ingest("cambridge", warehouse, selection=settings)
 
 
 @ingest_commands.command("synthetic")
 @with_settings("wadiro_fleet.tasks.ingest.synthetic_fleet:FleetSpec")
 def ingest_synthetic(settings: FleetSpec, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Generate and ingest a synthetic fleet of non-residential buildings."""
-    from wadiro_fleet.flows.ingest import ingest_synthetic_flow
-
-    _ingest("synthetic", lambda: _run_flow(ingest_synthetic_flow, spec=settings,
-                                           warehouse=str(warehouse)))
+    _ingest("synthetic", warehouse, spec=settings)
 
 
 SourceFile = Annotated[Path, typer.Argument(
@@ -232,10 +230,7 @@ _WEATHER_HELP = """Ingest hourly weather per site: site_id, ts, temperature_c, i
 def ingest_buildings(settings: CsvFormat, file: SourceFile,
                      warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Add or update buildings from an operator's file."""
-    from wadiro_fleet.flows.ingest import ingest_buildings_flow
-
-    _ingest("buildings", lambda: _run_flow(ingest_buildings_flow, path=str(file),
-                                           warehouse=str(warehouse), form=settings))
+    _ingest("buildings", warehouse, path=str(file), form=settings)
 
 
 @ingest_commands.command("readings", help=_paragraphs(_READINGS_HELP))
@@ -243,10 +238,7 @@ def ingest_buildings(settings: CsvFormat, file: SourceFile,
 def ingest_readings(settings: ReadingsOptions, file: SourceFile,
                     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Ingest an operator's meter export."""
-    from wadiro_fleet.flows.ingest import ingest_readings_flow
-
-    _ingest("readings", lambda: _run_flow(ingest_readings_flow, path=str(file), options=settings,
-                                          warehouse=str(warehouse)))
+    _ingest("readings", warehouse, path=str(file), options=settings)
 
 
 @ingest_commands.command("weather", help=_paragraphs(_WEATHER_HELP))
@@ -254,10 +246,7 @@ def ingest_readings(settings: ReadingsOptions, file: SourceFile,
 def ingest_weather(settings: WeatherOptions, file: SourceFile,
                    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Ingest an operator's weather feed."""
-    from wadiro_fleet.flows.ingest import ingest_weather_flow
-
-    _ingest("weather", lambda: _run_flow(ingest_weather_flow, path=str(file), options=settings,
-                                         warehouse=str(warehouse)))
+    _ingest("weather", warehouse, path=str(file), options=settings)
 
 
 # --- forecasting -------------------------------------------------------------------------

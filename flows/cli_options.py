@@ -52,16 +52,16 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _without_none(annotation: Any) -> tuple[Any, bool]:
-    """``X | None`` -> ``(X, True)``; anything else -> ``(annotation, False)``. A pydantic type
-    (``Annotated[str, validator]``) is its plain type: the model validates the value."""
+def _without_none(annotation: Any) -> Any:
+    """``X | None`` -> ``X``. A pydantic type (``Annotated[str, validator]``) is its plain type:
+    the model validates the value."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) == 1:
-            return _without_none(args[0])[0], True
+            return _without_none(args[0])
     if typing.get_origin(annotation) is Annotated:
-        return typing.get_args(annotation)[0], False
-    return annotation, False
+        return typing.get_args(annotation)[0]
+    return annotation
 
 
 def _is_list(annotation: Any) -> bool:
@@ -77,49 +77,28 @@ def _is_pairs(annotation: Any) -> bool:
 def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parameter | None:
     """The command parameter of one settings field (``None`` for a mapping). A ``preset``
     field's option defaults to ``None``, meaning "as the model's own default says"."""
-    annotation, _ = _without_none(field.annotation)
-    origin = typing.get_origin(annotation)
-    help_text = field.description or ""
+    annotation = _without_none(field.annotation)
     required = field.is_required()
-    default = inspect.Parameter.empty if required else field.default
-    if preset:
-        help_text += " (default: set by --protocol)"
-    if _is_pairs(annotation):
-        option = typer.Option(_flag(name), help=f"{help_text} Comma-separated NAME=VALUE.")
-        return _parameter(name, Annotated[Optional[str], option], None)
-    if origin in (dict, typing.Mapping) or annotation is dict:
+    help_text = (field.description or "") + (" (default: set by --protocol)" if preset else "")
+    default = None if preset else inspect.Parameter.empty if required else field.default
+    flag, formats = _flag(name), {}
+    if _is_pairs(annotation) or _is_list(annotation):  # one string, split by _settings_values
+        help_text += " Comma-separated" + (" NAME=VALUE." if _is_pairs(annotation) else ".")
+        annotation, default, required = str, None, False
+    elif typing.get_origin(annotation) in (dict, typing.Mapping) or annotation is dict:
         return None
-    if _is_list(annotation):
-        option = typer.Option(_flag(name), help=f"{help_text} Comma-separated.")
-        return _parameter(name, Annotated[Optional[str], option], None)
-    if origin is Literal:  # as an Enum, which every Typer release turns into a choice
-        choices = enum.Enum(name, {str(c): str(c) for c in typing.get_args(annotation)},
-                            type=str)
-        option = typer.Option(_flag(name), help=help_text)
-        if preset:
-            return _parameter(name, Annotated[Optional[choices], option], None)
-        return _parameter(name, Annotated[choices, option],
-                          default if required else choices(field.default))
-    if annotation is bool:
-        option = typer.Option(f"{_flag(name)}/--no-{name.replace('_', '-')}", help=help_text)
-        if preset:
-            return _parameter(name, Annotated[Optional[bool], option], None)
-        return _parameter(name, Annotated[bool, option], default)
-    if annotation is date:  # Typer parses datetimes; the value is turned back into a date
-        option = typer.Option(_flag(name), help=help_text, formats=DATE_FORMATS)
-        return _parameter(name, Annotated[_optional(datetime, required), option], default)
-    option = typer.Option(_flag(name), help=help_text)
-    return _parameter(name, Annotated[_optional(annotation, required), option],
-                      None if preset else default)
-
-
-def _optional(annotation: Any, required: bool) -> Any:
-    return annotation if required else Optional[annotation]
-
-
-def _parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                             annotation=annotation)
+    elif typing.get_origin(annotation) is Literal:  # an Enum: every Typer makes it a choice
+        annotation = enum.Enum(name, {str(c): str(c) for c in typing.get_args(annotation)},
+                               type=str)
+        default = default if preset or required else annotation(default)
+    elif annotation is bool:
+        flag += f"/--no-{name.replace('_', '-')}"
+    elif annotation is date:  # Typer parses datetimes; the value is turned back into a date
+        annotation, formats = datetime, {"formats": DATE_FORMATS}
+    option = typer.Option(flag, help=help_text, **formats)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default,
+        annotation=Annotated[annotation if required else Optional[annotation], option])
 
 
 def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +107,7 @@ def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[s
     for name, value in given.items():
         if name in presets and value is None:
             continue  # left to the protocol's value
-        annotation, _ = _without_none(settings.model_fields[name].annotation)
+        annotation = _without_none(settings.model_fields[name].annotation)
         if _is_list(annotation) or _is_pairs(annotation):
             value = split_list(value, _flag(name))
             if value is None:

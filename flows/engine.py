@@ -297,13 +297,7 @@ def choose_engine() -> Engine:
 def run_flow(flow: Any, engine: Engine | None = None, **parameters: Any) -> Any:
     """Run ``flow`` with ``parameters`` on ``engine`` (default: :func:`choose_engine`)."""
     engine = engine or choose_engine()
-    token = _ENGINE.set(engine)
-    try:
-        if engine.prefect:
-            return flow(**parameters)
-        return flow.fn(**parameters)
-    finally:
-        _ENGINE.reset(token)
+    return on_engine(lambda: (flow if engine.prefect else flow.fn)(**parameters), engine)
 
 
 def on_engine(call: Callable[[], R], engine: Engine) -> R:

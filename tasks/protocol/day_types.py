@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.protocol.weeks import wall_clock_to_utc
 
 WORKDAY, WEEKEND, OFF_WEEKDAY = 0, 1, 2
 
@@ -110,14 +111,6 @@ def unlike_last_week(local: pd.DatetimeIndex, holidays: frozenset[np.datetime64]
     return (own != before) | (own == OFF_WEEKDAY)
 
 
-def _utc(wall: pd.DatetimeIndex, zone: object) -> pd.DatetimeIndex:
-    """Local wall-clock times as UTC instants, as the lag features resolve them: a skipped
-    time moves forward, a repeated one takes its first (summer-time) occurrence."""
-    return wall.tz_localize(
-        zone, ambiguous=np.ones(len(wall), dtype=bool), nonexistent="shift_forward"
-    ).tz_convert("UTC").as_unit("us")
-
-
 def day_type_persistence(load: pd.Series, local: pd.DatetimeIndex,
                          holidays: frozenset[np.datetime64],
                          closures: Sequence[ClosurePeriod],
@@ -134,12 +127,12 @@ def day_type_persistence(load: pd.Series, local: pd.DatetimeIndex,
     found = np.zeros(len(wall), dtype=bool)
     for k in weeks:
         earlier = wall - pd.Timedelta(weeks=k)
-        value = load.reindex(_utc(earlier, local.tz)).to_numpy()
+        value = load.reindex(wall_clock_to_utc(earlier, local.tz).as_unit("us")).to_numpy()
         take = ~found & (day_types(earlier, holidays, closures) == own) & np.isfinite(value)
         out[take], found = value[take], found | take
     sunday = (wall.normalize() - pd.to_timedelta(wall.day_of_week + 1, unit="D")
               + (wall - wall.normalize()))
-    value = load.reindex(_utc(sunday, local.tz)).to_numpy()
+    value = load.reindex(wall_clock_to_utc(sunday, local.tz).as_unit("us")).to_numpy()
     take = ~found & (own == OFF_WEEKDAY) & np.isfinite(value)
     out[take], found = value[take], found | take
     return np.where(found, out, fallback)

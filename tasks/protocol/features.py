@@ -141,30 +141,37 @@ def _angle(values: np.ndarray, period: int) -> np.ndarray:
     return 2.0 * np.pi * values.astype(np.float64) / period
 
 
-def _dow_cos(ctx: FeatureContext) -> np.ndarray:
-    return np.cos(_angle(ctx.local.day_of_week.to_numpy(), 7))
+def _cyclic(unit: str, period: int, wave: Callable[[np.ndarray], np.ndarray]
+            ) -> Callable[[FeatureContext], np.ndarray]:
+    """The local ``unit`` (day_of_week, hour) as a point on a circle of ``period``."""
+
+    def compute(ctx: FeatureContext) -> np.ndarray:
+        return wave(_angle(getattr(ctx.local, unit).to_numpy(), period))
+
+    compute.__name__ = f"_{unit}_{wave.__name__}"
+    return compute
 
 
-def _dow_sin(ctx: FeatureContext) -> np.ndarray:
-    return np.sin(_angle(ctx.local.day_of_week.to_numpy(), 7))
-
-
-def _hour_cos(ctx: FeatureContext) -> np.ndarray:
-    return np.cos(_angle(ctx.local.hour.to_numpy(), 24))
-
-
-def _hour_sin(ctx: FeatureContext) -> np.ndarray:
-    return np.sin(_angle(ctx.local.hour.to_numpy(), 24))
+def _off_days(wall: pd.DatetimeIndex, holidays: frozenset[np.datetime64]) -> np.ndarray:
+    """1.0 where the wall-clock time falls on a weekend or a holiday, else 0.0."""
+    days = wall.to_numpy().astype("datetime64[D]")
+    is_holiday = np.isin(days, np.array(sorted(holidays), dtype="datetime64[D]"))
+    return (is_holiday | (wall.day_of_week.to_numpy() >= 5)).astype(np.float64)
 
 
 def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
-    local_days = ctx.local.tz_localize(None).to_numpy().astype("datetime64[D]")
-    is_holiday = np.isin(local_days, np.array(sorted(ctx.holidays), dtype="datetime64[D]"))
-    is_weekend = ctx.local.day_of_week.to_numpy() >= 5
-    return (is_holiday | is_weekend).astype(np.float64)
+    return _off_days(ctx.local.tz_localize(None), ctx.holidays)
 
 
 # --- weather features --------------------------------------------------------------------
+
+def _series(ctx: FeatureContext, name: str) -> pd.Series:
+    """Column ``name`` of the hourly frame as numbers (NaN: missing) by UTC hour."""
+    return pd.Series(
+        pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64),
+        index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
+    )
+
 
 def _column(name: str) -> Callable[[FeatureContext], np.ndarray]:
     def compute(ctx: FeatureContext) -> np.ndarray:
@@ -180,16 +187,9 @@ LAG_WEEKS: tuple[int, ...] = (1, 2, 3, 4)
 """Weeks back that the lag features and the persistence forecast read."""
 
 
-def _load(ctx: FeatureContext) -> pd.Series:
-    return pd.Series(
-        pd.to_numeric(ctx.hours[LABEL], errors="coerce").to_numpy(dtype=np.float64),
-        index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
-    )
-
-
 def _lags(ctx: FeatureContext, weeks: tuple[int, ...]) -> np.ndarray:
     """(n_hours, len(weeks)) loads at the same local hour ``weeks`` weeks back (NaN: missing)."""
-    load = _load(ctx)
+    load = _series(ctx, LABEL)
     columns = [
         load.reindex(same_local_hour_weeks_before(ctx.local, k).as_unit("us")).to_numpy()
         for k in weeks
@@ -236,10 +236,7 @@ def _lag_median(ctx: FeatureContext) -> np.ndarray:
 def _lag_week_is_off(ctx: FeatureContext) -> np.ndarray:
     """Whether the same local hour one week back fell on a weekend or public holiday, so that a
     holiday last week explains an unusual lag."""
-    wall = ctx.local.tz_localize(None) - pd.Timedelta(weeks=1)
-    days = wall.to_numpy().astype("datetime64[D]")
-    is_holiday = np.isin(days, np.array(sorted(ctx.holidays), dtype="datetime64[D]"))
-    return (is_holiday | (wall.day_of_week.to_numpy() >= 5)).astype(np.float64)
+    return _off_days(ctx.local.tz_localize(None) - pd.Timedelta(weeks=1), ctx.holidays)
 
 
 def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]:
@@ -248,10 +245,7 @@ def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]
     known change, when only last week's is)."""
 
     def compute(ctx: FeatureContext) -> np.ndarray:
-        values = pd.Series(
-            pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64),
-            index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
-        )
+        values = _series(ctx, name)
         before = values.reindex(same_local_hour_weeks_before(ctx.local, 1).as_unit("us"))
         now = values.to_numpy()
         return now - np.where(np.isnan(before.to_numpy()), now, before.to_numpy())
@@ -272,10 +266,10 @@ def _last_week_mean(ctx: FeatureContext) -> np.ndarray:
 FEATURES: dict[str, Feature] = {
     feature.name: feature
     for feature in (
-        Feature("dow_cos", _dow_cos),
-        Feature("dow_sin", _dow_sin),
-        Feature("hour_cos", _hour_cos),
-        Feature("hour_sin", _hour_sin),
+        Feature("dow_cos", _cyclic("day_of_week", 7, np.cos)),
+        Feature("dow_sin", _cyclic("day_of_week", 7, np.sin)),
+        Feature("hour_cos", _cyclic("hour", 24, np.cos)),
+        Feature("hour_sin", _cyclic("hour", 24, np.sin)),
         Feature("is_holiday_or_weekend", _is_holiday_or_weekend),
         *(Feature(name, _column(name), inputs=(name,)) for name in WEATHER_COLUMNS),
         *(
@@ -413,7 +407,8 @@ def build_features(
         closures = parse_closure_periods(closure_periods)
         out[PERSISTENCE] = _persistence(ctx)
         out[DAY_TYPE_PERSISTENCE] = day_type_persistence(
-            _load(ctx), local, ctx.holidays, closures, fallback=out[PERSISTENCE].to_numpy())
+            _series(ctx, LABEL), local, ctx.holidays, closures,
+            fallback=out[PERSISTENCE].to_numpy())
         out[UNLIKE_LAST_WEEK] = unlike_last_week(local, ctx.holidays, closures).astype(float)
     return out
 

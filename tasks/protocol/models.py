@@ -15,9 +15,8 @@ bank holiday is forecast from a Sunday and the Monday after it from the Monday b
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -62,15 +61,10 @@ class ModelSpec:
         return self.estimator is not None
 
 
-def _construct(name: str, fixed: Mapping[str, Any], **params: Any) -> Any:
-    """A new estimator of library model ``name`` (its class imported here, on first use)."""
-    return REGISTRY[name].estimator(**fixed, **params)
-
-
 def _learned(name: str, entry: ModelEntry) -> ModelSpec:
     fixed = dict(entry.fixed)
     floor = fixed.pop("lower_bound", None)  # the pipeline sets it per row (residual target)
-    return ModelSpec(name, estimator=functools.partial(_construct, name, fixed),
+    return ModelSpec(name, estimator=replace(entry, fixed=fixed).make,
                      search_space=entry.search_space,
                      fast_options=MappingProxyType(dict(entry.fast)),
                      load_floor=None if floor is None else float(floor))

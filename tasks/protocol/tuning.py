@@ -8,7 +8,6 @@ when every trial fails does tuning fail.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +44,6 @@ class TuningResult:
     best_params: dict[str, Any]
     best_value: float
     trials: list[TrialRecord] = field(default_factory=list)
-    elapsed_s: float = 0.0
     best_prediction: np.ndarray | None = None
     """The best trial's predictions of the validation rows (no extra fit needed to know how
     the chosen hyperparameters forecast the validation week)."""
@@ -95,7 +93,6 @@ def tune(
     *,
     n_trials: int,
     seed: int,
-    catch: tuple[type[Exception], ...] = (Exception,),
     fit_params: dict[str, Any] | None = None,
 ) -> TuningResult:
     """Minimise validation MAE over ``space`` with a seeded TPE sampler.
@@ -108,8 +105,8 @@ def tune(
         model = make_model(**params).fit(X_fit, y_fit, **(fit_params or {}))
         return {"model": np.asarray(model.predict(X_val), dtype=float)}
 
-    return tune_together(evaluate, ("model",), space, y_val, n_trials=n_trials, seed=seed,
-                         catch=catch)["model"]
+    return tune_together(evaluate, ("model",), space, y_val, n_trials=n_trials,
+                         seed=seed)["model"]
 
 
 def tune_together(
@@ -120,7 +117,6 @@ def tune_together(
     *,
     n_trials: int,
     seed: int,
-    catch: tuple[type[Exception], ...] = (Exception,),
     start_from: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, TuningResult | TuningFailedError]:
     """One seeded TPE study over ``space`` that tunes several models on the same trials.
@@ -157,7 +153,7 @@ def tune_together(
         params = suggest_params(trial, space)
         try:
             predictions: Mapping[str, Any] = evaluate(params)
-        except catch as exc:
+        except Exception as exc:
             predictions = dict.fromkeys(models, exc)
         for model in models:
             prediction = predictions.get(model)
@@ -181,11 +177,9 @@ def tune_together(
             raise error
         return values[primary][-1]
 
-    started = time.perf_counter()
     for point in seeds if space else ():
         study.enqueue_trial(point, skip_if_exists=True)
-    study.optimize(objective, n_trials=n_trials if space else 1, catch=(*catch, RuntimeError))
-    elapsed = time.perf_counter() - started
+    study.optimize(objective, n_trials=n_trials if space else 1, catch=(Exception,))
     results: dict[str, TuningResult | TuningFailedError] = {}
     for model in models:
         records = [
@@ -209,7 +203,6 @@ def tune_together(
             best_params=dict(study.trials[number].params),
             best_value=float(value),
             trials=records,
-            elapsed_s=elapsed,
             best_prediction=prediction,
         )
     failed = results[primary]

@@ -100,9 +100,14 @@ def same_local_hour_weeks_before(local: pd.DatetimeIndex, weeks: int) -> pd.Date
     wall-clock time that does not exist (spring gap) moves forward to the next instant; one
     that exists twice (autumn repeat) takes its first, summer-time, occurrence.
     """
-    wall = local.tz_localize(None) - pd.Timedelta(weeks=weeks)
+    return wall_clock_to_utc(local.tz_localize(None) - pd.Timedelta(weeks=weeks), local.tz)
+
+
+def wall_clock_to_utc(wall: pd.DatetimeIndex, zone: object) -> pd.DatetimeIndex:
+    """Local wall-clock times in ``zone`` as UTC instants: a skipped time moves forward, a
+    repeated one takes its first (summer-time) occurrence."""
     return wall.tz_localize(
-        local.tz, ambiguous=np.ones(len(wall), dtype=bool), nonexistent="shift_forward"
+        zone, ambiguous=np.ones(len(wall), dtype=bool), nonexistent="shift_forward"
     ).tz_convert("UTC")
 
 
@@ -145,4 +150,5 @@ __all__ = [
     "mondays_between",
     "resolve_timezone",
     "same_local_hour_weeks_before",
+    "wall_clock_to_utc",
 ]

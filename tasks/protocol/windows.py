@@ -209,17 +209,12 @@ def _on_grid(hours: pd.DataFrame, columns: list[str], bounds: WindowBounds) -> p
 
 def _short_gaps(values: pd.Series, max_gap: int) -> np.ndarray:
     """Mask of missing values in runs of at most ``max_gap`` with values on both sides."""
-    missing = values.isna().to_numpy()
-    mask = np.zeros(len(values), dtype=bool)
-    if max_gap <= 0 or not missing.any():
-        return mask
-    run_id = np.cumsum(np.r_[True, missing[1:] != missing[:-1]])
-    for rid in np.unique(run_id[missing]):
-        idx = np.flatnonzero(run_id == rid)
-        inside = idx[0] > 0 and idx[-1] < len(values) - 1
-        if inside and len(idx) <= max_gap:
-            mask[idx] = True
-    return mask
+    missing = values.isna()
+    if not missing.any():
+        return missing.to_numpy()
+    run_length = missing.groupby((missing != missing.shift()).cumsum()).transform("size")
+    inside = values.ffill().notna() & values.bfill().notna()
+    return (missing & inside & (run_length <= max_gap)).to_numpy()
 
 
 def _fill_weather_gaps(frame: pd.DataFrame, columns: list[str], max_gap: int) -> np.ndarray:
@@ -403,19 +398,13 @@ def _judge(
     """Status and human-readable reason of a window from its coverage."""
     fit, val, test = coverage["fit"], coverage["validation"], coverage["test"]
     need_fit = math.ceil(min_fit_fraction * fit.hours)
-    short = []
-    if fit.usable < need_fit:
-        short.append(
-            f"fit weeks have {fit.usable} usable hours of {fit.hours} "
-            f"({fit.labelled} with a reading, {fit.complete_features} with every feature), "
-            f"need {need_fit}"
-        )
-    if val.usable < min_validation_hours:
-        short.append(
-            f"validation week has {val.usable} usable hours of {val.hours} "
-            f"({val.labelled} with a reading, {val.complete_features} with every feature), "
-            f"need {min_validation_hours}"
-        )
+    short = [
+        f"{part} {have.usable} usable hours of {have.hours} ({have.labelled} with a reading, "
+        f"{have.complete_features} with every feature), need {need}"
+        for part, have, need in (("fit weeks have", fit, need_fit),
+                                 ("validation week has", val, min_validation_hours))
+        if have.usable < need
+    ]
     if short:
         labels_suffice = fit.labelled >= need_fit and val.labelled >= min_validation_hours
         if labels_suffice:
