@@ -365,47 +365,44 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         started = time.perf_counter()
         X, y = fit_data(self, X, y)
         scaling = Standardization.fit(X, y, self.standardize)
+        X_std, y_std = scaling.transform_X(X), scaling.transform_y(y)
         if self.solver == "clarabel" or (self.solver == "auto" and self.loss == "l1"):
             coef, intercept, status, iterations = _svr_primal(
-                scaling.transform_X(X), scaling.transform_y(y), C=self.C, loss=self.loss,
-                epsilon=self.epsilon, fit_intercept=self.fit_intercept)
+                X_std, y_std, C=self.C, loss=self.loss, epsilon=self.epsilon,
+                fit_intercept=self.fit_intercept)
             if status != "optimal":
                 raise SolverError(f"Clarabel could not solve the SVR program ({status})",
                                   status="failed")
             self.svr_ = None
-            self.coef_, self.intercept_ = scaling.linear_to_original(coef, intercept)
-            self.solver_status_, self.n_iter_ = status, iterations
-            self.fit_time_ = time.perf_counter() - started
-            return self
-        svr = LinearSVR(
-            C=self.C,
-            loss=_SVR_LOSS[self.loss],
-            fit_intercept=self.fit_intercept,
-            epsilon=self.epsilon,
-            dual=True if self.loss == "l1" else "auto",
-            max_iter=self.max_iter,
-            tol=self.tol,
-            random_state=self.random_state,
-        )
-        # liblinear draws from the C library's process-wide random generator, so two fits on
-        # different threads would disturb each other's results; catch_warnings is process-wide
-        # too. One fit at a time per process keeps every fit reproducible.
-        with _LIBLINEAR_LOCK, warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            svr.fit(scaling.transform_X(X), scaling.transform_y(y))
-        converged = True
-        for caught_warning in caught:
-            if issubclass(caught_warning.category, ConvergenceWarning):
-                converged = False
-            else:
-                # stacklevel: past fit and _fit_context's wrapper, to the caller of fit
-                warnings.warn(caught_warning.message, caught_warning.category, stacklevel=3)
-        self.svr_ = svr
-        self.coef_, self.intercept_ = scaling.linear_to_original(
-            svr.coef_.ravel(), float(np.ravel(svr.intercept_)[0])
-        )
-        self.solver_status_ = "optimal" if converged else "max_iter"
-        self.n_iter_ = int(svr.n_iter_)
+        else:
+            svr = LinearSVR(
+                C=self.C,
+                loss=_SVR_LOSS[self.loss],
+                fit_intercept=self.fit_intercept,
+                epsilon=self.epsilon,
+                dual=True if self.loss == "l1" else "auto",
+                max_iter=self.max_iter,
+                tol=self.tol,
+                random_state=self.random_state,
+            )
+            # liblinear draws from the C library's process-wide random generator, so two fits
+            # on different threads would disturb each other's results; catch_warnings is
+            # process-wide too. One fit at a time per process keeps every fit reproducible.
+            with _LIBLINEAR_LOCK, warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                svr.fit(X_std, y_std)
+            converged = True
+            for caught_warning in caught:
+                if issubclass(caught_warning.category, ConvergenceWarning):
+                    converged = False
+                else:
+                    # stacklevel: past fit and _fit_context's wrapper, to the caller of fit
+                    warnings.warn(caught_warning.message, caught_warning.category, stacklevel=3)
+            self.svr_ = svr
+            coef, intercept = svr.coef_.ravel(), float(np.ravel(svr.intercept_)[0])
+            status, iterations = "optimal" if converged else "max_iter", int(svr.n_iter_)
+        self.coef_, self.intercept_ = scaling.linear_to_original(coef, intercept)
+        self.solver_status_, self.n_iter_ = status, iterations
         self.fit_time_ = time.perf_counter() - started
         return self
 

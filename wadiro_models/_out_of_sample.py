@@ -130,7 +130,7 @@ class OutOfSampleBound:
 def max_active_gates(gates: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> int:
     """The most columns of ``gates`` ((d + 1, P), on (x, 1)) with x^T s_i >= 0 at one x in
     the box [lower, upper] (program units): max sum gamma s.t. gamma_i = 1 => x^T s_i >= 0."""
-    d, P = gates.shape[0] - 1, gates.shape[1]
+    d = gates.shape[0] - 1
     S, s0 = gates[:-1], gates[-1]
     lo_g = s0 + np.minimum(S * lower[:, None], S * upper[:, None]).sum(axis=0)
     hi_g = s0 + np.maximum(S * lower[:, None], S * upper[:, None]).sum(axis=0)

@@ -226,9 +226,13 @@ class ScnnSolver(Protocol):
 
 def lifted_features(program: ScnnProgram) -> np.ndarray:
     """X_hat, shape (N, P (d + 1)): ``X_hat[j, i (d + 1) + k] = D_ji X_jk``."""
-    D = program.patterns.astype(float)
-    N, P, d1 = program.n_samples, program.n_gates, program.n_cols
-    return (D[:, :, None] * program.X[:, None, :]).reshape(N, P * d1)
+    return lifted_rows(program.X, program.patterns)
+
+
+def lifted_rows(X: np.ndarray, patterns: np.ndarray) -> np.ndarray:
+    """Lifted features ``[D_1 * X, ..., D_P * X]`` of some rows X, D their patterns (as X_hat)."""
+    N, P, d1 = X.shape[0], patterns.shape[1], X.shape[1]
+    return (patterns.astype(float)[:, :, None] * X[:, None, :]).reshape(N, P * d1)
 
 
 def predictions(program: ScnnProgram, nu: np.ndarray, omega: np.ndarray, b: float) -> np.ndarray:

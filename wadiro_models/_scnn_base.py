@@ -172,7 +172,6 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         if (relaxation.physically_constrained_ or relaxation.solver_status_ != "optimal"
                 or relaxation._objective_terms() != self._objective_terms()
                 or relaxation.fit_intercept != self.fit_intercept
-                or relaxation.gates_.shape != training.gates.shape
                 or not np.array_equal(relaxation.gates_, training.gates)):
             return None
         theirs = relaxation.standardization_

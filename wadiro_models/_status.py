@@ -22,8 +22,6 @@ from typing import Protocol
 
 from .exceptions import InaccurateSolutionWarning, InfeasibleConstraintsError, SolverError
 
-STATUSES = ("optimal", "optimal_inaccurate", "infeasible", "unbounded", "failed")
-
 
 class SolverOutcome(Protocol):
     """What :func:`check_solution` reads from a solver's answer."""

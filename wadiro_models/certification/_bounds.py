@@ -139,9 +139,6 @@ def _unit_sum_bound(units: _UnitBounds, dom: _Domain) -> float:
     active, switching on with x' in its gate's slab, or switching off with x in it. A valid
     upper bound on L_eps (each term bounds its unit's change whatever the others do), without
     the MILP that couples the units through their shared x."""
-    flips = _flip_bounds(units, dom)
-    change = np.where(units.always_off, 0.0, flips.both)
-    flippable = ~(units.always_on | units.always_off)
-    change[flippable] = np.maximum.reduce([flips.both[flippable], flips.up[flippable],
-                                           flips.down[flippable]])
+    flips = _flip_bounds(units, dom)  # up and down are 0 where a unit cannot flip
+    change = np.where(units.always_off, 0.0, np.maximum.reduce([flips.both, flips.up, flips.down]))
     return float(np.sum(np.maximum(change, 0.0)))

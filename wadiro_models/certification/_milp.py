@@ -166,15 +166,13 @@ def _build_milp(net: GatedNetwork, dom: _Domain) -> _StabilityMilp:
     lb[ixp], ub[ixp] = dom.z_lower, dom.z_upper
     if iabs is not None:
         lb[iabs], ub[iabs] = 0.0, 2.0
-    for gam in (igam, ieta):
+    for gam in (igam, ieta, il11):  # lambda11 (both active) is fixed where gamma and eta are
         lb[gam] = np.where(units.always_on, 1.0, 0.0)
         ub[gam] = np.where(units.always_off, 0.0, 1.0)
     for t in (it, itp):  # t is 0 or a value of the unit where its gate is >= 0
         lb[t] = np.where(units.always_off, 0.0, np.minimum(units.h_on_lo, 0.0))
         ub[t] = np.where(units.always_off, 0.0, np.maximum(units.h_on_hi, 0.0))
     fixed = units.always_on | units.always_off
-    lb[il11] = np.where(units.always_on, 1.0, 0.0)
-    ub[il11] = np.where(units.always_off, 0.0, 1.0)
     for lam in (il01, il10):
         lb[lam], ub[lam] = 0.0, np.where(fixed, 0.0, 1.0)
     integrality = np.zeros(n_vars, dtype=int)

@@ -29,16 +29,17 @@ def _strict_point(
     d = dom.lower.size
     n = problem.n_vars + 1
     tau = n - 1
-    on_x = set(problem.ix.tolist()) | set(problem.ixp.tolist())
+    keep = np.zeros(n, dtype=bool)  # x, x', |x' - x| and tau: gamma, eta, t, t' play no part
+    keep[problem.ix] = keep[problem.ixp] = keep[tau] = True
     if problem.iabs is not None:
-        on_x |= set(problem.iabs.tolist())
+        keep[problem.iabs] = True
     base = problem.rows
     by_row: dict[int, list[tuple[int, float]]] = {}
     for r, col, val in zip(base.rows, base.cols, base.vals, strict=True):
         by_row.setdefault(r, []).append((col, val))
     rows = _Rows()
     for r, items in by_row.items():  # the perturbation rows only
-        if all(col in on_x for col, _ in items):
+        if all(keep[col] for col, _ in items):
             rows.add(items, base.lb[r], base.ub[r])
     for xs, pattern in ((problem.ix, gamma), (problem.ixp, eta)):
         for i in range(u.A.shape[1]):
@@ -55,12 +56,7 @@ def _strict_point(
             rows.add({int(problem.ixp[k]): 1.0, int(problem.ix[k]): -1.0}, -zr[k] / m, zr[k] / m)
     lb = np.append(problem.bounds.lb, -np.inf)
     ub = np.append(problem.bounds.ub, 1.0)
-    keep = np.zeros(n, dtype=bool)
-    keep[problem.ix] = keep[problem.ixp] = True
-    if problem.iabs is not None:
-        keep[problem.iabs] = True
-    keep[tau] = True
-    lb = np.where(keep, lb, 0.0)  # gamma, eta, t, t' play no part here
+    lb = np.where(keep, lb, 0.0)
     ub = np.where(keep, ub, 0.0)
     c = np.zeros(n)
     c[tau] = -1.0

@@ -34,6 +34,7 @@ from .._program import (
     ScnnProgram,
     ScnnSolution,
     lifted_features,
+    lifted_rows,
     max_constraint_violation,
     objective_value,
 )
@@ -109,17 +110,12 @@ def _bound_point_constraints(
         idx = np.flatnonzero(np.isfinite(values))
         if not idx.size:
             continue
-        X_hat_B = _lifted_rows(program.bound_X[idx], program.bound_patterns[idx])
+        X_hat_B = lifted_rows(program.bound_X[idx], program.bound_patterns[idx])
         y_hat_B = X_hat_B @ u
         if b is not None:
             y_hat_B = y_hat_B + b
         constraints.append(y_hat_B >= values[idx] if lower else y_hat_B <= values[idx])
     return constraints
-
-
-def _lifted_rows(X: np.ndarray, patterns: np.ndarray) -> np.ndarray:
-    """Lifted features ``[D_1 * X, ..., D_P * X]`` of some rows (gate-major, as X_hat)."""
-    return (patterns.astype(float)[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1)
 
 
 FORMULATIONS = ("auxiliary", "direct")

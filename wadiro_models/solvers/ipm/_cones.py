@@ -18,7 +18,7 @@ the scaling point of ``W^2`` and ``(Jw) o (Jw)`` its inverse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -121,25 +121,19 @@ class NTScaling:
     beta: float  # SOC scale (1.0 when there is no SOC)
     w_soc: np.ndarray  # SOC scaling point, w^T J w = 1 (empty when there is no SOC)
     lam: np.ndarray  # W z = W^{-1} s
-    w_lp_inv: np.ndarray = field(default=None)  # type: ignore[assignment]
-    lp_weights: np.ndarray = field(default=None)  # type: ignore[assignment]
+    w_lp_inv: np.ndarray  # 1 / w_lp
+    lp_weights: np.ndarray  # diagonal of W^{-2} on the orthant: z / s
     # 1 / s and 1 / z on the orthant (for the step lengths), when built from points
     s_inv: np.ndarray | None = None
     z_inv: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.w_lp_inv is None:
-            object.__setattr__(self, "w_lp_inv", 1.0 / self.w_lp)
-        if self.lp_weights is None:
-            # diagonal of W^{-2} on the orthant: z / s
-            object.__setattr__(self, "lp_weights", self.w_lp_inv**2)
 
     @classmethod
     def identity(cls, cones: ConeSet) -> NTScaling:
         w_soc = np.zeros(cones.n_soc)
         if cones.n_soc:
             w_soc[0] = 1.0
-        return cls(cones, np.ones(cones.n_lp), 1.0, w_soc, cones.identity())
+        ones = np.ones(cones.n_lp)
+        return cls(cones, ones, 1.0, w_soc, cones.identity(), ones.copy(), ones.copy())
 
     @classmethod
     def from_points(cls, cones: ConeSet, s: np.ndarray, z: np.ndarray) -> NTScaling:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._program import ScnnProgram, lifted_features
+from ..._program import ScnnProgram, lifted_features, lifted_rows
 from ._cones import ConeSet
 
 
@@ -145,9 +145,7 @@ class LiftedProgram:
             )
         self.bound_X_hat = None  # the bound points' lifted features, for the ramp path only
         if self.n_bound and self.pair_masks is None:
-            self.bound_X_hat = (self.bound_D[:, :, None] * self.bound_X[:, None, :]).reshape(
-                self.n_bound, P * d1
-            )
+            self.bound_X_hat = lifted_rows(self.bound_X, self.bound_D)
         n_beta = self.layout.beta.stop
         n_lp = self._blocks["norm_lo"].stop
         self.cones = ConeSet(n_lp, 0 if self.l1 else n_beta + 2)
