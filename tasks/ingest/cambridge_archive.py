@@ -61,8 +61,8 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     IRRADIANCE_WM2,
     TEMPERATURE_C,
     WIND_MS,
-    CheckedColumn,
     ImplausiblePolicy,
+    Tally,
     check_column,
 )
 
@@ -274,19 +274,6 @@ def _range_mask(ts: pa.ChunkedArray | pa.Array, lo: datetime | None,
     return keep
 
 
-@dataclass
-class _Tally:
-    """Values of the selected rows stored as missing (implausible) or clipped to their bound."""
-
-    implausible: int = 0
-    clipped: int = 0
-
-    def take(self, checked: CheckedColumn) -> pa.ChunkedArray | pa.Array:
-        self.implausible += int(checked.implausible.sum())
-        self.clipped += int(checked.clipped.sum())
-        return checked.values
-
-
 def _year_rows(path: Path, columns: Sequence[str], year: int, lo: datetime | None,
                hi: datetime | None) -> tuple[pa.Table, pa.ChunkedArray, np.ndarray]:
     """A yearly file checked whole (:func:`_check_full_year`), then only its rows in
@@ -301,7 +288,7 @@ def _year_rows(path: Path, columns: Sequence[str], year: int, lo: datetime | Non
 
 
 def _electricity(path: Path, building_id: str, year: int, implausible: ImplausiblePolicy,
-                 lo: datetime | None, hi: datetime | None, tally: _Tally) -> pa.Table:
+                 lo: datetime | None, hi: datetime | None, tally: Tally) -> pa.Table:
     """One building-year's hours in ``[lo, hi)`` as (building_id, ts, kwh), exact zeros and
     blanks as NULL."""
     raw, ts, lines = _year_rows(path, ELECTRICITY_COLUMNS, year, lo, hi)
@@ -321,7 +308,7 @@ _WEATHER_BOUNDS = {
 
 
 def _bedford(path: Path, year: int, implausible: ImplausiblePolicy,
-             lo: datetime | None, hi: datetime | None, tally: _Tally) -> pa.Table:
+             lo: datetime | None, hi: datetime | None, tally: Tally) -> pa.Table:
     """One processed Bedford year's hours in ``[lo, hi)`` as (ts, temperature_c, humidity_pct,
     irradiance_wm2); values just past a bound (humidity up to 105 %, irradiance down to
     -30 W/m2) are clipped to it."""
@@ -350,7 +337,7 @@ def _midas_body(path: Path) -> tuple[bytes, int]:
 
 def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse",
                     lo: datetime | None = None, hi: datetime | None = None,
-                    tally: _Tally | None = None) -> pa.Table:
+                    tally: Tally | None = None) -> pa.Table:
     """Hourly wind speed (ts, wind_speed_ms) from one raw MIDAS file.
 
     Rule for repeated ``ob_time`` rows: highest ``version_num``, then last in the file; rows not
@@ -386,7 +373,7 @@ def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse",
     ts = _utc(pa.chunked_array([pa.array(frame["ob_time"], pa.timestamp("s"))]))
     keep = _range_mask(ts, lo, hi)
     frame = frame[keep]
-    knots = (tally or _Tally()).take(check_column(
+    knots = (tally or Tally()).take(check_column(
         pa.array(frame["wind_speed"], pa.float64()), WIND_MS, path=path, column="wind_speed",
         lines=frame["line"].to_numpy(), policy=implausible, scale=KNOT_IN_MS))
     return pa.table({"ts": ts.filter(pa.array(keep)),
@@ -405,7 +392,7 @@ _HOURLY_WEATHER = pa.schema(
 
 
 def _weather_year(path: Path, year: int, midas: Path | None, implausible: ImplausiblePolicy,
-                  lo: datetime | None, hi: datetime | None, tally: _Tally) -> pa.Table:
+                  lo: datetime | None, hi: datetime | None, tally: Tally) -> pa.Table:
     """The hours of one year of processed Bedford weather in ``[lo, hi)``, with the MIDAS wind
     joined on the hour."""
     hourly = _bedford(path, year, implausible, lo, hi, tally)
@@ -416,7 +403,7 @@ def _weather_year(path: Path, year: int, midas: Path | None, implausible: Implau
 
 
 def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None,
-             implausible: ImplausiblePolicy, tally: _Tally) -> pa.Table:
+             implausible: ImplausiblePolicy, tally: Tally) -> pa.Table:
     """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
     years = _year_files(layout.weather_dir, _YEAR_FILE)
     midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
@@ -446,7 +433,7 @@ def load_cambridge(
     layout = ArchiveLayout.at(path)
     lo, hi = utc_range(start, end)
     ids = select_buildings(list_buildings(layout), buildings)
-    tally = _Tally()
+    tally = Tally()
     readings = []
     for building_id in ids:
         files = _year_files(layout.buildings_dir / building_id / "electricity", _YEAR_FILE)

@@ -40,10 +40,7 @@ _US_PER_MINUTE = 60_000_000
 
 def kwh_factor(unit: EnergyUnit, minutes: int) -> float:
     """What one value in ``unit`` over an interval of ``minutes`` is in kWh."""
-    factors = {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0, "register": 1.0}
-    if unit not in factors:
-        raise MalformedSourceError(f"unknown unit {unit!r}; one of kWh, Wh, kW, register")
-    return factors[unit]
+    return {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0, "register": 1.0}[unit]
 
 
 def _epoch_us(ts: pd.Series) -> np.ndarray:
@@ -63,14 +60,12 @@ def infer_interval(source: SourceTable, ts: pd.Series, series: pd.Series | None)
         return 60
     supported = np.isin(steps, np.array(SUPPORTED_MINUTES) * _US_PER_MINUTE)
     if not supported.any():
-        values, counts = np.unique(steps, return_counts=True)
-        step = int(values[counts == counts.max()].min())
+        step = int(pd.Series(steps).mode().iloc[0])
         raise MalformedSourceError(
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
             "readings every 15, 30 or 60 minutes are supported"
         )
-    values, counts = np.unique(steps[supported], return_counts=True)
-    return int(values[counts == counts.max()].min()) // _US_PER_MINUTE
+    return int(pd.Series(steps[supported]).mode().iloc[0]) // _US_PER_MINUTE
 
 
 def check_on_grid(source: SourceTable, column: str, ts: pd.Series, minutes: int) -> None:
@@ -94,20 +89,14 @@ def check_unique(
 ) -> None:
     """No two rows with the same instant and ``keys`` (e.g. building id); else an error naming
     both rows. ``what`` describes the key in the message (``building 'b1'``)."""
-    frame = pd.DataFrame({"t": _epoch_us(ts)})
-    names = []
-    if keys is not None:
-        for name in keys.columns:
-            frame[name] = keys[name].to_numpy()
-            names.append(name)
-    repeated = frame.duplicated([*names, "t"], keep="first").to_numpy()
+    names = [] if keys is None else list(keys.columns)
+    frame = pd.DataFrame({**{name: keys[name].to_numpy() for name in names}, "t": _epoch_us(ts)})
+    repeated = frame.duplicated(keep="first").to_numpy()
     if not repeated.any():
         return
     second = int(np.flatnonzero(repeated)[0])
-    same = np.ones(len(frame), bool)
-    for name in [*names, "t"]:
-        same &= (frame[name] == frame[name].iloc[second]).to_numpy()
-    first = int(np.flatnonzero(same)[0])
+    group = frame.groupby([*names, "t"], sort=False, dropna=False).ngroup().to_numpy()
+    first = int(np.flatnonzero(group == group[second])[0])
     label = what.format(**{n: frame[n].iloc[second] for n in names}) if names else what
     raise DuplicateTimestampError(
         f"{source.path}: {source.where(first)} and {source.where(second)}, column {column!r}: "

@@ -58,6 +58,21 @@ class CheckedColumn:
     clipped: np.ndarray
 
 
+@dataclass
+class Tally:
+    """Values of a file stored as missing (implausible) or clipped to their bound, counted over
+    the checked columns :meth:`take` is given."""
+
+    implausible: int = 0
+    clipped: int = 0
+
+    def take(self, checked: CheckedColumn) -> pa.ChunkedArray | pa.Array:
+        """Count ``checked``'s implausible and clipped values; its values."""
+        self.implausible += int(checked.implausible.sum())
+        self.clipped += int(checked.clipped.sum())
+        return checked.values
+
+
 ENERGY_KWH = Bound(0.0, 1.0e6, "kWh", "an hour's consumption is never negative, and a building "
                    "drawing 1 GW is a power station")
 REGISTER_KWH = Bound(0.0, 1.0e12, "kWh", "a meter register counts up from 0")
@@ -147,6 +162,7 @@ __all__ = [
     "CheckedColumn",
     "ImplausiblePolicy",
     "ImplausibleValueError",
+    "Tally",
     "check_column",
     "value_notes",
 ]

@@ -52,6 +52,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
     ImplausiblePolicy,
+    Tally,
     check_column,
 )
 from wadiro_fleet.tasks.ingest.registers import (
@@ -62,9 +63,9 @@ from wadiro_fleet.tasks.ingest.registers import (
 from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
 from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 
 __all__ = [
@@ -240,12 +241,12 @@ def _long_columns(source: SourceTable) -> str:
 
 
 def _energy(
-    source: SourceTable, column: str, factor: float, options: ReadingsOptions
-) -> tuple[np.ndarray, int]:
+    source: SourceTable, column: str, factor: float, options: ReadingsOptions, tally: Tally
+) -> np.ndarray:
     """A value column in kWh per interval (a register's reading, with ``--unit register``;
-    NaN = missing) and its count of implausible values stored as missing."""
+    NaN = missing), its implausible values stored as missing and counted in ``tally``."""
     bound = REGISTER_KWH if options.unit == "register" else ENERGY_KWH
-    checked = check_column(
+    values = tally.take(check_column(
         source.numbers(column),
         bound,
         path=source.path,
@@ -254,29 +255,26 @@ def _energy(
         policy=options.implausible,
         scale=factor,
         label=source.row_label,
-    )
-    kwh = checked.values.to_numpy(zero_copy_only=False).astype(float) * factor
-    return kwh, int(checked.implausible.sum())
+    ))
+    return values.to_numpy(zero_copy_only=False).astype(float) * factor
 
 
 def _differences(
     source: SourceTable, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
-    column: str | None,
-) -> tuple[pd.DataFrame, RegisterCounts, int]:
+    column: str | None, tally: Tally,
+) -> tuple[pd.DataFrame, RegisterCounts]:
     """Register readings -> the energy of each interval, checked to be plausible energies
     (errors name the interval's first reading and the building's column, or ``column``)."""
     energies, counts = difference_registers(frame, minutes)
-    implausible = 0
     parts = []
     for building, part in energies.groupby("building_id", sort=False):
         checked = check_column(pa.array(part["kwh"].to_numpy(float), from_pandas=True),
                                ENERGY_KWH, path=source.path, column=column or building,
                                lines=part["line"].to_numpy(), policy=options.implausible,
                                label=source.row_label)
-        implausible += int(checked.implausible.sum())
-        parts.append(part.assign(kwh=checked.values.to_numpy(zero_copy_only=False)))
+        parts.append(part.assign(kwh=tally.take(checked).to_numpy(zero_copy_only=False)))
     frame = pd.concat(parts, ignore_index=True) if parts else energies
-    return frame, counts, implausible
+    return frame, counts
 
 
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:
@@ -285,49 +283,42 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     options = options or ReadingsOptions()
     source = read_source(path, required=["ts"], optional=None, form=options)
     lines = source.row_numbers()
-    value_column = None
+    # columns: each value column -> the building id(s) of its cells
     if _layout(source, options.layout) == "long":
         value_column = _long_columns(source)
         ids = source.text("building_id", required=True)
-        ts = utc_instants(
-            source,
-            "ts",
-            timezone=options.timezone,
-            ambiguous=options.ambiguous,
-            series=ids,
-            series_name="building",
-        )
-        minutes = infer_interval(source, ts, ids)
-        check_on_grid(source, "ts", ts, minutes)
-        check_unique(
-            source, "ts", ts, pd.DataFrame({"building_id": ids}), "building {building_id!r}"
-        )
-        kwh, implausible = _energy(source, value_column, kwh_factor(options.unit, minutes), options)
-        frame = pd.DataFrame({"building_id": ids.to_numpy(), "ts": ts.to_numpy(), "kwh": kwh,
-                              "line": lines})
+        columns = {value_column: ids.to_numpy()}
+        keys, what = pd.DataFrame({"building_id": ids}), "building {building_id!r}"
     else:
-        buildings = [c for c in source.columns if c != "ts"]
-        if not buildings:
+        value_column = ids = keys = None
+        columns = {building: building for building in source.columns if building != "ts"}
+        if not columns:
             raise MalformedSourceError(
                 f"{source.path}: a wide file needs ts and one column per "
                 f"building id; found only {source.columns}"
             )
-        ts = utc_instants(source, "ts", timezone=options.timezone, ambiguous=options.ambiguous)
-        minutes = infer_interval(source, ts, None)
-        check_on_grid(source, "ts", ts, minutes)
-        check_unique(source, "ts", ts, None, "the timestamp")
-        factor = kwh_factor(options.unit, minutes)
-        parts, implausible = [], 0
-        for building in buildings:
-            kwh, bad = _energy(source, building, factor, options)
-            implausible += bad
-            parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh,
-                                       "line": lines}))
-        frame = pd.concat(parts, ignore_index=True)
+        what = "the timestamp"
+    ts = utc_instants(
+        source,
+        "ts",
+        timezone=options.timezone,
+        ambiguous=options.ambiguous,
+        series=ids,
+        series_name="building",
+    )
+    minutes = infer_interval(source, ts, ids)
+    check_on_grid(source, "ts", ts, minutes)
+    check_unique(source, "ts", ts, keys, what)
+    factor = kwh_factor(options.unit, minutes)
+    tally, parts = Tally(), []
+    for column, building in columns.items():
+        kwh = _energy(source, column, factor, options, tally)
+        parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh,
+                                   "line": lines}))
+    frame = pd.concat(parts, ignore_index=True)
     registers = RegisterCounts()
     if options.unit == "register":
-        frame, registers, more = _differences(source, frame, minutes, options, value_column)
-        implausible += more
+        frame, registers = _differences(source, frame, minutes, options, value_column, tally)
     else:
         refuse_registers(source.path, frame, minutes)
     hours, partial, incomplete = sum_to_hours(frame.drop(columns="line"), minutes)
@@ -339,7 +330,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         interval_minutes=minutes,
         rows_read=source.rows,
         partial_hours=partial,
-        implausible_values=implausible,
+        implausible_values=tally.implausible,
         read_seconds=time.perf_counter() - began,
         incomplete_hours=incomplete,
         replace_range=options.replace_range,

@@ -88,7 +88,7 @@ def utc_instants(
                 "empty cell; a timestamp is required",
             )
         if values.type.tz is not None:
-            _no_zone_with_offsets(source, column, timezone, 0)
+            _no_zone_with_offsets(source, column, timezone)
             return parsed.dt.tz_convert("UTC").astype(_UTC_US)
         wall = parsed
     elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
@@ -103,7 +103,7 @@ def utc_instants(
                 f"UTC offset, unlike {source.where(0)}; use one form in the whole column",
             )
         if has_offset.all():
-            _no_zone_with_offsets(source, column, timezone, 0)
+            _no_zone_with_offsets(source, column, timezone)
             parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
             _refuse_unreadable(source, column, text, parsed)
             return parsed.astype(_UTC_US)
@@ -126,10 +126,10 @@ def utc_instants(
     )
 
 
-def _no_zone_with_offsets(source: SourceTable, column: str, timezone: str | None, row: int) -> None:
+def _no_zone_with_offsets(source: SourceTable, column: str, timezone: str | None) -> None:
     if timezone is not None:
         raise source.error(
-            row,
+            0,
             column,
             "timestamps with a UTC offset name their instant; "
             "--timezone is for naive local wall-clock times only, leave it out",

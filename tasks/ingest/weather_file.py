@@ -44,6 +44,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     WIND_MS,
     Bound,
     ImplausiblePolicy,
+    Tally,
     check_column,
     value_notes,
 )
@@ -206,12 +207,12 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         source, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
     )
     columns: dict[str, pa.Array] = {}
-    implausible = clipped = 0
+    tally = Tally()
     for name, bound in VALUES.items():
         if name not in source.columns:
             columns[name] = pa.nulls(n, pa.float64())
             continue
-        checked = check_column(
+        columns[name] = tally.take(check_column(
             source.numbers(name),
             bound,
             path=source.path,
@@ -219,10 +220,7 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
             lines=source.row_numbers(),
             policy=options.implausible,
             label=source.row_label,
-        )
-        columns[name] = checked.values
-        implausible += int(checked.implausible.sum())
-        clipped += int(checked.clipped.sum())
+        ))
     frame = pd.DataFrame(
         {
             "site_id": sites.to_numpy(),
@@ -249,8 +247,8 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         site_ids=tuple(dict.fromkeys(frame["site_id"])),
         rows_read=n,
         superseded_in_file=superseded,
-        implausible_values=implausible,
-        clipped_values=clipped,
+        implausible_values=tally.implausible,
+        clipped_values=tally.clipped,
         read_seconds=time.perf_counter() - began,
         replace_range=options.replace_range,
     )
