@@ -15,9 +15,6 @@ class PipelineError(Exception):
 class UnknownBuildingError(PipelineError, LookupError):
     """Building ids that the warehouse (or the archive being ingested) does not hold."""
 
-    def __str__(self) -> str:  # LookupError would repr() the message
-        return str(self.args[0]) if self.args else ""
-
 
 class EmptySelectionError(PipelineError, ValueError):
     """A run that would cover no building or no week."""

@@ -84,13 +84,10 @@ def load_batch(
     except BuildingDataError as exc:
         if len(ids) == 1:
             return [], failed_results(ids[0], weeks, exc)
-    jobs: list[BuildingJob] = []
-    failed: list[BuildingWeekResult] = []
-    for building_id in ids:
-        more_jobs, more_failed = load_batch(warehouse, [building_id], weeks, config, lock_wait_s)
-        jobs += more_jobs
-        failed += more_failed
-    return jobs, failed
+    singles = [load_batch(warehouse, [building_id], weeks, config, lock_wait_s)
+               for building_id in ids]
+    return ([job for jobs, _ in singles for job in jobs],
+            [result for _, failed in singles for result in failed])
 
 
 def load_batches(

@@ -49,15 +49,9 @@ class WarehouseLockedError(WarehouseError):
 class WarehouseMissingError(WarehouseError, FileNotFoundError):
     """The warehouse file does not exist (and a read-only command will not create it)."""
 
-    def __str__(self) -> str:  # FileNotFoundError would format its arguments
-        return str(self.args[0]) if self.args else ""
-
 
 class MissingTableError(WarehouseError, LookupError):
     """The warehouse lacks a table a command reads: nothing of that kind was written yet."""
-
-    def __str__(self) -> str:  # LookupError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 class WarehouseDamagedError(WarehouseError):
@@ -77,7 +71,7 @@ _MISSING_TABLE = re.compile(r"Table with name (\w+) does not exist")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?\(PID \d+\))")
 
 
-def _is_lock_error(error: duckdb.Error) -> bool:
+def _is_lock_error(error: BaseException) -> bool:
     return isinstance(error, duckdb.IOException) and "lock" in str(error).lower()
 
 
@@ -91,9 +85,9 @@ def lock_holder(error: BaseException) -> str:
     return match.group(1) if match else ""
 
 
-def _damaged(path: Path, error: duckdb.Error) -> WarehouseDamagedError:
+def _damaged(path: Path, reason: str) -> WarehouseDamagedError:
     return WarehouseDamagedError(
-        f"warehouse {path} is damaged ({_first_line(error)}); restore it from a backup, or move "
+        f"warehouse {path} is damaged ({reason}); restore it from a backup, or move "
         "it aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
     )
 
@@ -106,7 +100,7 @@ def _is_damage(error: duckdb.Error) -> bool:
 def _translated(path: Path, error: duckdb.Error) -> WarehouseError | None:
     """A one-line :class:`WarehouseError` for DuckDB errors about the file or its tables."""
     if _is_damage(error):
-        return _damaged(path, error)
+        return _damaged(path, _first_line(error))
     match = _MISSING_TABLE.search(str(error))
     if isinstance(error, duckdb.CatalogException) and match:
         from wadiro_fleet.tasks.warehouse.schema import INPUT_TABLES  # schema imports no connection
@@ -140,11 +134,7 @@ def _check_not_truncated(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         "SELECT block_size, total_blocks, free_blocks FROM pragma_database_size()").fetchone()
     needed = _FILE_HEADERS + block_size * (blocks - free)
     if blocks and size < needed:
-        raise WarehouseDamagedError(
-            f"warehouse {path} is damaged (the file holds {size:,} bytes, the blocks in use need "
-            f"{needed:,}); restore it from a backup, or move it "
-            "aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
-        )
+        raise _damaged(path, f"the file holds {size:,} bytes, the blocks in use need {needed:,}")
 
 
 @contextmanager
@@ -224,8 +214,7 @@ def lock_retrying(wait_s: float | None = None, *, retries: int = 8,
         return min(doubled, MAX_BACKOFF_S, max(wait_s - (state.seconds_since_start or 0), 0))
 
     return Retrying(
-        retry=retry_if_exception(lambda error: isinstance(error, duckdb.Error)
-                                 and _is_lock_error(error)),
+        retry=retry_if_exception(_is_lock_error),
         stop=stop_after_attempt(retries + 1) if wait_s is None else stop_after_delay(wait_s),
         wait=pause, reraise=True,
     )
@@ -247,7 +236,7 @@ def _open(path: Path, read_only: bool, retries: int, backoff_s: float,
         return policy(duckdb.connect, str(path), read_only=read_only)
     except duckdb.Error as error:
         if _is_damage(error):
-            raise _damaged(path, error) from error
+            raise _damaged(path, _first_line(error)) from error
         if not _is_lock_error(error):
             raise WarehouseError(f"cannot open warehouse {path}: {_first_line(error)}") from error
         holder = lock_holder(error)

@@ -55,19 +55,14 @@ def rescore_forecasts(
     ``buildings``, with an hour from ``start`` to ``end`` (inclusive; each filter only when
     given). Returns the number of updated rows.
     """
-    where, params = ["true"], []
-    if since is not None:
-        where.append("target_week >= ?")
-        params.append(since)
-    if buildings is not None:
-        where.append("building_id IN (SELECT unnest(?::VARCHAR[]))")
-        params.append(list(buildings))
-    if start is not None:
-        where.append("ts >= ?")
-        params.append(start)
-    if end is not None:
-        where.append("ts <= ?")
-        params.append(end)
+    filters = {
+        "target_week >= ?": since,
+        "building_id IN (SELECT unnest(?::VARCHAR[]))":
+            None if buildings is None else list(buildings),
+        "ts >= ?": start,
+        "ts <= ?": end,
+    }
+    given = {clause: value for clause, value in filters.items() if value is not None}
     both = "f.y_hat IS NOT NULL AND m.kwh IS NOT NULL"
     intervals = []
     for level in LEVELS:
@@ -85,7 +80,7 @@ def rescore_forecasts(
         FROM (
             WITH weeks AS (
                 SELECT DISTINCT building_id, model, target_week FROM forecasts
-                WHERE {" AND ".join(where)}
+                WHERE {" AND ".join(["true", *given])}
             )
             SELECT f.building_id, f.model, f.target_week,
                    avg(abs(f.y_hat - m.kwh))                             AS mae,
@@ -102,7 +97,7 @@ def rescore_forecasts(
           AND s.target_week = fresh.target_week
           AND (s.n_hours <> fresh.n_hours OR {" OR ".join(_differs(c) for c in numbers)})
         """,
-        params,
+        list(given.values()),
     ).fetchone()[0]
 
 

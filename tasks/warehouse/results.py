@@ -39,6 +39,11 @@ RESULT_SLICE_TABLES = (*PER_WEEK_TABLES, *PER_MODEL_TABLES)
 """The tables a batch of results replaces its slice of: per (building, week), and per
 (building, week, model) for the run's models."""
 
+_FIT_COLUMNS = ("status", "error", "tuned_week", "solver", "solver_status", "objective",
+                "fit_time_s", "tuning_time_s", "n_train", "validation_mae", "validation_source",
+                "l_eps", "l_eps_lower", "l_eps_status", "oos_bound_kwh", "certify_time_s")
+"""The ``model_fits`` columns that hold the :class:`ModelOutcome` field of the same name."""
+
 
 def to_json(value: Any) -> str:
     """Stable JSON text for a JSON column (sorted keys; numpy numbers as floats)."""
@@ -64,16 +69,8 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
         for out in res.outcomes:
             mkey = {**key, "model": out.model}
             rows["model_fits"].append({
-                **mkey, "status": out.status, "error": out.error,
-                "params": None if out.params is None else to_json(out.params),
-                "tuned_week": out.tuned_week, "solver": out.solver,
-                "solver_status": out.solver_status, "objective": out.objective,
-                "fit_time_s": out.fit_time_s, "tuning_time_s": out.tuning_time_s,
-                "n_train": out.n_train, "run_id": run_id, "validation_mae": out.validation_mae,
-                "validation_source": out.validation_source,
-                "l_eps": out.l_eps, "l_eps_lower": out.l_eps_lower,
-                "l_eps_status": out.l_eps_status, "oos_bound_kwh": out.oos_bound_kwh,
-                "certify_time_s": out.certify_time_s,
+                **mkey, **{name: getattr(out, name) for name in _FIT_COLUMNS},
+                "params": None if out.params is None else to_json(out.params), "run_id": run_id,
             })
             for trial in out.trials:
                 rows["tuning_trials"].append({
@@ -182,12 +179,10 @@ def write_result_tables(
                 if table not in PER_WEEK_TABLES:
                     where["model"] = list(models)
                 rows = tables.get(table)
-                if rows is not None:
-                    rows = rows.filter(pc.equal(rows["target_week"], pa.scalar(week, pa.date32())))
-                _, n = replace_slice(
-                    con, table, rows if rows is not None and rows.num_rows else empty_rows(con, table),
-                    Slice(where_in=where), own_transaction=False,
-                )
+                if rows is None:
+                    rows = empty_rows(con, table)
+                rows = rows.filter(pc.equal(rows["target_week"], pa.scalar(week, pa.date32())))
+                _, n = replace_slice(con, table, rows, Slice(where_in=where), own_transaction=False)
                 inserted += n
     return inserted
 
