@@ -34,8 +34,8 @@ from wadiro_fleet.flows.cli_options import (  # noqa: E402
 from wadiro_fleet.flows.stopping import (  # noqa: E402
     STOP,
     handle_stop_signals,
+    hard_exit,
     quiet_resource_tracker,
-    stop_child_processes,
 )
 from wadiro_fleet.tasks.errors import PipelineError, RunStoppedError  # noqa: E402
 from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE  # noqa: E402
@@ -114,38 +114,26 @@ def _quiet_prefect() -> None:
 T = TypeVar("T")
 
 
-def _stopped(exit_code: int, message: str) -> None:
-    """A run stopped by a signal or a lost server: say so and end now (threads still computing
-    abandoned batches, or a Prefect server that no longer answers, are not waited for)."""
-    typer.echo(f"error: {message}", err=True)
-    stop_child_processes()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
-
-
 def run_guarded(call: Callable[[], T]) -> T:
     """``call()``, with a pipeline error (bad input, busy warehouse) turned into one line and
     exit code 1, and a stop (Ctrl-C, SIGTERM, a lost Prefect server) into one line and its
-    exit code (128 + the signal's number after a signal)."""
+    exit code (128 + the signal's number after a signal). A stopped run ends the process at once:
+    threads still computing abandoned batches, or a Prefect server that no longer answers, are
+    not waited for."""
     try:
         with handle_stop_signals():
             return call()
     except PipelineError as error:
         if STOP.requested is not None:
             code = error.exit_code if isinstance(error, RunStoppedError) else STOP.requested.exit_code
-            _stopped(code, str(error))
+            hard_exit(code, str(error))
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=getattr(error, "exit_code", 1)) from None
     except BaseException as error:  # KeyboardInterrupt, Prefect's TerminationSignal, ...
         if STOP.requested is None or isinstance(error, typer.Exit):
             raise
-        _stopped(STOP.requested.exit_code, STOP.requested.reason)
+        hard_exit(STOP.requested.exit_code, STOP.requested.reason)
         raise  # not reached
-
-
-def _as_date(value: datetime | None) -> date | None:
-    return value.date() if value is not None else None
 
 
 def _run_flow(flow: Any, **parameters: Any) -> Any:
@@ -299,7 +287,8 @@ def forecast(
     """Forecast one target week for the fleet (the weekly run) and score it where actuals exist."""
     from wadiro_fleet.flows.forecast import weekly_forecast_flow
 
-    _report_run(lambda: _run_flow(weekly_forecast_flow, week=_as_date(week), settings=settings),
+    day = week.date() if week is not None else None
+    _report_run(lambda: _run_flow(weekly_forecast_flow, week=day, settings=settings),
                 settings.warehouse)
 
 

@@ -105,10 +105,6 @@ def window_part(window: Window, name: str, config: ForecastConfig) -> WindowPart
                       unlike[keep])
 
 
-def _params_key(params: Mapping[str, Any]) -> tuple:
-    return tuple(sorted(params.items()))
-
-
 @dataclass
 class Fitter:
     """Fits the learned models of one window: each model's estimator with the run's fixed
@@ -153,7 +149,7 @@ class Fitter:
             _add_bound_points(fit_args, whole.X[left_out],
                               self.floor(model, part)[left_out])
         joint = self.config.scnn_tuning == "joint"
-        key = (part, sample_every, _params_key(params))
+        key = (part, sample_every, tuple(sorted(params.items())))
         if joint and model in RELAXATION_OF:
             fit_args["relaxation"] = self._relaxations.get((RELAXATION_OF[model], *key))
         fitted = estimator.fit(rows.X, rows.target, **fit_args)

@@ -176,15 +176,6 @@ def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
     return _errors(validation, y_hat)
 
 
-def _fit_info(model: Any) -> dict[str, Any]:
-    """Solver facts an estimator exposes (the SCNN family); empty for the baselines."""
-    return {
-        "solver": getattr(model, "solver_name_", None),
-        "solver_status": getattr(model, "solver_status_", None),
-        "objective": getattr(model, "objective_", None),
-    }
-
-
 def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) -> ModelOutcome:
     """A persistence forecast (seasonal naive, day-type naive), its intervals from its
     validation week."""
@@ -306,9 +297,11 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
         train_prediction=train.to_load(fitter.predict(name, model, "train")),
         intervals=outcome.intervals,
     )
-    info = _fit_info(model)
-    outcome.solver, outcome.solver_status = info["solver"], info["solver_status"]
-    outcome.objective = None if info["objective"] is None else float(info["objective"])
+    # solver facts an estimator exposes (the SCNN family); None for the baselines
+    outcome.solver = getattr(model, "solver_name_", None)
+    outcome.solver_status = getattr(model, "solver_status_", None)
+    objective = getattr(model, "objective_", None)
+    outcome.objective = None if objective is None else float(objective)
     outcome.status = "ok"
     return model
 
@@ -339,8 +332,7 @@ def _learned_outcomes(
         try:
             fitted[name] = _forecast(name, fitter, errors[name], outcomes[name], record)
         except Exception as exc:  # noqa: BLE001 - recorded, the other models go on
-            outcomes[name].error = f"{type(exc).__name__}: {exc}"
-            outcomes[name].status = "failed"
+            outcomes[name].error = f"{type(exc).__name__}: {exc}"  # its status stays failed
     return outcomes, fitted
 
 
@@ -384,13 +376,6 @@ def _candidate(outcome: ModelOutcome, week: _Week) -> Candidate:
         failed=outcome.error if outcome.status != "ok" else None,
         l_eps=outcome.l_eps, l_eps_status=outcome.l_eps_status,
         reads_weather=week.weather_read and MODELS[outcome.model].is_learned)
-
-
-def _publish(week: _Week, outcomes: list[ModelOutcome], record: TrackRecord | None,
-             config: ForecastConfig) -> Publication | None:
-    return choose_publication([_candidate(o, week) for o in outcomes], week.forecastable,
-                              record, config.max_l_eps, week.weather_filled,
-                              config.publication_weighting, config.record_weeks)
 
 
 def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[ModelOutcome],
@@ -540,7 +525,10 @@ def forecast_building_week(
             _certify(outcomes[name], model, window, config)
 
     def choose() -> Publication | None:
-        return _publish(week_known, result.outcomes, track_record, config)
+        return choose_publication(
+            [_candidate(o, week_known) for o in result.outcomes], week_known.forecastable,
+            track_record, config.max_l_eps, week_known.weather_filled,
+            config.publication_weighting, config.record_weeks)
 
     if config.certify == "published" and config.certify_nodes > 0:
         result.publication = publish_certified(
