@@ -82,12 +82,14 @@ def _cone_constraints(program: ScnnProgram, v: _Variables) -> list[cp.Constraint
 
 def _physical_constraints(program: ScnnProgram, y_hat: cp.Expression) -> list[cp.Constraint]:
     constraints: list[cp.Constraint] = []
-    for values, lower in ((program.lower, True), (program.upper, False)):
-        if values is None:
-            continue
-        idx = np.flatnonzero(np.isfinite(values))
+    if program.lower is not None:
+        idx = np.flatnonzero(np.isfinite(program.lower))
         if idx.size:
-            constraints.append(y_hat[idx] >= values[idx] if lower else y_hat[idx] <= values[idx])
+            constraints.append(y_hat[idx] >= program.lower[idx])
+    if program.upper is not None:
+        idx = np.flatnonzero(np.isfinite(program.upper))
+        if idx.size:
+            constraints.append(y_hat[idx] <= program.upper[idx])
     if program.ramp is not None:
         idx = np.flatnonzero(np.isfinite(program.ramp))
         if idx.size:
