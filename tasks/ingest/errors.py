@@ -28,9 +28,6 @@ class EmptyRangeError(IngestError):
 class UnknownSiteError(PipelineError, LookupError):
     """Weather for site ids that no building in the warehouse refers to."""
 
-    def __str__(self) -> str:  # LookupError would repr() the message
-        return str(self.args[0]) if self.args else ""
-
 
 __all__ = [
     "DuplicateTimestampError",

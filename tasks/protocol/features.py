@@ -60,9 +60,6 @@ class FeatureInputError(PipelineError, ValueError):
 class UnknownFeatureSetError(PipelineError, LookupError):
     """A feature set name that is not in :data:`FEATURE_SETS`."""
 
-    def __str__(self) -> str:  # LookupError would repr() the message
-        return str(self.args[0])
-
 
 class UnknownHolidayCalendarError(PipelineError, ValueError):
     """A holiday country or subdivision that the ``holidays`` library does not provide."""
