@@ -162,17 +162,20 @@ def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
 
 # --- weather features --------------------------------------------------------------------
 
+def _numbers(ctx: FeatureContext, name: str) -> np.ndarray:
+    """Column ``name`` of the hourly frame as numbers (NaN: missing)."""
+    return pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64)
+
+
 def _series(ctx: FeatureContext, name: str) -> pd.Series:
-    """Column ``name`` of the hourly frame as numbers (NaN: missing) by UTC hour."""
-    return pd.Series(
-        pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64),
-        index=pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us"),
-    )
+    """:func:`_numbers` by UTC hour."""
+    index = pd.DatetimeIndex(ctx.hours[TS]).tz_convert("UTC").as_unit("us")
+    return pd.Series(_numbers(ctx, name), index=index)
 
 
 def _column(name: str) -> Callable[[FeatureContext], np.ndarray]:
     def compute(ctx: FeatureContext) -> np.ndarray:
-        return pd.to_numeric(ctx.hours[name], errors="coerce").to_numpy(dtype=np.float64)
+        return _numbers(ctx, name)
 
     compute.__name__ = f"_column_{name}"
     return compute
