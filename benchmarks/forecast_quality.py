@@ -1,8 +1,8 @@
-"""Forecast quality over a fleet-year: every model, the published forecast, and a peer to beat.
+"""Forecast quality over fleet-years: every model, the published forecast, and two peers to beat.
 
-Runs the whole protocol (features, tuning, refit, intervals, publication) for every Monday of a
-year on a fixed set of real Cambridge buildings, in this process and a pool of worker
-processes (BLAS on one thread each, as the pipeline runs), and prints per model:
+Runs the whole protocol (features, tuning, refit, intervals, publication) for every Monday of
+one or several years on real Cambridge buildings, in this process and a pool of worker
+processes (BLAS on one thread each, as the pipeline runs), and prints per year and model:
 
 * ``mae_vs_naive``: the model's summed MAE over seasonal naive's on the building-weeks both
   forecast (so, its mean MAE relative to last week's load);
@@ -11,22 +11,27 @@ processes (BLAS on one thread each, as the pipeline runs), and prints per model:
 * ``worst_bldg``: the largest yearly mean-MAE ratio over the buildings;
 * test-week violations (hours below zero) and the 80 % / 95 % intervals' coverage and width.
 
-Beside them, fitted on the same 12-week histories and run in the same processes, the peer an
-operator would try first: scikit-learn's ``HistGradientBoostingRegressor`` (absolute loss) on
-the calendar, holiday, weather and the load one and two weeks back (feature set
-``paper_lags``), labelled ``gbr_reference``.
+Beside them, fitted in the same processes, the peer an operator would try first:
+scikit-learn's ``HistGradientBoostingRegressor`` (absolute loss, default settings) on the
+calendar, holiday, weather and the load one and two weeks back (feature set ``paper_lags``),
+trained on the 12-week history (``gbr_reference``) and on a year of it (``gbr_reference_52w``,
+as much as the archive holds up to 52 weeks). The *stronger peer* of a year is the better of
+the two. Then, per year, the goals: the published forecast against the stronger peer and
+against the best single model of the run, the constrained network against the stronger peer,
+holiday weeks against persistence, negative hours, 80 % coverage.
 
-    python benchmarks/forecast_quality.py                       # 10 buildings x 52 weeks of 2019
-    python benchmarks/forecast_quality.py --year 2020 --buildings auto    # another year
-    python benchmarks/forecast_quality.py --archive /data/cambridge-estates --year 2021 \\
-        --buildings auto                                         # an archive of your own
+    python benchmarks/forecast_quality.py                                 # 10 buildings x 2019
+    python benchmarks/forecast_quality.py --years 2016,2017,2018 --buildings auto 20
+    python benchmarks/forecast_quality.py --archive /data/cambridge-estates --years 2021 \\
+        --buildings auto 20                                                # your own archive
     python benchmarks/forecast_quality.py --buildings UCam_Building_b7 --start 2019-03-04 \\
-        --end 2019-04-29 --trials 5                              # a quick look
+        --end 2019-04-29 --trials 5                                        # a quick look
 
 ``--archive`` is any archive in the Cambridge layout (``building_data/processed_data/<id>/
-electricity/<year>.csv`` and the Met Office folders); ``--buildings auto`` takes the first ten
-buildings (by number) with readings for at least 90 % of the hours of the target year and of the
-year before it.
+electricity/<year>.csv`` and the Met Office folders); ``--buildings auto N`` takes, per year, the
+first N buildings (by number) with readings for at least 90 % of the hours of the target year
+and of the year before it (of the target year alone for the archive's first year, whose weeks
+start once 16 weeks of readings lie behind them).
 """
 
 from __future__ import annotations
@@ -52,8 +57,10 @@ from wadiro_fleet.tasks.protocol.features import build_features, holiday_dates
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
 from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.weeks import mondays_between
-from wadiro_fleet.tasks.protocol.windows import build_window
+from wadiro_fleet.tasks.protocol.windows import build_window, window_load_range
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.hours import load_many_building_hours
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 """The archive in ``../shared`` (``--archive`` names another)."""
@@ -64,7 +71,20 @@ BUILDINGS = (
 )
 """Fixed so the numbers can be rerun: the first ten buildings with near-complete 2018-2019 data."""
 REFERENCE = "gbr_reference"
+REFERENCE_52W = "gbr_reference_52w"
+PEERS = {REFERENCE: 12, REFERENCE_52W: 52}
+"""The peers and the weeks of history each trains on."""
 PUBLISHED = "published"
+NETWORK = "wadiro_pcscnn"
+FIRST_WEEKS_OF_ARCHIVE = 16
+"""Weeks of readings the archive's first year needs behind a target week (12 of history and the
+four the persistence forecasts look back)."""
+
+
+def _years_on_disk(archive: Path) -> list[int]:
+    """The years any building of the archive has a file for."""
+    files = (archive / "building_data" / "processed_data").glob("*/electricity/*.csv")
+    return sorted({int(p.stem) for p in files if p.stem.isdigit()})
 
 
 def complete_buildings(archive: Path, years: list[int], n: int = 10,
@@ -90,40 +110,57 @@ def complete_buildings(archive: Path, years: list[int], n: int = 10,
     return chosen
 
 
-def reference_forecast(
-    features: pd.DataFrame, timezone: str, week: date, history_weeks: int
-) -> np.ndarray | None:
-    """The gradient-boosting peer's forecast of ``week`` (None when its window is unusable)."""
-    window = build_window(features, week, timezone, feature_set="paper_lags",
-                          history_weeks=history_weeks)
-    if not window.ok:
-        return None
-    X, y = window.xy("train")
-    model = HistGradientBoostingRegressor(loss="absolute_error", random_state=0).fit(X, y)
-    return model.predict(window.xy("test")[0])
+def year_weeks(year: int, first_year: int) -> list[date]:
+    """Every Monday of ``year``; in the archive's first year, from the one with 16 weeks of
+    readings behind it."""
+    start = date(year, 1, 1)
+    if year == first_year:
+        start += timedelta(weeks=FIRST_WEEKS_OF_ARCHIVE)
+    mondays = pd.date_range(start, f"{year}-12-31", freq="W-MON")
+    return [m.date() for m in mondays]
 
 
-def run_building(job: BuildingJob, config: ForecastConfig,
-                 keep_forecasts: bool = False) -> tuple[list[dict], float]:
-    """Every week of one building: one row per (week, model), and the CPU seconds spent.
-    With ``keep_forecasts`` each row also holds the forecast, the actuals and the model's
-    validation MAE, for looking at publication rules afterwards."""
+def reference_forecasts(
+    hours: pd.DataFrame, timezone: str, holidays: tuple[str, str | None], week: date,
+) -> dict[str, np.ndarray]:
+    """Each peer's forecast of ``week`` (a peer whose window is unusable is left out)."""
+    features = build_features(hours, timezone=timezone, holiday_country=holidays[0],
+                              holiday_subdiv=holidays[1], feature_set="paper_lags")
+    out = {}
+    for name, weeks in PEERS.items():
+        window = build_window(features, week, timezone, feature_set="paper_lags",
+                              history_weeks=weeks, min_fit_fraction=0.5 * 11 / (weeks - 1))
+        if not window.ok:
+            continue
+        X, y = window.xy("train")
+        model = HistGradientBoostingRegressor(loss="absolute_error", random_state=0).fit(X, y)
+        out[name] = model.predict(window.xy("test")[0])
+    return out
+
+
+def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFrame,
+                 keep_forecasts: bool = False, first_scored: date | None = None
+                 ) -> tuple[list[dict], float]:
+    """Every week of one building: one row per (week, model), and the CPU seconds the protocol
+    spent. With ``keep_forecasts`` each row also holds the forecast, the actuals and the model's
+    validation errors, for looking at combinations and publication rules afterwards."""
     threadpool_limits(limits=1)
     warnings.filterwarnings("ignore")
     started = time.process_time()
     results = run_jobs([job], config)
     cpu = time.process_time() - started
     info = job.info
-    features = build_features(job.hours, timezone=info.timezone,
-                              holiday_country=info.holiday_country,
-                              holiday_subdiv=info.holiday_subdiv, feature_set="paper_lags")
+    actual = peer_hours.set_index("ts")["kwh"]
     rows = []
     for res in results:
+        if first_scored is not None and res.week < first_scored:
+            continue  # a warm-up week
         outcomes = {o.model: o for o in res.outcomes if o.status == "ok"}
         for out in outcomes.values():
             s = out.scores
             extra = ({"y_hat": out.y_hat, "ts": res.test_ts.to_numpy(),
-                      "validation_mae": out.validation_mae} if keep_forecasts else {})
+                      "validation_mae": out.validation_mae,
+                      "validation_errors": out.validation_errors} if keep_forecasts else {})
             rows.append({"building_id": res.building_id, "week": res.week, "model": out.model,
                          "mae": s.mae, "violations": s.n_violations, **extra,
                          **{f"coverage_{round(100 * lv)}": s.interval_coverage.get(lv)
@@ -132,16 +169,25 @@ def run_building(job: BuildingJob, config: ForecastConfig,
         if res.publication is not None and res.publication.model in outcomes:
             rows.append({**next(r for r in rows if r["week"] == res.week
                                 and r["model"] == res.publication.model), "model": PUBLISHED,
-                         "published_model": res.publication.model})
-        reference = reference_forecast(features, info.timezone, res.week, config.history_weeks)
-        if reference is not None and len(res.test_ts):
-            actual = job.hours.set_index("ts")["kwh"].reindex(res.test_ts).to_numpy()
-            scored = np.isfinite(actual)
+                         "published_model": res.publication.model,
+                         "outcome": res.publication.outcome})
+        if not len(res.test_ts):
+            continue
+        start, _ = window_load_range(res.week, info.timezone, history_weeks=52,
+                                     feature_set="paper_lags")
+        recent = peer_hours[(peer_hours["ts"] >= start - timedelta(days=1))
+                            & (peer_hours["ts"] < res.test_ts.max() + timedelta(days=1))]
+        peers = reference_forecasts(recent.reset_index(drop=True), info.timezone,
+                                    (info.holiday_country, info.holiday_subdiv), res.week)
+        truth = actual.reindex(res.test_ts).to_numpy()
+        scored = np.isfinite(truth)
+        for name, forecast in peers.items():
             if scored.any():
-                rows.append({"building_id": res.building_id, "week": res.week,
-                             "model": REFERENCE,
-                             "mae": float(np.mean(np.abs(reference[scored] - actual[scored]))),
-                             "violations": int(np.sum(reference < -1e-6))})
+                rows.append({"building_id": res.building_id, "week": res.week, "model": name,
+                             "mae": float(np.mean(np.abs(forecast[scored] - truth[scored]))),
+                             "violations": int(np.sum(forecast < -1e-6)),
+                             **({"y_hat": forecast, "ts": res.test_ts.to_numpy()}
+                                if keep_forecasts else {})})
     return rows, cpu
 
 
@@ -179,17 +225,68 @@ def summarise(rows: pd.DataFrame, holidays: set[date]) -> pd.DataFrame:
     return pd.DataFrame(table).sort_values("mae_vs_naive").reset_index(drop=True)
 
 
+def goals(table: pd.DataFrame) -> dict[str, float]:
+    """The issue's goals of one year, from its summary table."""
+    by = table.set_index("model")
+    ratio = by["mae_vs_naive"]
+    peer = min(ratio.get(name, np.inf) for name in PEERS)
+    singles = ratio.drop([PUBLISHED, *PEERS], errors="ignore")
+    return {
+        "published / stronger peer": ratio[PUBLISHED] / peer,
+        "published / best single model": ratio[PUBLISHED] / singles.min(),
+        "best single model": singles.idxmin(),
+        f"{NETWORK} / stronger peer": ratio.get(NETWORK, np.nan) / peer,
+        "holiday weeks, published / persistence": by["holiday_vs_naive"].get(PUBLISHED),
+        "negative hours, published": by["violations"].get(PUBLISHED),
+        "80 % coverage, published": by["coverage_80"].get(PUBLISHED),
+    }
+
+
+def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[date],
+                  config: ForecastConfig, workers: int, keep: bool,
+                  warm_up: list[date]) -> tuple[pd.DataFrame, float]:
+    """Every (building, week) row of one year, and the protocol's CPU seconds. The ``warm_up``
+    weeks before the year run first and are not scored: a deployed run has weeks of issued
+    forecasts and scores behind it (the record, the issued forecasts models are stacked on)."""
+    run_weeks = [*warm_up, *weeks]
+    with tempfile.TemporaryDirectory(prefix="forecast-quality-") as tmp:
+        warehouse = Path(tmp) / "quality.duckdb"
+        first = min(config.load_range(run_weeks[0], "Europe/London")[0].date(),
+                    run_weeks[0] - timedelta(weeks=58))
+        ingest_cambridge(warehouse, archive, buildings, first, weeks[-1] + timedelta(weeks=1))
+        jobs = [job for b in buildings for job in load_jobs(warehouse, [b], run_weeks, config)]
+        with connect(warehouse, read_only=True) as con:
+            hours = load_many_building_hours(
+                con, buildings, pd.Timestamp(first, tz="UTC"),
+                pd.Timestamp(weeks[-1] + timedelta(weeks=1, days=1), tz="UTC"))
+    peer_hours = {b: frame.drop(columns="building_id").reset_index(drop=True)
+                  for b, frame in hours.groupby("building_id")}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        outputs = list(pool.map(run_building, jobs, [config] * len(jobs),
+                                [peer_hours[job.info.building_id] for job in jobs],
+                                [keep] * len(jobs), [weeks[0]] * len(jobs)))
+    rows = pd.DataFrame([row for building_rows, _ in outputs for row in building_rows])
+    rows = rows[rows["week"] >= weeks[0]].reset_index(drop=True)
+    rows["year"] = year
+    return rows, sum(seconds for _, seconds in outputs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--archive", type=Path, default=ARCHIVE,
                         help="an archive in the Cambridge layout (default: ../shared's)")
-    parser.add_argument("--buildings", default=",".join(BUILDINGS),
-                        help="comma-separated ids, or 'auto' (module docstring)")
-    parser.add_argument("--year", type=int, default=None,
-                        help="every Monday of this year (instead of --start/--end)")
+    parser.add_argument("--buildings", nargs="+", default=[",".join(BUILDINGS)],
+                        help="comma-separated ids, or 'auto N' (module docstring)")
+    parser.add_argument("--years", default=None,
+                        help="every Monday of these years, comma-separated (instead of "
+                        "--start/--end)")
+    parser.add_argument("--year", type=int, default=None, help="one year (as --years)")
     parser.add_argument("--start", default="2019-01-07", help="first target week (a Monday)")
     parser.add_argument("--end", default="2019-12-30", help="last target week (a Monday)")
     parser.add_argument("--every", type=int, default=1, help="every n-th Monday of the range")
+    parser.add_argument("--warm-up-weeks", type=int, default=8,
+                        help="weeks run before each year and not scored (a deployed run's "
+                        "record and issued forecasts), as far as the archive reaches back")
     parser.add_argument("--models", default=None, help="default: the protocol's")
     parser.add_argument("--trials", type=int, default=None, help="default: the protocol's")
     parser.add_argument("--protocol", default="deployed", choices=["deployed", "paper"])
@@ -198,48 +295,63 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--csv", type=Path, help="also write every (building, week, model) row")
     parser.add_argument("--pickle", type=Path,
-                        help="also write every row with its forecast and the actuals (pandas)")
+                        help="also write every row with its forecast, validation errors and "
+                        "the actuals (pandas)")
     args = parser.parse_args()
-    if args.year is not None:
-        mondays = pd.date_range(f"{args.year}-01-01", f"{args.year}-12-31", freq="W-MON")
-        args.start, args.end = mondays[0].date(), mondays[-1].date()
-    weeks = mondays_between(args.start, args.end)[::args.every]
-    years = sorted({weeks[0].year - 1, *(w.year for w in weeks)})
-    buildings = (complete_buildings(args.archive, years) if args.buildings == "auto"
-                 else args.buildings.split(","))
     chosen = {"models": args.models.split(",") if args.models else None,
               "trials": args.trials, "tuning": args.tuning}
     config = ForecastConfig(protocol=args.protocol,
                             **{k: v for k, v in chosen.items() if v is not None})
-    print(f"{len(buildings)} buildings ({', '.join(b.rsplit('_', 1)[-1] for b in buildings)}) x "
-          f"{len(weeks)} weeks ({weeks[0]} to {weeks[-1]}), protocol {config.protocol}: "
-          f"models {', '.join(config.models)}, {config.trials} trials, tuning {config.tuning}, "
-          f"feature set {config.feature_set}, target {config.target}, persistence "
-          f"{config.persistence}, {args.workers} workers", flush=True)
-    began = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="forecast-quality-") as tmp:
-        warehouse = Path(tmp) / "quality.duckdb"
-        ingest_cambridge(warehouse, args.archive, buildings, weeks[0] - timedelta(weeks=20),
-                         weeks[-1] + timedelta(weeks=1))
-        jobs = [job for b in buildings for job in load_jobs(warehouse, [b], weeks, config)]
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        outputs = list(pool.map(run_building, jobs, [config] * len(jobs),
-                                [args.pickle is not None] * len(jobs)))
-    rows = pd.DataFrame([row for building_rows, _ in outputs for row in building_rows])
-    cpu = sum(seconds for _, seconds in outputs)
+    on_disk = _years_on_disk(args.archive)
+    years = ([int(y) for y in args.years.split(",")] if args.years
+             else [args.year] if args.year else [])
+    spans = ({y: year_weeks(y, on_disk[0])[::args.every] for y in years} if years
+             else {0: mondays_between(args.start, args.end)[::args.every]})
+    auto = args.buildings[0] == "auto"
+    n_auto = int(args.buildings[1]) if auto and len(args.buildings) > 1 else 10
+    print(f"protocol {config.protocol}: models {', '.join(config.models)}, {config.trials} "
+          f"trials, tuning {config.tuning}, feature set {config.feature_set}, target "
+          f"{config.target}, persistence {config.persistence}, {args.workers} workers",
+          flush=True)
+    all_rows, tables = [], {}
+    for year, weeks in spans.items():
+        data_years = [y for y in (weeks[0].year - 1, weeks[-1].year) if y in on_disk]
+        buildings = (complete_buildings(args.archive, data_years, n_auto) if auto
+                     else args.buildings[0].split(","))
+        began = time.perf_counter()
+        earliest = year_weeks(on_disk[0], on_disk[0])[0]
+        warm_up = [w for w in (weeks[0] - timedelta(weeks=k)
+                               for k in range(args.warm_up_weeks, 0, -1)) if w >= earliest]
+        rows, cpu = evaluate_year(year or weeks[0].year, args.archive, buildings, weeks, config,
+                                  args.workers, args.pickle is not None, warm_up)
+        all_rows.append(rows)
+        table = summarise(rows, holiday_weeks(weeks))
+        tables[year or weeks[0].year] = table
+        label = year or f"{weeks[0]} to {weeks[-1]}"
+        print(f"\n{label}: {len(buildings)} buildings "
+              f"({', '.join(b.rsplit('_', 1)[-1] for b in buildings)}) x {len(weeks)} weeks, "
+              f"{len(rows[rows['model'] == SEASONAL_NAIVE])} building-weeks scored in "
+              f"{time.perf_counter() - began:.0f} s wall; protocol CPU per building-week "
+              f"{cpu / max(1, len(buildings) * (len(weeks) + len(warm_up))):.1f} s (the "
+              f"peers' not included; {len(warm_up)} warm-up weeks run before, not scored)\n",
+              flush=True)
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        published = rows[rows["model"] == PUBLISHED]
+        shares = published["published_model"].value_counts(normalize=True)
+        print("\npublished models: " + ", ".join(f"{m} {s:.0%}" for m, s in shares.items()))
+        if "outcome" in published:
+            outcomes = published["outcome"].value_counts(normalize=True)
+            print("published outcomes: " + ", ".join(f"{m} {s:.0%}" for m, s in outcomes.items()))
+        print(flush=True)
+        if args.pickle:  # after every year: a long run stopped later keeps what it measured
+            pd.to_pickle({"rows": pd.concat(all_rows, ignore_index=True)}, args.pickle)
+    print("goals (stronger peer: the better of gbr_reference and gbr_reference_52w):")
+    print(pd.DataFrame({year: goals(table) for year, table in tables.items()}).to_string(
+        float_format=lambda v: f"{v:.3f}"))
+    rows = pd.concat(all_rows, ignore_index=True)
     if args.csv:
-        rows.drop(columns=["y_hat", "ts", "validation_mae"], errors="ignore").to_csv(
-            args.csv, index=False)
-    if args.pickle:
-        actuals = {job.info.building_id: job.hours.set_index("ts")["kwh"] for job in jobs}
-        pd.to_pickle({"rows": rows, "actuals": actuals}, args.pickle)
-    table = summarise(rows, holiday_weeks(weeks))
-    print(f"\n{len(rows[rows['model'] == SEASONAL_NAIVE])} building-weeks scored in "
-          f"{time.perf_counter() - began:.0f} s wall; protocol CPU per building-week "
-          f"{cpu / (len(buildings) * len(weeks)):.1f} s (the reference's CPU not included)\n")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    chosen = rows[rows["model"] == PUBLISHED]["published_model"].value_counts(normalize=True)
-    print("\npublished models: " + ", ".join(f"{m} {share:.0%}" for m, share in chosen.items()))
+        rows.drop(columns=["y_hat", "ts", "validation_mae", "validation_errors"],
+                  errors="ignore").to_csv(args.csv, index=False)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,16 @@ fleet holds. No Prefect server is configured for the commands. Numbers are media
 ``--repeat`` runs; on a shared machine compare only numbers measured side by side.
 
     python benchmarks/ingest_speed.py --buildings 1000 --weeks 52 --repeat 3
+
+**Memory** (``--memory-mb N``, instead of the steps above): a generated meter export of about N MB
+(1,000 buildings, hourly, random energies), long (``building_id, ts, kwh``) and wide (``ts`` and a
+column per building), each ingested by ``wadiro ingest readings`` into a warehouse holding only
+the buildings, then again over itself (every hour replaced). Each command's wall time and peak
+resident memory (the child's ``ru_maxrss``, from ``wait4``) are printed, with the peak as a
+multiple of the file's size. ``--baseline-tree DIR`` runs the same commands, interleaved, on
+another copy of the code (e.g. ``git archive HEAD~1 | tar -x -C DIR``), and prints the ratios.
+
+    python benchmarks/ingest_speed.py --memory-mb 200 --repeat 2 --baseline-tree /tmp/before
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import pandas as pd
 
 WADIRO = str(Path(sys.executable).parent / "wadiro")
 ITSELF = re.compile(r"\(ingest itself ([0-9.]+) s\)")
@@ -75,6 +87,105 @@ def _export(warehouse: Path, folder: Path) -> dict[str, Path]:
     return files
 
 
+_LAUNCHER = """
+import sys
+for finder in sys.meta_path:  # the editable install's map of packages to folders
+    mapping = getattr(sys.modules.get(getattr(finder, "__module__", ""), None), "MAPPING", None)
+    if isinstance(mapping, dict) and "wadiro_fleet.tasks" in mapping:
+        mapping.update({"wadiro_fleet.tasks": sys.argv[1] + "/tasks",
+                        "wadiro_fleet.flows": sys.argv[1] + "/flows",
+                        "wadiro_models": sys.argv[1] + "/wadiro_models"})
+sys.argv = ["wadiro", *sys.argv[2:]]
+from wadiro_fleet.flows.cli import app
+app()
+"""
+
+
+def _measured(tree: Path | None, *args: str) -> tuple[float, float, str]:
+    """Wall seconds, peak resident MB and the last output line of ``wadiro ARGS``, run from the
+    installed command or, with ``tree``, from the code in that folder."""
+    command = ([WADIRO, *args] if tree is None else
+               [sys.executable, "-c", _LAUNCHER, str(tree), *args])
+    began = time.perf_counter()
+    child = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - began
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"wadiro {' '.join(args)} failed:\n{output}")
+    return wall, usage.ru_maxrss / 1024, output.strip().splitlines()[-1]
+
+
+def _memory_files(folder: Path, megabytes: float, buildings: int = 1000) -> dict[str, Path]:
+    """A buildings file and a long and a wide meter export of about ``megabytes`` MB each."""
+    ids = [f"building-{i:04d}" for i in range(buildings)]
+    files = {"buildings": folder / "buildings.csv", "long": folder / "long.csv",
+             "wide": folder / "wide.csv"}
+    files["buildings"].write_text("building_id,site_id,timezone,holiday_country\n" + "".join(
+        f"{b},s1,Europe/London,GB\n" for b in ids))
+    rng = np.random.default_rng(0)
+    hours = int(megabytes * 1e6 / 42 / buildings)  # a long row: 'building-0000,2024-...Z,12.345'
+    stamps = pd.date_range("2024-01-01", periods=hours, freq="h", tz="UTC").strftime(
+        "%Y-%m-%dT%H:%M:%SZ").to_numpy()
+    with files["long"].open("w") as out:
+        out.write("building_id,ts,kwh\n")
+        for b in ids:
+            out.write("".join(f"{b},{t},{v:.3f}\n" for t, v in zip(stamps, rng.uniform(10, 99, hours),
+                                                                   strict=True)))
+    rows = int(megabytes * 1e6 / 7 / buildings)  # a wide cell: '12.345,'
+    stamps = pd.date_range("2022-01-01", periods=rows, freq="h", tz="UTC").strftime(
+        "%Y-%m-%dT%H:%M:%SZ").to_numpy()
+    with files["wide"].open("w") as out:
+        out.write("ts," + ",".join(ids) + "\n")
+        for t in stamps:
+            out.write(t + "," + ",".join(f"{v:.3f}" for v in rng.uniform(10, 99, buildings)) + "\n")
+    return files
+
+
+def memory(args: argparse.Namespace, scratch: Path) -> None:
+    """Peak memory and wall time of ingesting a large meter export (see the module)."""
+    files = _memory_files(scratch, args.memory_mb)
+    trees = {"after": None, **({"before": args.baseline_tree} if args.baseline_tree else {})}
+    results: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for run in range(args.repeat):
+        for layout in ("long", "wide"):
+            for code, tree in trees.items():
+                warehouse = scratch / f"m-{code}.duckdb"
+                warehouse.unlink(missing_ok=True)
+                _, floor, _ = _measured(tree, "ingest", "buildings", str(files["buildings"]),
+                                        "--warehouse", str(warehouse))
+                results.setdefault((layout, "floor", code), []).append((0.0, floor))
+                for step in ("new warehouse", "again, over itself"):
+                    wall, peak, line = _measured(tree, "ingest", "readings", str(files[layout]),
+                                                 "--warehouse", str(warehouse))
+                    results.setdefault((layout, step, code), []).append((wall, peak))
+                    if run == 0 and step == "new warehouse":
+                        print(f"{code}, {layout}: {line}")
+                warehouse.unlink()
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; median of {args.repeat}")
+    print("(floor: the peak of 'wadiro ingest buildings', what the command costs before any "
+          "reading)")
+    print("| file | step | code | wall s | peak RSS MB | peak / file size | (peak - floor) / file "
+          "size |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    medians = {key: (statistics.median(w for w, _ in values), statistics.median(p for _, p in values))
+               for key, values in results.items()}
+    for (layout, step, code), (wall, peak) in medians.items():
+        if step == "floor":
+            continue
+        size = files[layout].stat().st_size / 1e6
+        floor = medians[layout, "floor", code][1]
+        print(f"| {layout} CSV, {size:.0f} MB | {step} | {code} | {wall:.1f} | {peak:.0f} | "
+              f"{peak / size:.1f}x | {(peak - floor) / size:.1f}x |")
+    for (layout, step, code), (wall, peak) in medians.items():
+        if code == "after" and step != "floor" and (layout, step, "before") in medians:
+            before_wall, before_peak = medians[layout, step, "before"]
+            print(f"{layout}, {step}: after / before: wall {wall / before_wall:.2f}, "
+                  f"peak memory {peak / before_peak:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--buildings", type=int, default=1000)
@@ -82,9 +193,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scratch", type=Path, default=None,
                         help="Folder for the warehouses and files (default: a temporary one).")
+    parser.add_argument("--memory-mb", type=float, default=None,
+                        help="Measure the memory of ingesting meter exports of this size instead.")
+    parser.add_argument("--baseline-tree", type=Path, default=None,
+                        help="With --memory-mb: another copy of the code to compare with.")
     args = parser.parse_args()
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="ingest-speed-"))
     scratch.mkdir(parents=True, exist_ok=True)
+    if args.memory_mb is not None:
+        memory(args, scratch)
+        if args.scratch is None:
+            shutil.rmtree(scratch)
+        return
     fleet = ["--buildings", str(args.buildings), "--start", "2024-01-01", "--weeks",
              str(args.weeks), "--seed", "0"]
     times: dict[str, list[tuple[float, float]]] = {}

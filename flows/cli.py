@@ -38,14 +38,19 @@ from wadiro_fleet.flows.stopping import (  # noqa: E402
     quiet_resource_tracker,
 )
 from wadiro_fleet.tasks.errors import PipelineError, RunStoppedError  # noqa: E402
-from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE  # noqa: E402
+from wadiro_fleet.tasks.warehouse.connection import (  # noqa: E402
+    DEFAULT_WAREHOUSE,
+    MACHINE_ERRORS,
+    WAREHOUSE_ENV,
+    machine_refusal,
+)
 
 if TYPE_CHECKING:
     from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings
     from wadiro_fleet.tasks.forecast_tasks import RunSummary
     from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
     from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions
-    from wadiro_fleet.tasks.ingest.source_files import CsvFormat
+    from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions
     from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
     from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions
 
@@ -60,9 +65,13 @@ app.add_typer(ingest_app, name="ingest")
 _SETTINGS = "wadiro_fleet.flows.settings"
 _USER_LOG = "wadiro_fleet"
 
-Warehouse = Annotated[
-    Path, typer.Option("--warehouse", help="DuckDB warehouse file (created on first use).")
-]
+_WAREHOUSE_HELP = f"DuckDB warehouse file (default: ${WAREHOUSE_ENV}, else {DEFAULT_WAREHOUSE})"
+Warehouse = Annotated[Path, typer.Option(
+    "--warehouse", envvar=WAREHOUSE_ENV, help=f"{_WAREHOUSE_HELP}; it must exist.")]
+NewWarehouse = Annotated[Path, typer.Option(
+    "--warehouse", envvar=WAREHOUSE_ENV, help=f"{_WAREHOUSE_HELP}; created on first use.")]
+"""The warehouse option of the commands that create a missing warehouse (they store buildings)."""
+
 def _day_option(flag: str, help_text: str) -> typer.models.OptionInfo:
     return typer.Option(flag, formats=DATE_FORMATS, help=help_text)
 
@@ -115,9 +124,10 @@ T = TypeVar("T")
 
 
 def run_guarded(call: Callable[[], T]) -> T:
-    """``call()``, with a pipeline error (bad input, busy warehouse) turned into one line and
-    exit code 1, and a stop (Ctrl-C, SIGTERM, a lost Prefect server) into one line and its
-    exit code (128 + the signal's number after a signal). A stopped run ends the process at once:
+    """``call()``, with a pipeline error (bad input, busy warehouse) or the machine's refusal (a
+    full disk, a limit, memory) turned into one line and exit code 1, and a stop (Ctrl-C,
+    SIGTERM, a lost Prefect server) into one line and its exit code (128 + the signal's number
+    after a signal). A stopped run ends the process at once:
     threads still computing abandoned batches, or a Prefect server that no longer answers, are
     not waited for."""
     try:
@@ -130,10 +140,16 @@ def run_guarded(call: Callable[[], T]) -> T:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=getattr(error, "exit_code", 1)) from None
     except BaseException as error:  # KeyboardInterrupt, Prefect's TerminationSignal, ...
-        if STOP.requested is None or isinstance(error, typer.Exit):
+        if isinstance(error, typer.Exit):
             raise
-        hard_exit(STOP.requested.exit_code, STOP.requested.reason)
-        raise  # not reached
+        if STOP.requested is not None:
+            hard_exit(STOP.requested.exit_code, STOP.requested.reason)
+        # the machine refused: a full disk, a file-size limit, a read-only folder, memory
+        refusal = machine_refusal(error) if isinstance(error, MACHINE_ERRORS) else None
+        if refusal is None:
+            raise
+        typer.echo(f"error: {refusal}", err=True)
+        raise typer.Exit(code=1) from None
 
 
 def _run_flow(flow: Any, **parameters: Any) -> Any:
@@ -165,14 +181,14 @@ def _ingest(label: str, warehouse: Path, **parameters: Any) -> None:
 
 @ingest_commands.command("cambridge")
 @with_settings("wadiro_fleet.tasks.ingest.cambridge_archive:ArchiveSelection")
-def ingest_cambridge(settings: ArchiveSelection, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+def ingest_cambridge(settings: ArchiveSelection, warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Ingest the real Cambridge archive (electricity and Bedford weather)."""
     _ingest("cambridge", warehouse, selection=settings)
 
 
 @ingest_commands.command("synthetic")
 @with_settings("wadiro_fleet.tasks.ingest.synthetic_fleet:FleetSpec")
-def ingest_synthetic(settings: FleetSpec, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+def ingest_synthetic(settings: FleetSpec, warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Generate and ingest a synthetic fleet of non-residential buildings."""
     _ingest("synthetic", warehouse, spec=settings)
 
@@ -214,9 +230,9 @@ _WEATHER_HELP = """Ingest hourly weather per site: site_id, ts, temperature_c, i
 
 
 @ingest_commands.command("buildings", help=_paragraphs(_BUILDINGS_HELP))
-@with_settings("wadiro_fleet.tasks.ingest.source_files:CsvFormat")
-def ingest_buildings(settings: CsvFormat, file: SourceFile,
-                     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+@with_settings("wadiro_fleet.tasks.ingest.source_files:FileOptions")
+def ingest_buildings(settings: FileOptions, file: SourceFile,
+                     warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Add or update buildings from an operator's file."""
     _ingest("buildings", warehouse, path=str(file), form=settings)
 
@@ -237,24 +253,54 @@ def ingest_weather(settings: WeatherOptions, file: SourceFile,
     _ingest("weather", warehouse, path=str(file), options=settings)
 
 
+_PORTFOLIOS_HELP = """Add or replace portfolios from a file with columns portfolio_id,
+    building_id: one row per building of a portfolio (a building may be in several).
+
+    Every portfolio the file names is replaced by its rows; others are kept. The portfolio
+    'all' (every building) exists in every warehouse. Unknown building ids are refused."""
+
+
+@ingest_commands.command("portfolios", help=_paragraphs(_PORTFOLIOS_HELP))
+@with_settings("wadiro_fleet.tasks.ingest.source_files:CsvFormat")
+def ingest_portfolios(settings: CsvFormat, file: SourceFile,
+                      warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+    """Add or replace portfolios of buildings."""
+    from wadiro_fleet.tasks.portfolios import ingest_portfolios as ingest
+
+    summary = run_guarded(lambda: ingest(warehouse, file, settings))
+    typer.echo(f"portfolios: {summary.line()} in {summary.seconds:.1f} s")
+
+
 # --- forecasting -------------------------------------------------------------------------
 
 def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     """Run a forecasting flow; print its summary, its failures and its leaderboard."""
     from wadiro_fleet.tasks.report import read_run_leaderboard
 
+    from wadiro_fleet.tasks.errors import DegradedRunError
+
+    def strictly() -> tuple[RunSummary, DegradedRunError | None]:
+        try:
+            return call(), None
+        except DegradedRunError as degraded:  # --strict: report, then exit with its code
+            return degraded.summary, degraded
+
     began = time.perf_counter()
-    summary = run_guarded(call)
+    summary, degraded = run_guarded(strictly)
     typer.echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         typer.echo(f"  failed: {failure}", err=True)
     board = run_guarded(lambda: read_run_leaderboard(warehouse, summary.run_id))
     if board.empty:
         _print_issued(warehouse, summary.run_id)
-        return
-    shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive", "beats_naive_share",
-                   "mean_cv_rmse", "test_violations", "train_violations", "coverage_80"]]
-    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    else:
+        shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive",
+                       "beats_naive_share", "mean_cv_rmse", "test_violations",
+                       "train_violations", "coverage_80"]]
+        typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if degraded is not None:
+        typer.echo(f"error: {degraded}", err=True)
+        raise typer.Exit(code=degraded.exit_code)
 
 
 def _print_issued(warehouse: str, run_id: str) -> None:
@@ -306,6 +352,22 @@ def backfill(
                                   settings=settings), settings.warehouse)
 
 
+@commands.command("worker", context_settings={"allow_extra_args": True,
+                                              "ignore_unknown_options": True})
+def worker(
+    ctx: typer.Context,
+    pool: Annotated[str, typer.Option(
+        "--pool", help="The work pool to take flow runs from.")] = "wadiro",
+) -> None:
+    """Run a Prefect process worker (`prefect worker start --pool POOL ...`; other options go
+    to it) that stops on the first Ctrl-C or SIGTERM: the flow runs in progress stop first,
+    writing what they finished, then the worker.
+    """
+    from wadiro_fleet.flows.worker import run_worker
+
+    raise typer.Exit(code=run_worker(["--pool", pool, *ctx.args]))
+
+
 @commands.command("load-pending")
 def load_pending(warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """Write the results that runs kept beside the warehouse while it was locked.
@@ -328,10 +390,15 @@ def runs(
     rows = run_guarded(lambda: run_history(str(warehouse), limit))
     if not rows:
         typer.echo("no runs yet")
-    for run_id, flow, started, minutes, status, done, failed, message in rows:
+    for (run_id, flow, started, minutes, status, done, learned, persistence, degraded,
+         unpublished, failed, message) in rows:
         took = f"{minutes:g} min" if minutes is not None else "-"
+        published = ("" if learned is None else  # a run closed by an earlier release
+                     f": {learned} learned, {persistence} persistence, {degraded} degraded, "
+                     f"{unpublished} not published")
         line = (f"{started}  {run_id}  {flow:<8}  {status:<23}  {took:>9}  "
-                f"{done if done is not None else '-'} building-weeks, {failed or 0} failed")
+                f"{done if done is not None else '-'} building-weeks{published}, "
+                f"{failed or 0} failed")
         typer.echo(line + (f"  ({message[:120]})" if message else ""))
 
 
@@ -350,6 +417,43 @@ def report(
     typer.echo(result.leaderboard.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for path in result.files:
         typer.echo(f"wrote {path}")
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+_EXPORT_HELP = """Write a week's published forecasts (default: the latest forecast week) as
+    CSV or Parquet (by --out's suffix), per building or, with --portfolios, per portfolio.
+
+    Rows carry the period's start in local time with its UTC offset, in UTC, and as local wall
+    clock. --resolution 30 or 15 splits each hour into settlement periods by the building's own
+    intra-hour shape where its readings came sub-hourly, evenly otherwise; the periods of an
+    hour sum to its forecast and to its interval bounds."""
+
+
+@commands.command("export", help=_paragraphs(_EXPORT_HELP))
+def export(
+    out: Annotated[Path, typer.Option("--out", help="File to write: .csv or .parquet.")],
+    week: Annotated[Optional[datetime], _day_option(
+        "--week", "Target week's local Monday (default: the latest forecast week).")] = None,
+    resolution: Annotated[int, typer.Option(
+        "--resolution", help="Period length in minutes: 60, 30 or 15.")] = 60,
+    buildings: Annotated[Optional[str], typer.Option(
+        "--buildings", help="Buildings to export, comma-separated (default: every one).")] = None,
+    portfolios: Annotated[Optional[str], typer.Option(
+        "--portfolios", help="Export these portfolios' forecasts instead, comma-separated "
+        "('all' is every building).")] = None,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """Write a week's published or portfolio forecasts for an operator's systems."""
+    from wadiro_fleet.tasks.export import export_forecasts
+
+    if buildings is not None and portfolios is not None:
+        raise typer.BadParameter("give --buildings or --portfolios, not both")
+    summary = run_guarded(lambda: export_forecasts(
+        warehouse, out, week=week.date() if week is not None else None,
+        buildings=split_list(buildings, "--buildings"),
+        portfolios=split_list(portfolios, "--portfolios"), resolution=resolution))
+    typer.echo(f"export: {summary.line()}")
 
 
 @commands.command("quality")
@@ -389,7 +493,7 @@ def demo(
     buildings: Annotated[int, typer.Option("--buildings", min=1, help="Demo fleet size.")] = 6,
     trials: Annotated[Optional[int], typer.Option(
         "--trials", min=1, help="TPE trials per model and window (default: the weekly run's).")] = None,
-    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+    warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The whole job as the weekly deployment runs it, on the embedded default: a generated
     demo fleet whose readings end last Sunday and whose coming week has a weather forecast,

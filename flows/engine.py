@@ -35,6 +35,7 @@ from wadiro_fleet.flows.stopping import (
     STOP,
     Stop,
     arm_exit_deadline,
+    quiet_abandoned_futures,
     worker_init,
 )
 from wadiro_fleet.tasks.errors import PipelineError
@@ -159,6 +160,38 @@ class PrefectEngine(Engine):
             watch.stop()
 
 
+PREFECT_ERROR_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
+"""The loggers through which Prefect reports a failed flow or task run, with its traceback."""
+
+
+class _OneLineInputErrors(logging.Filter):
+    """A record about a pipeline error (bad input, a missing warehouse, a stop, the machine's
+    refusal) keeps its message and the error's one line, not the traceback: the error says
+    what to do, and the traceback only buries it (a flow run's log, a worker's output)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, PipelineError):
+            message = record.getMessage()
+            shown = str(error)
+            record.msg = message if shown in message else f"{message}: {shown}"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+_ONE_LINE = _OneLineInputErrors()
+
+
+def one_line_input_errors() -> None:
+    """Have Prefect log pipeline errors as one line each (idempotent): the flow run's
+    "Encountered exception", the engine's "exited with unexpected exception", a task run's
+    failure. Other errors keep their tracebacks."""
+    for name in PREFECT_ERROR_LOGGERS:
+        logger = logging.getLogger(name)
+        if _ONE_LINE not in logger.filters:
+            logger.addFilter(_ONE_LINE)
+
+
 class _ServerWatch:
     """Checks the Prefect server's health every few seconds; when it misses
     :data:`SERVER_WATCH_MISSES` checks in a row, the run is asked to stop (status ``crashed``)
@@ -252,6 +285,7 @@ class LocalEngine(Engine):
         if settings.runner == "threads":
             executor: cf.Executor = cf.ThreadPoolExecutor(max_workers=workers)
         elif settings.runner == "processes":
+            quiet_abandoned_futures()
             executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context(),
                                               initializer=worker_init)
         elif settings.runner == "dask":
@@ -319,6 +353,7 @@ __all__ = [
     "configured_api_url",
     "current_engine",
     "on_engine",
+    "one_line_input_errors",
     "run_flow",
     "server_answers",
 ]

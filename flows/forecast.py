@@ -31,16 +31,17 @@ from datetime import date, timedelta
 from itertools import islice
 
 from prefect import flow
-from wadiro_fleet.flows.engine import Engine, current_engine
+from wadiro_fleet.flows.engine import Engine, current_engine, one_line_input_errors
 from wadiro_fleet.flows.progress import RunProgress
 from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
-from wadiro_fleet.flows.stopping import STOP, stop_child_processes
-from wadiro_fleet.tasks.errors import RunStoppedError
+from wadiro_fleet.flows.stopping import STOP, quiet_resource_tracker, stop_child_processes
+from wadiro_fleet.tasks.errors import DegradedRunError, RunStoppedError
 from wadiro_fleet.tasks.forecast_tasks import (
     Batch,
     OpenRun,
     RunSummary,
     WriteOutcome,
+    check_plausible_weeks,
     close_run,
     forecast_batch,
     latest_forecastable_week,
@@ -48,13 +49,18 @@ from wadiro_fleet.tasks.forecast_tasks import (
     open_run,
     publish_leaderboard,
     publish_not_forecast,
+    publish_outcomes,
     read_batches,
     rescore_earlier_forecasts,
     write_batch,
 )
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
-from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
+from wadiro_fleet.tasks.warehouse.connection import (
+    ResourceError,
+    WarehouseLockedError,
+    require_warehouse,
+)
 
 RESCORE_WEEKS = 8
 """How far back the weekly run looks for forecasts whose actuals arrived after scoring."""
@@ -245,16 +251,22 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
         try:
             _close(engine, run, summary, writer, error)
         except Exception as close_error:  # keep the original error; say why it was not closed
-            engine.warn("run %s not closed: %s", run.run_id, close_error)
+            if not isinstance(close_error, ResourceError):  # else the error's own line says it
+                engine.warn("run %s not closed: %s", run.run_id, close_error)
         raise
     closing.append(True)
     status = _close(engine, run, summary, writer)
     for failure in summary.failures:
         engine.log(logging.WARNING, "failed: %s", failure)
     _tell_not_forecast(engine, run)
-    engine.log(logging.INFO, "run %s %s", run.run_id, status)
+    engine.log(logging.INFO if summary.healthy else logging.WARNING, "run %s %s: %s",
+               run.run_id, status, summary.line())
     if engine.prefect:
+        publish_outcomes(run, summary)
         publish_leaderboard(run)
+    if settings.strict and not summary.healthy:
+        raise DegradedRunError(f"--strict: {summary.degraded_message() or summary.line()}",
+                               summary)
     return summary
 
 
@@ -285,6 +297,17 @@ def forecast_weeks_flow(weeks: list[date], settings: RunSettings, label: str) ->
     return forecast_weeks(weeks, settings, label)
 
 
+def _check_start(engine: Engine, settings: RunSettings, weeks: list[date]) -> None:
+    """Refuse at once, in one line, a run that cannot start: target weeks no one could mean, a
+    warehouse that is not there (a deployment's default is ``$WADIRO_WAREHOUSE`` on the
+    worker). Under Prefect such input errors are logged without a traceback too."""
+    if engine.prefect:
+        one_line_input_errors()
+    quiet_resource_tracker()  # a stopped run's worker processes leave semaphores behind
+    check_plausible_weeks(weeks)
+    require_warehouse(settings.warehouse)
+
+
 def _run_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
     """``forecast_weeks_flow`` as a subflow on the settings' task runner."""
     return current_engine().run_subflow(forecast_weeks_flow, settings, weeks, settings, label)
@@ -302,6 +325,8 @@ def weekly_forecast_flow(
     forecast made before its week happened is scored by the first run after its readings are in.
     """
     engine = current_engine()
+    settings = settings.resolved()
+    _check_start(engine, settings, [] if week is None else [week])
     if week is None:
         chosen = engine.call(latest_forecastable_week, settings.warehouse, settings.buildings,
                              60.0 * settings.lock_wait_minutes)
@@ -320,4 +345,6 @@ def backfill_flow(
     start: date, end: date, settings: BackfillSettings = BackfillSettings()
 ) -> RunSummary:
     """Every target week from ``start`` to ``end`` (both local Mondays, inclusive)."""
+    settings = settings.resolved()
+    _check_start(current_engine(), settings, [start, end])
     return _run_weeks(mondays_between(start, end), settings, "backfill")

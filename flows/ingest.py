@@ -16,7 +16,7 @@ from wadiro_fleet.tasks.ingest.cambridge import (
     write_cambridge_task,
 )
 from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat
+from wadiro_fleet.tasks.ingest.source_files import FileOptions
 from wadiro_fleet.tasks.ingest.readings_file import (
     ReadingsOptions,
     ReadingsSummary,
@@ -58,7 +58,7 @@ def ingest_synthetic_flow(spec: FleetSpec, warehouse: str = DEFAULT_WAREHOUSE) -
 
 @flow(name="ingest-buildings")
 def ingest_buildings_flow(
-    path: str, warehouse: str = DEFAULT_WAREHOUSE, form: CsvFormat = CsvFormat()
+    path: str, warehouse: str = DEFAULT_WAREHOUSE, form: FileOptions = FileOptions()
 ) -> BuildingsSummary:
     """Read and check an operator's buildings file, then add or update its buildings."""
     engine = current_engine()

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
-from wadiro_fleet.flows.stopping import worker_init
+from wadiro_fleet.flows.stopping import quiet_abandoned_futures, worker_init
 
 
 def make_task_runner(
@@ -26,6 +26,7 @@ def make_task_runner(
     if kind == "threads":
         return ThreadPoolTaskRunner(max_workers=workers)
     if kind == "processes":
+        quiet_abandoned_futures()
         return ProcessPoolTaskRunner(max_workers=workers, initializer=worker_init)
     if kind != "dask":
         raise ValueError(f"unknown task runner {kind!r}; expected threads, processes or dask")

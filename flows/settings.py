@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, WithJsonSchema, field_serializer, field_validator, model_validator
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE
+from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
 
 RunnerKind = Literal["threads", "processes", "dask"]
 
@@ -25,10 +25,19 @@ ten buildings make each batch's reading, staging and writing (a tenth of a secon
 per cent of its work."""
 
 
+WarehousePath = Annotated[str, WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]})]
+"""A warehouse file; ``null`` in a flow's parameters (its schema allows it) means the default,
+read where the run starts."""
+
+
 class RunSettings(ForecastConfig):
     """:class:`ForecastConfig` plus the warehouse, the buildings and the task runner."""
 
-    warehouse: str = Field(DEFAULT_WAREHOUSE, description="DuckDB warehouse file (created on first use).")
+    warehouse: WarehousePath = Field(
+        None, validate_default=True,  # type: ignore[arg-type] -- None: resolved below
+        description=f"DuckDB warehouse file; it must exist (default: ${WAREHOUSE_ENV} where the "
+        "run starts -- a deployment's: the worker's -- else warehouse.duckdb in its working "
+        "directory).")
     buildings: tuple[str, ...] | None = Field(
         None, description="Building ids to forecast (default: every building in the warehouse)."
     )
@@ -53,12 +62,41 @@ class RunSettings(ForecastConfig):
         "Each batch is kept beside the warehouse as soon as it finishes; each load opens the "
         "warehouse for writing, so fewer loads cost less. 0 loads every batch at once.",
     )
+    strict: bool = Field(
+        False,
+        description="End the run in error (exit code 3; a failed flow run under Prefect) when "
+        "any building-week published a degraded forecast (persistence because no learned "
+        "forecast could be trusted) or none, or failed, after everything is written: for "
+        "schedulers that should alert.",
+    )
     lock_wait_minutes: float = Field(
         10.0, ge=0,
         description="How long a run waits for a warehouse that another process keeps locked: "
         "before it starts and at each read, and at its end, when results not written by then "
         "stay kept beside it (wadiro load-pending).",
     )
+
+    @field_validator("warehouse", mode="before")
+    @classmethod
+    def _warehouse_default(cls, value: str | None) -> str:
+        """No warehouse given: ``$WADIRO_WAREHOUSE`` where the settings are made (a scheduled
+        run's: on the worker, when its flow run starts)."""
+        return default_warehouse() if value is None else value
+
+    @field_serializer("warehouse")
+    def _warehouse_as_given(self, value: str) -> str | None:
+        """A warehouse left to its default is written as ``null`` (the flows' parameter schema,
+        a flow run's parameters), so that wherever the settings are read again the default is
+        that place's ``$WADIRO_WAREHOUSE``, not the one of the process that wrote them."""
+        return value if "warehouse" in self.model_fields_set else None
+
+    def resolved(self) -> Self:
+        """These settings, a warehouse left to its default taken from ``$WADIRO_WAREHOUSE``
+        now: a flow's default settings are made when its module is imported, and a process that
+        lives on (a test, a served flow) may set the variable later. A flow calls it first."""
+        if "warehouse" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"warehouse": default_warehouse()})
 
     @model_validator(mode="after")
     def _dask_needs_an_address(self) -> RunSettings:

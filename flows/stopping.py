@@ -8,18 +8,23 @@
 * Once a stop is requested, a process that may be ended -- the command line's, a flow run's
   started by a Prefect worker, not a notebook that runs a flow -- ends within :data:`GRACE_S`
   seconds whatever it is waiting for (a Prefect server that no longer answers, a thread that
-  cannot be interrupted): :func:`arm_exit_deadline`. A second signal ends it at once. What must be written before such an end (a run's closing record)
-  is registered with :meth:`StopRequest.last_words`.
+  cannot be interrupted): :func:`arm_exit_deadline`, and at once when it reaches the
+  interpreter's exit. A second signal ends it at once. What must be written before such an end
+  (a run's closing record) is registered with :meth:`StopRequest.last_words`.
 * Worker processes (the ``processes`` task runner) start with :func:`worker_init`: they leave
   Ctrl-C to their parent, and end by themselves as soon as the parent is gone, even
   after ``kill -9`` (nothing else would end them: they are not in the parent's session once it
-  is gone). :func:`stop_child_processes` ends them when a run stops.
+  is gone). :func:`stop_child_processes` ends them when a run stops, and
+  :func:`quiet_abandoned_futures` keeps Python's process pool from printing a traceback about
+  the batches it abandoned.
 
 Standard library only: worker processes import this module before anything else.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
 import multiprocessing
 import os
 import signal
@@ -185,6 +190,22 @@ def arm_exit_deadline(seconds: float, exit_code: int, message: str | None = None
     STOP._deadline = threading.Timer(seconds, hard_exit, (exit_code, text))
     STOP._deadline.daemon = True
     STOP._deadline.start()
+    atexit.register(_end_at_exit)
+
+
+def _end_at_exit() -> None:
+    """At the interpreter's exit after a stop (a flow run that a Prefect worker started ends
+    through its engine, not through :func:`hard_exit`): flush the logs -- a flow run's go to its
+    Prefect server -- and end now. Python's own exit handlers would otherwise wait for what the
+    stop abandoned: a process pool's queue still feeding a worker that was ended, forever, until
+    the deadline."""
+    stop = STOP.requested
+    if stop is None:
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(stop.exit_code)
 
 
 # --- worker processes ------------------------------------------------------------------------
@@ -197,6 +218,33 @@ def quiet_resource_tracker() -> None:
     quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
     if quiet not in sys.warnoptions:
         sys.warnoptions.append(quiet)
+
+
+def _is_abandoned_future_error(args: threading.ExceptHookArgs) -> bool:
+    """The process pool's manager thread failing a future the stopped run had cancelled."""
+    from concurrent.futures import InvalidStateError
+    from concurrent.futures.process import _ExecutorManagerThread
+
+    return (STOP.requested is not None and args.exc_type is InvalidStateError
+            and isinstance(args.thread, _ExecutorManagerThread))
+
+
+def quiet_abandoned_futures() -> None:
+    """A stopped run cancels the batches it abandons, then ends its worker processes; Python's
+    process pool then tries to fail the cancelled futures as well, and before Python 3.12 its
+    manager thread dies printing a 10-line ``InvalidStateError`` traceback (CPython gh-107219)
+    after the run's own message. Let that one error of a stopped run pass quietly; every other
+    thread error is printed as before (idempotent)."""
+    if getattr(threading.excepthook, "_wadiro", False):
+        return
+    printed = threading.excepthook
+
+    def excepthook(args: threading.ExceptHookArgs) -> None:
+        if not _is_abandoned_future_error(args):
+            printed(args)
+
+    excepthook._wadiro = True  # type: ignore[attr-defined]
+    threading.excepthook = excepthook
 
 
 def worker_init() -> None:
@@ -223,6 +271,7 @@ __all__ = [
     "arm_exit_deadline",
     "handle_stop_signals",
     "hard_exit",
+    "quiet_abandoned_futures",
     "quiet_resource_tracker",
     "stop_child_processes",
     "worker_init",

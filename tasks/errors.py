@@ -42,8 +42,21 @@ class RunStoppedError(PipelineError):
         self.exit_code = exit_code
 
 
+class DegradedRunError(PipelineError):
+    """A run asked to be strict (``--strict``) that published a degraded forecast or none, or
+    failed a building-week. Everything it computed is written; it ends in error (exit code 3,
+    a failed flow run) so that a scheduler alerts. ``summary`` is the run's summary."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, summary: object) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
 __all__ = [
     "BuildingDataError",
+    "DegradedRunError",
     "EmptySelectionError",
     "PipelineError",
     "RunStoppedError",

@@ -18,20 +18,26 @@ thread, a process or a Dask worker.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from wadiro_fleet.tasks.errors import EmptySelectionError
 from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_batch
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.provenance import code_version
 from wadiro_fleet.tasks.report import run_leaderboard
 from wadiro_fleet.tasks.warehouse.batches import load_batches
-from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError, connect
+from wadiro_fleet.tasks.warehouse.connection import (
+    WarehouseLockedError,
+    connect,
+    require_warehouse,
+)
+from wadiro_fleet.tasks.warehouse.issued import validation_leaderboard
 from wadiro_fleet.tasks.warehouse.pending import (
     LoadReport,
     load_staged,
@@ -42,6 +48,12 @@ from wadiro_fleet.tasks.warehouse.pending import (
     staged_runs,
 )
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+from wadiro_fleet.tasks.warehouse.run_dates import (
+    check_plausible_weeks,
+    future_readings,
+    readings_cutoff,
+    readings_until,
+)
 from wadiro_fleet.tasks.warehouse.runs import (
     NotForecast,
     RunSummary,
@@ -192,27 +204,42 @@ def close_run(
 
 
 def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
-    """The latest runs, newest first: id, flow, start, minutes, status, building-weeks done and
-    failed, message."""
+    """The latest runs, newest first: id, flow, start, minutes, status, building-weeks done,
+    what they published (learned, persistence, degraded, nothing) and failed, message."""
     with connect(warehouse, read_only=True) as con:
         return con.execute(
             "SELECT run_id, flow, strftime(started_at, '%Y-%m-%d %H:%M:%S UTC'), "
             "round(epoch(finished_at - started_at) / 60.0, 1), status, n_building_weeks, "
-            "n_failed, message FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
+            "n_learned, n_persistence, n_degraded, n_unpublished, n_failed, message "
+            "FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
 
 
 def load_pending_results(warehouse: str) -> LoadReport:
-    """Load what runs left staged beside the warehouse (``wadiro load-pending``)."""
-    with connect(warehouse) as con:
+    """Load what runs left staged beside the warehouse (``wadiro load-pending``); a missing
+    warehouse is refused, never created empty."""
+    require_warehouse(warehouse, otherwise="kept results are loaded only into the warehouse "
+                      "whose runs kept them")
+    with connect(warehouse, create=False) as con:
         return load_staged(con, warehouse)
 
 
 @task(name="latest-forecastable-week", **_STORAGE)
 def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None,
                              lock_wait_s: float = 600.0) -> ChosenWeek:
-    """The weekly run's default target week (:func:`choose_week`)."""
+    """The weekly run's default target week (:func:`choose_week`), chosen from the readings
+    dated up to now (:mod:`~wadiro_fleet.tasks.warehouse.run_dates`); when later ones are
+    stored, ``why`` says so and the choice is not ``complete`` (the run warns)."""
+    cutoff = readings_cutoff()
     with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:
-        return choose_week(con, buildings)
+        future = future_readings(con, fleet_building_ids(con, buildings), cutoff)
+        if future is None:
+            return choose_week(con, buildings)
+        with readings_until(con, cutoff):
+            try:
+                chosen = choose_week(con, buildings)
+            except EmptySelectionError as empty:
+                raise EmptySelectionError(f"{empty}: {future.warning()}") from None
+    return replace(chosen, why=f"{chosen.why}; {future.warning()}", complete=False)
 
 
 @task(name="not-forecast", cache_policy=NO_CACHE)
@@ -254,16 +281,45 @@ def rescore_earlier_forecasts(warehouse: str, since: date, lock_wait_s: float = 
         return rescore_forecasts(con, since)
 
 
+@task(name="publish-outcomes", cache_policy=NO_CACHE)
+def publish_outcomes(run: OpenRun, summary: RunSummary) -> None:
+    """What the run published, as a Prefect table artifact (``<label>-outcomes``): building-weeks
+    by outcome (learned, persistence, degraded and why, not published, failed) and the weather
+    inputs left out, so a degraded week shows where an operator looks."""
+    table = [{"outcome": name, "building_weeks": n, "detail": detail} for name, n, detail in (
+        ("learned", summary.learned, "a learned model or a combination of at least two"),
+        ("persistence", summary.persistence, "chosen over trusted learned models"),
+        ("degraded", summary.degraded, ", ".join(
+            f"{n} {cause}" for cause, n in summary.degraded_causes.most_common())
+            or "persistence because no learned forecast could be trusted"),
+        ("not published", summary.unpublished, "no load at the same hours in the last weeks"),
+        ("failed", summary.failed, "; ".join(summary.failures[:5])),
+    )]
+    table += [{"outcome": f"weather input left out: {name}", "building_weeks": n,
+               "detail": "the models were fitted without it"}
+              for name, n in summary.left_out.most_common()]
+    create_table_artifact(table=table, key=f"{run.label}-outcomes",
+                          description=f"What run {run.run_id} published: {summary.line()}")
+
+
 @task(name="publish-leaderboard", cache_policy=NO_CACHE)
 def publish_leaderboard(run: OpenRun) -> None:
-    """This run's leaderboard as a Prefect table artifact (none when nothing was scored)."""
+    """This run's leaderboard as a Prefect table artifact (``<label>-leaderboard``): its scores
+    or, for a week not yet over (the weekly run's: nothing to score yet), how each model did on
+    the week before it, its validation week, as the command line prints it (none when neither
+    exists)."""
     with connect(run.warehouse, read_only=True) as con:
         board = run_leaderboard(con, run.run_id)
+        description = f"Leaderboard of run {run.run_id}"
+        if board.empty:
+            board = validation_leaderboard(con, run.run_id)
+            description = (f"Run {run.run_id}: the models on the validation week (the week "
+                           "before the one forecast, fitted on the weeks before it), MAE "
+                           "relative to seasonal naive's; the forecast week is scored once its "
+                           "readings are ingested")
     if not board.empty:
-        create_table_artifact(
-            table=board.round(4).to_dict(orient="records"), key=f"{run.label}-leaderboard",
-            description=f"Leaderboard of run {run.run_id}",
-        )
+        create_table_artifact(table=board.round(4).to_dict(orient="records"),
+                              key=f"{run.label}-leaderboard", description=description)
 
 
 __all__ = [
@@ -275,6 +331,7 @@ __all__ = [
     "OpenRun",
     "RunSummary",
     "WriteOutcome",
+    "check_plausible_weeks",
     "close_run",
     "forecast_batch",
     "latest_forecastable_week",
@@ -284,6 +341,7 @@ __all__ = [
     "open_run",
     "publish_leaderboard",
     "publish_not_forecast",
+    "publish_outcomes",
     "read_batches",
     "rescore_earlier_forecasts",
     "run_history",

@@ -1,9 +1,18 @@
-"""The fleet report: leaderboard, per-building normalised errors, forecast-versus-actual plots,
-and each building's data quality (also on its own: ``wadiro quality``)."""
+"""The fleet report: a first page for the manager (next week per portfolio and building, recent
+accuracy in % of load, data problems), then the leaderboard, per-building normalised errors,
+forecast-versus-actual plots and each building's data quality (also on its own: ``wadiro
+quality``).
+
+Every file goes through :mod:`~wadiro_fleet.tasks.warehouse.output_files`: written beside its
+name and renamed onto it, so a link planted in ``--out`` is replaced, never written through, and
+a folder inside it that is a link is refused (nothing is written outside ``--out``); CSV text
+cells a spreadsheet would run as a formula (an id starting with ``=``, ``+``, ``-``, ``@``) get
+a leading ``'``."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import tempfile
 from collections.abc import Sequence
@@ -13,14 +22,28 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.report_html import render_report
+from wadiro_fleet.tasks.report_html import ACTUAL_STYLE, printable, render_report
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
 from wadiro_fleet.tasks.warehouse.issued import (
     published_summary,
     validation_leaderboard,
 )
+from wadiro_fleet.tasks.warehouse.manager_summary import (
+    building_peaks,
+    next_week,
+    recent_accuracy,
+)
+from wadiro_fleet.tasks.warehouse.output_files import (
+    OutputFolderError,
+    csv_text,
+    write_bytes,
+    write_csv,
+    write_text,
+)
+from wadiro_fleet.tasks.warehouse.portfolio_sql import portfolio_ids, read_portfolio_scores
 from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality
 from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql
+from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids
 
 
 def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -45,8 +68,10 @@ def default_plot_buildings(con: duckdb.DuckDBPyConnection, n: int = 3) -> list[s
     return [r[0] for r in rows]
 
 
-def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, path: Path) -> Path | None:
-    """Forecasts of every model beside the actual load over every stored week of a building."""
+def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, out_dir: Path,
+                  name: str) -> Path | None:
+    """Forecasts of every model beside the actual load over every stored week of a building,
+    as ``out_dir/plots/name`` (its id inside the plot; the actual dashed)."""
     frame = con.execute(
         "SELECT ts, model, y_hat, actual_kwh FROM forecast_vs_actual "
         "WHERE building_id = ? ORDER BY ts, model",
@@ -60,20 +85,23 @@ def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, path: Path) 
 
     fig = Figure(figsize=(12, 4.5))
     ax = fig.subplots()
-    actual = frame.drop_duplicates("ts").set_index("ts")["actual_kwh"]
-    ax.plot(actual.index, actual.to_numpy(), color="black", linewidth=1.6, label="actual")
     for model, group in frame.groupby("model"):
         ax.plot(group["ts"], group["y_hat"], linewidth=0.9, alpha=0.85, label=model)
+    actual = frame.drop_duplicates("ts").set_index("ts")["actual_kwh"]
+    ax.plot(actual.index, actual.to_numpy(), label="actual", **{**ACTUAL_STYLE, "color": "black"})
     ax.axhline(0.0, color="grey", linewidth=0.6, linestyle=":")
-    ax.set_title(f"{building_id}: week-ahead forecasts vs actual")
+    ax.text(0.01, 0.97, f"{printable(building_id)}: week-ahead forecasts vs actual",
+            transform=ax.transAxes,
+            ha="left", va="top", fontsize=11, fontweight="bold",
+            bbox={"facecolor": "white", "edgecolor": "#999", "alpha": 0.9})
     ax.set_ylabel("energy [kWh]")
     ax.set_xlabel("time (UTC)")
     ax.legend(loc="upper right", ncol=4, fontsize=8)
     fig.autofmt_xdate()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return write_bytes(out_dir, Path("plots") / name, buffer.getvalue())
 
 
 class NothingToReportError(WarehouseError):
@@ -122,6 +150,8 @@ class Report:
     building_errors: pd.DataFrame
     files: list[Path] = field(default_factory=list)
     data_quality: pd.DataFrame = field(default_factory=pd.DataFrame)
+    warnings: list[str] = field(default_factory=list)
+    """What the report could not show that was asked for (a building without a forecast)."""
 
 
 def write_report(
@@ -133,6 +163,8 @@ def write_report(
     with connect(warehouse, read_only=True) as con:
         try:
             return _write_report(con, out_dir, buildings)
+        except OutputFolderError as error:  # a link planted in the folder, ...
+            raise ReportFolderError(f"cannot write the report to {out_dir}: {error}") from None
         except OSError as error:  # a disk that filled up, a folder removed while writing
             raise ReportFolderError(f"cannot write the report to {out_dir}: "
                                     f"{error.strerror or error}") from None
@@ -146,10 +178,11 @@ def read_data_quality(warehouse: str | Path, buildings: Sequence[str] | None = N
 
 
 def write_data_quality_csv(quality: DataQuality, path: Path) -> Path:
-    """The data-quality table as CSV (timestamps in ISO 8601, UTC; empty cells for NULL),
-    creating the folder it goes in."""
+    """The data-quality table as CSV (timestamps in ISO 8601, UTC; empty cells for NULL; ids a
+    spreadsheet would run escaped), creating the folder it goes in."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    quality.table.to_csv(path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+    path.write_text(csv_text(quality.table, date_format="%Y-%m-%dT%H:%M:%SZ"), encoding="utf-8",
+                    newline="")
     return path
 
 
@@ -167,29 +200,51 @@ def read_issued(warehouse: str | Path, run_id: str) -> tuple[pd.DataFrame, pd.Da
         return published_summary(con, run_id), validation_leaderboard(con, run_id)
 
 
+def _manager_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    """The manager page's tables in full: next week's peak per building, recent accuracy per
+    building, every portfolio's scores."""
+    week = next_week(con)
+    return {
+        "next_week": building_peaks(con, week) if week is not None else pd.DataFrame(),
+        "accuracy": recent_accuracy(con),
+        "portfolio_scores": read_portfolio_scores(con, portfolio_ids(con)),
+    }
+
+
+def _without_forecast(con: duckdb.DuckDBPyConnection, buildings: Sequence[str]) -> list[str]:
+    published = {r[0] for r in con.execute(
+        "SELECT DISTINCT building_id FROM publications "
+        "WHERE building_id IN (SELECT unnest(?::VARCHAR[]))", [list(buildings)]).fetchall()}
+    return [b for b in buildings if b not in published]
+
+
 def _write_report(
     con: duckdb.DuckDBPyConnection, out_dir: Path, buildings: Sequence[str] | None
 ) -> Report:
+    if buildings is not None:
+        buildings = fleet_building_ids(con, buildings)  # an unknown id: one line, nothing written
     report = Report(fleet_leaderboard(con), building_errors(con))
     if report.leaderboard.empty:
         raise NothingToReportError(
             "the warehouse holds no scored forecast yet; run `wadiro forecast` or "
             "`wadiro backfill` first (a week is scored once its actual readings are ingested)")
+    if buildings is not None:
+        report.warnings += [f"{b}: no published forecast, so no plot"
+                            for b in _without_forecast(con, buildings)]
     _writable_folder(out_dir)
-    for name, frame in (("leaderboard", report.leaderboard),
-                        ("building_errors", report.building_errors)):
-        csv = out_dir / f"{name}.csv"
-        frame.to_csv(csv, index=False)
-        report.files.append(csv)
     quality = data_quality(con)
     report.data_quality = quality.table
-    report.files.append(write_data_quality_csv(quality, out_dir / "data_quality.csv"))
-    page = out_dir / "report.html"
-    page.write_text(render_report(con, buildings, quality=quality), encoding="utf-8")
-    report.files.append(page)
+    tables = {"leaderboard": report.leaderboard, "building_errors": report.building_errors,
+              **_manager_tables(con)}
+    for name, frame in tables.items():
+        report.files.append(write_csv(out_dir, f"{name}.csv", frame))
+    report.files.append(write_csv(out_dir, "data_quality.csv", quality.table,
+                                  date_format="%Y-%m-%dT%H:%M:%SZ"))
+    report.files.append(write_text(out_dir, "report.html",
+                                   render_report(con, buildings, quality=quality)))
     taken: set[str] = set()
     for building_id in buildings or default_plot_buildings(con):
-        png = plot_building(con, building_id, out_dir / "plots" / plot_file_name(building_id, taken))
+        png = plot_building(con, building_id, out_dir, plot_file_name(building_id, taken))
         if png is not None:
             report.files.append(png)
     return report

@@ -1,13 +1,21 @@
 """The fleet report as one self-contained HTML page: open it in any browser, mail it, archive it.
 
-It shows what an operator checks on Monday: the leaderboard against seasonal naive (last week's
-load, the bar every model must clear), which models were published and why, the hours any
-model forecast below zero, the buildings whose meter data is worst (``building_data_quality``),
-and, per building, the published forecast with its 80 % and 95 % intervals beside the actual
-load. Plots are embedded as PNG data, so the page needs no other file. When the page has
-loaded, a script counts the tables and the plots the browser really rendered and writes the
-counts on ``<body>`` (``data-tables-rendered``, ``data-plots-rendered``), so a headless browser
-can check the page shows what it claims.
+Its first part is for the manager (:mod:`~wadiro_fleet.tasks.warehouse.manager_summary`): next
+week's forecast of every portfolio, hour by hour with its 80 % and 95 % bands, the peak hour
+and kWh of each portfolio and of the buildings with the largest peaks, how accurate the last
+weeks were per building in per cent of its own load, and the data problems that need someone to
+act. The modeller's part follows: the leaderboard against seasonal naive (last week's load, the
+bar every model must clear), which models were published and why, the hours any model forecast
+below zero, the portfolios' calibration, the buildings whose meter data is worst
+(``building_data_quality``), and per building the published forecast with its intervals beside
+the actual load. Every plot carries its building's (or portfolio's) name inside it; the
+published forecast is a solid blue line, the actual load a dashed orange one. Tables are sized
+for a page 1,400 px wide. Plots are embedded as PNG data, so the page needs no other file.
+
+When the page has loaded, a script writes on ``<body>`` what the browser really rendered: the
+counts of tables and plots (``data-tables-rendered``, ``data-plots-rendered``), the widest
+table's width (``data-widest-table``) and the tops of the two parts (``data-manager-top``,
+``data-modeller-top``), so a headless browser can check the page shows what it claims.
 """
 
 from __future__ import annotations
@@ -23,6 +31,15 @@ import duckdb
 import jinja2
 import pandas as pd
 
+from wadiro_fleet.tasks.warehouse.manager_summary import (
+    building_peaks,
+    data_problems,
+    next_week,
+    portfolio_accuracy,
+    portfolio_peaks,
+    recent_accuracy,
+)
+from wadiro_fleet.tasks.warehouse.portfolio_sql import portfolio_calibration
 from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality
 from wadiro_fleet.tasks.warehouse.schema import (
     FLAT_RUN_ALERT_HOURS,
@@ -31,6 +48,7 @@ from wadiro_fleet.tasks.warehouse.schema import (
 )
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 PLOT_WEEKS = 4
@@ -39,20 +57,44 @@ PLOT_WEEKS = 4
 QUALITY_ROWS = 10
 """How many of the buildings with the worst meter data the page lists."""
 
+MANAGER_ROWS = 15
+"""How many buildings the manager's tables list (the CSVs beside the page hold all)."""
+
+PORTFOLIO_PLOTS = 4
+"""How many portfolios' next weeks are drawn (``all`` first)."""
+
+PROBLEM_IDS = 8
+"""How many building ids a data problem names (the CSV and SQL have all)."""
+
 QUALITY_COLUMNS = ("building_id", "last_reading", "hours_since_last_reading", "missing_share_12w",
                    "longest_gap_hours", "longest_flat_hours", "flat_runs_24h", "zero_readings",
-                   "negative_readings", "spike_readings")
+                   "negative_readings", "spike_readings", "high_runs", "stuck_high_runs")
 """The data-quality columns the page shows (the CSV beside it has them all)."""
 
+PUBLISHED_STYLE = {"color": "#1f4e9c", "linewidth": 1.5, "linestyle": "-"}
+ACTUAL_STYLE = {"color": "#d95f02", "linewidth": 1.3, "linestyle": (0, (4, 2))}
+"""The published forecast and the actual load: told apart by colour and by line style."""
+
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-table { border-collapse: collapse; margin: 0.5rem 0; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1340px;
+       padding: 0 1rem; color: #222; }
+h1 { font-size: 1.5rem; border-bottom: 2px solid #1f4e9c; padding-bottom: 0.3rem; }
+h1.part { margin-top: 3rem; } h2 { font-size: 1.15rem; margin-top: 1.8rem; }
+table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.85rem; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 0.2rem 0.45rem; text-align: right; }
+td { white-space: nowrap; }
+th { background: #f3f3f3; font-weight: 600; white-space: normal; vertical-align: bottom;
+     max-width: 7.5rem; }
+td:first-child, th:first-child { text-align: left; }
+td:first-child { white-space: normal; min-width: 11rem; max-width: 24rem;
+                 overflow-wrap: anywhere; }
 tr.published td { font-weight: bold; } tr.naive td { background: #fafae8; }
-figure { margin: 1rem 0; } figcaption { font-size: 0.9rem; color: #555; }
-p.note { color: #555; max-width: 60rem; }
+tr.portfolio td { background: #eef3fb; font-weight: 600; }
+figure { margin: 1rem 0; padding: 0.4rem; border: 1px solid #ddd; }
+figure img { max-width: 100%; display: block; }
+figcaption { font-size: 0.85rem; color: #555; }
+p.note { color: #555; max-width: 70rem; } ul.problems li { margin: 0.4rem 0; max-width: 70rem; }
+.ok { color: #1a7f37; }
 """
 
 _CHECK = """
@@ -63,8 +105,16 @@ window.addEventListener("load", function () {
   var tables = Array.prototype.filter.call(document.querySelectorAll("table"), function (t) {
     return t.rows.length > 1 && t.offsetHeight > 0;
   });
+  var widest = tables.reduce(function (w, t) { return Math.max(w, t.offsetWidth); }, 0);
+  var top = function (id) {
+    var e = document.getElementById(id);
+    return e ? String(Math.round(e.getBoundingClientRect().top + window.scrollY)) : "";
+  };
   document.body.dataset.plotsRendered = String(plots.length);
   document.body.dataset.tablesRendered = String(tables.length);
+  document.body.dataset.widestTable = String(widest);
+  document.body.dataset.managerTop = top("manager");
+  document.body.dataset.modellerTop = top("modeller");
 });
 """
 
@@ -75,6 +125,11 @@ _TABLE = jinja2.Environment(finalize=html.escape).from_string(  # escapes every 
     "{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}</tbody></table>")
 
 
+def _header(column: object) -> str:
+    """A column name a header may wrap at (``missing_share_12w`` -> ``missing share 12w``)."""
+    return str(column).replace("_", " ")
+
+
 def _table(frame: pd.DataFrame, *, row_class: dict[str, str] | None = None,
            digits: int = 3) -> str:
     """An HTML table of ``frame`` (floats to ``digits`` decimals, NULL blank); rows whose first
@@ -82,14 +137,86 @@ def _table(frame: pd.DataFrame, *, row_class: dict[str, str] | None = None,
     cells = frame.astype(object).map(
         lambda v: ("" if pd.isna(v) else f"{v:.{digits}f}") if isinstance(v, float)
         else "" if v is None or v is pd.NA else str(v))
-    return _TABLE.render(columns=frame.columns, rows=cells.itertuples(index=False),
-                         classes=row_class or {})
+    return _TABLE.render(columns=[_header(c) for c in frame.columns],
+                         rows=cells.itertuples(index=False), classes=row_class or {})
 
 
 def _png(fig: Figure) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure(height: float = 3.4) -> tuple[Figure, Axes]:
+    # A figure of its own, not pyplot's: no display, no global state, and matplotlib is
+    # imported only by runs that draw.
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12.5, height))
+    return fig, fig.subplots()
+
+
+_CONTROL = dict.fromkeys([*range(32), 127], " ")
+
+
+def printable(name: str) -> str:
+    """``name`` with control characters (a tab, a line break in an id) shown as spaces."""
+    return name.translate(_CONTROL)
+
+
+def _name_inside(ax: Axes, name: str, detail: str = "") -> None:
+    """The plot's name (and a line about it) in its top left corner, inside the axes: a
+    caption under a plot, in a stack of them, reads as the next plot's title."""
+    box = {"facecolor": "white", "edgecolor": "#999", "alpha": 0.92, "boxstyle": "round,pad=0.3"}
+    name = printable(name)
+    ax.text(0.006, 0.975, name, transform=ax.transAxes, ha="left", va="top", fontsize=11,
+            fontweight="bold", bbox=box)
+    if detail:
+        ax.text(0.006, 0.845, detail, transform=ax.transAxes, ha="left", va="top", fontsize=9,
+                bbox={**box, "edgecolor": "none"})
+
+
+def _band_plot(frame: pd.DataFrame, name: str, detail: str, timezone_name: str,
+               actual: str | None) -> str:
+    """A forecast with its 80 % and 95 % bands (and the actual, when ``actual`` names its
+    column), over local time, as PNG data."""
+    fig, ax = _figure()
+    ts = frame["ts"].dt.tz_convert(timezone_name).dt.tz_localize(None)
+    ax.fill_between(ts, frame["y_lo_95"], frame["y_hi_95"], color="#c6dbef", label="95 % band",
+                    step="mid")
+    ax.fill_between(ts, frame["y_lo_80"], frame["y_hi_80"], color="#8fb8de", label="80 % band",
+                    step="mid")
+    ax.plot(ts, frame["y_hat"], label="published forecast", **PUBLISHED_STYLE)
+    if actual is not None and frame[actual].notna().any():
+        ax.plot(ts, frame[actual], label="actual", **ACTUAL_STYLE)
+    ax.set_ylabel("energy [kWh per hour]")
+    ax.set_xlabel(f"local time ({timezone_name})")
+    top = frame[["y_hi_95", "y_hat", *([actual] if actual else [])]].max().max()
+    ax.set_ylim(bottom=0, top=float(top) * 1.35 if top > 0 else 1.0)  # room for the name
+    from matplotlib.dates import DateFormatter
+
+    ax.xaxis.set_major_formatter(DateFormatter("%a %d %b"))
+    ax.grid(alpha=0.3)
+    _name_inside(ax, name, detail)
+    ax.legend(loc="upper right", ncol=4, fontsize=8, framealpha=0.9)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _img(data: str, alt: str, caption: str = "") -> str:
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    return f"<figure><img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>{cap}</figure>"
+
+
+def _zone(con: duckdb.DuckDBPyConnection, building_id: str | None = None) -> str:
+    if building_id is None:
+        zone = con.execute("SELECT mode(timezone ORDER BY timezone) FROM buildings").fetchone()[0]
+    else:
+        zone = con.execute("SELECT timezone FROM buildings WHERE building_id = ?",
+                           [building_id]).fetchone()
+        zone = zone[0] if zone else None
+    return zone or "UTC"
 
 
 def _building_plot(con: duckdb.DuckDBPyConnection, building_id: str) -> tuple[str, str] | None:
@@ -110,27 +237,12 @@ def _building_plot(con: duckdb.DuckDBPyConnection, building_id: str) -> tuple[st
     ).df()
     if frame.empty:
         return None
-    # A figure of its own, not pyplot's: no display, no global state, and matplotlib is
-    # imported only by runs that draw.
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 3.6))
-    ax = fig.subplots()
-    ax.fill_between(frame["ts"], frame["y_lo_95"], frame["y_hi_95"], color="#c6dbef",
-                    label="95 % interval", step="mid")
-    ax.fill_between(frame["ts"], frame["y_lo_80"], frame["y_hi_80"], color="#6baed6",
-                    label="80 % interval", step="mid")
-    ax.plot(frame["ts"], frame["y_hat"], color="#08306b", linewidth=1.1, label="published")
-    ax.plot(frame["ts"], frame["actual"], color="black", linewidth=0.9, label="actual")
-    ax.set_ylabel("energy [kWh]")
-    ax.set_ylim(bottom=0)
-    ax.legend(loc="upper right", ncol=4, fontsize=8)
-    fig.autofmt_xdate()
-    fig.tight_layout()
     models = ", ".join(f"{week:%Y-%m-%d}: {model}" for week, model in
                        frame.drop_duplicates("target_week")[["target_week", "model"]].itertuples(
                            index=False))
-    return _png(fig), f"{building_id}, published model per week: {models}"
+    data = _band_plot(frame, building_id, f"published: {models}", _zone(con, building_id),
+                      "actual")
+    return data, f"{building_id}, published model per week: {models}"
 
 
 def _quality_section(quality: DataQuality) -> list[str]:
@@ -146,6 +258,9 @@ def _quality_section(quality: DataQuality) -> list[str]:
         f"hold spikes (readings over {SPIKE_RATIO} times their own 99th percentile)":
             int((table["spike_readings"] > 0).sum()),
     }
+    if "high_runs" in table:
+        count["hold runs of hours far above their own level or a meter stuck high"] = int(
+            ((table["high_runs"] > 0) | (table["stuck_high_runs"] > 0)).sum())
     counts = "; ".join(f"{n} {what}" for what, n in count.items())
     spiky = table.loc[table["spike_readings"] > 0, ["building_id", "spike_readings",
                                                     "largest_reading"]]
@@ -153,7 +268,8 @@ def _quality_section(quality: DataQuality) -> list[str]:
     named = ", ".join(f"{b} ({int(n)}, up to {v:g} kWh)"
                       for b, n, v in spiky.head(QUALITY_ROWS).itertuples(index=False))
     spikes = f" Spikes: {named}{' and more' if len(spiky) > QUALITY_ROWS else ''}." if named else ""
-    shown = quality.cells(null="", limit=QUALITY_ROWS)[list(QUALITY_COLUMNS)]
+    columns = [c for c in QUALITY_COLUMNS if c in table]
+    shown = quality.cells(null="", limit=QUALITY_ROWS)[columns]
     shown = shown.assign(last_reading=shown["last_reading"].replace("", "none"))
     return [f"<p class='note'>{len(table)} buildings: {html.escape(counts)}.{html.escape(spikes)} "
             f"{html.escape(quality.period_line())}. The {min(QUALITY_ROWS, len(table))} worst "
@@ -169,10 +285,112 @@ def _plot_buildings(con: duckdb.DuckDBPyConnection, n: int) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _kwh(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """kWh columns rounded for reading (to 3 significant figures past the units)."""
+    return frame.assign(**{c: frame[c].map(lambda v: "" if pd.isna(v) else f"{v:,.0f}"
+                                           if abs(v) >= 100 else f"{v:.1f}")
+                           for c in columns if c in frame})
+
+
+def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]:
+    """Next week per portfolio (a plot each, and a table), and the largest building peaks."""
+    hours, portfolios = portfolio_peaks(con, week)
+    zone = _zone(con)
+    out = [f"<h2 id='next-week'>Next week ({week}), per portfolio</h2>"]
+    if portfolios.empty:
+        return [*out, "<p>No published forecast for that week.</p>"]
+    shown = portfolios.rename(columns={"peak_lo_80": "peak 80 % low", "peak_hi_80": "peak 80 % high",
+                                       "record_weeks": "weeks of record in its bands"})
+    out.append(_table(_kwh(shown, ["week_kwh", "peak_kwh", "peak 80 % low", "peak 80 % high"]),
+                      row_class=dict.fromkeys(portfolios["portfolio_id"], "portfolio")))
+    out.append("<p class='note'>A portfolio's forecast is the sum of its buildings' published "
+               "forecasts; its bands come from the portfolio's own summed errors (its buildings "
+               "err partly together, partly apart), so they are narrower than its buildings' "
+               "bands added up. <b>buildings</b> counts those with a forecast of the week against "
+               f"those the portfolio holds. Peak hours in {html.escape(zone)} time.</p>")
+    for portfolio in portfolios["portfolio_id"].head(PORTFOLIO_PLOTS):
+        frame = hours[hours["portfolio_id"] == portfolio]
+        row = portfolios[portfolios["portfolio_id"] == portfolio].iloc[0]
+        detail = (f"week of {week}: {row['buildings']} buildings, {row['week_kwh']:,.0f} kWh, "
+                  f"peak {row['peak_kwh']:,.0f} kWh on {row['peak_hour']}")
+        out.append(_img(_band_plot(frame, f"portfolio {portfolio}", detail, zone, None),
+                        f"portfolio {portfolio}"))
+    peaks = building_peaks(con, week)
+    out.append(f"<h2 id='peaks'>Next week's peak per building (the {min(MANAGER_ROWS, len(peaks))}"
+               " largest)</h2>")
+    shown = peaks.head(MANAGER_ROWS).rename(columns={"peak_lo_80": "peak 80 % low",
+                                                     "peak_hi_80": "peak 80 % high"})
+    out.append(_table(_kwh(shown, ["week_kwh", "peak_kwh", "peak 80 % low", "peak 80 % high"])))
+    out.append(f"<p class='note'>{len(peaks)} buildings forecast; <b>next_week.csv</b> beside "
+               "this page lists every one (peak hours in each building's own local time).</p>")
+    return out
+
+
+def _manager_accuracy(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """How accurate the published forecasts were in the latest scored weeks, in % of load."""
+    out = ["<h2 id='accuracy'>How accurate the last weeks were</h2>"]
+    portfolios = portfolio_accuracy(con)
+    if not portfolios.empty:
+        shown = portfolios[["portfolio_id", "target_week", "mae_pct", "coverage_80", "coverage_95",
+                            "width_80", "buildings_width_80"]].copy()
+        shown["target_week"] = pd.to_datetime(shown["target_week"]).dt.strftime("%Y-%m-%d")
+        shown = shown.rename(columns={"mae_pct": "error % of load", "coverage_80": "80 % band covered",
+                                      "coverage_95": "95 % band covered",
+                                      "width_80": "80 % band width kWh",
+                                      "buildings_width_80": "buildings' bands added kWh"})
+        out.append(_table(shown, row_class=dict.fromkeys(portfolios["portfolio_id"], "portfolio"),
+                          digits=2))
+    buildings = recent_accuracy(con)
+    if buildings.empty:
+        return [*out, "<p>No week has been scored yet (a week is scored once its readings are "
+                      "ingested).</p>"]
+    shown = buildings.head(MANAGER_ROWS).rename(columns={"mean_pct": "over these weeks"})
+    out.append("<p class='note'>Per building, the published forecast's mean absolute error in "
+               "% of the building's own mean load (so buildings of any size compare), week by "
+               f"week; the {min(MANAGER_ROWS, len(buildings))} least accurate of "
+               f"{len(buildings)} below, <b>accuracy.csv</b> beside this page has every one.</p>")
+    out.append(_table(shown, digits=1))
+    return out
+
+
+def _manager_problems(con: duckdb.DuckDBPyConnection, quality: DataQuality,
+                      week: object) -> list[str]:
+    problems = data_problems(con, quality, week)
+    out = ["<h2 id='problems'>Data problems that need action</h2>"]
+    if not problems:
+        return [*out, "<p class='ok'>None: every building is forecast, reporting and plausible."
+                      "</p>"]
+    items = []
+    for p in problems:
+        ids = ", ".join(p.buildings[:PROBLEM_IDS])
+        more = f" and {len(p.buildings) - PROBLEM_IDS} more" if len(p.buildings) > PROBLEM_IDS else ""
+        items.append(f"<li><b>{len(p.buildings)} building(s): {html.escape(p.what)}</b> "
+                     f"({html.escape(ids + more)}). "
+                     f"{html.escape(p.action[:1].upper() + p.action[1:])}.</li>")
+    return [*out, f"<ul class='problems'>{''.join(items)}</ul>"]
+
+
+def _calibration_section(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """How the portfolios' bands covered over every scored week, by how much record made
+    them."""
+    table = portfolio_calibration(con)
+    if table.empty:
+        return []
+    shown = table.rename(columns={"width_ratio_80": "width 80 / buildings' width 80"})
+    return ["<h2>Portfolio bands over every scored week</h2>",
+            "<p class='note'>Pooled over the scored hours, by how many earlier published weeks "
+            "calibrated the bands (a portfolio's first week: its validation week only). Goals: "
+            "80 % covers 75-85 % of hours, 95 % covers 90-97 %, at most 0.8 times the width of "
+            "the buildings' bands added up.</p>",
+            _table(shown, row_class=dict.fromkeys(table["portfolio_id"], "portfolio"))]
+
+
 def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None = None,
                   *, n_plots: int = 6, quality: DataQuality | None = None) -> str:
     """The report page as HTML text (the plotted buildings: ``buildings`` or the ones with the
     most published weeks; the data quality: ``quality``, or read here)."""
+    quality = quality if quality is not None else data_quality(con)
+    week = next_week(con)
     board = con.execute(leaderboard_sql()).df()
     shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive", "beats_naive_share",
                    "test_violations", "coverage_80", "coverage_95"]]
@@ -189,13 +407,21 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
     ).df()
     span = con.execute("SELECT min(target_week), max(target_week), count(DISTINCT building_id) "
                        "FROM scores").fetchone()
+    made = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
     sections = [
-        "<h1>Week-ahead load forecasts: fleet report</h1>",
-        f"<p class='note'>{span[2] or 0} buildings, target weeks {span[0]} to {span[1]}; "
-        f"made {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. <b>mae_vs_naive</b> is a model's "
-        "MAE over seasonal naive's (last week's load) on the building-weeks both forecast; "
-        "below 1 beats it. <b>published</b> is the one forecast per building-week an operator "
-        "uses.</p>",
+        f"<h1 id='manager'>Week-ahead load forecasts: the week of {week or '(none yet)'}</h1>",
+        f"<p class='note'>Made {made}. The forecast an operator uses (the <b>published</b> one "
+        "per building and week) summed per portfolio, with its bands; then how accurate the "
+        "last weeks were and what in the data needs action. The modeller's tables follow.</p>",
+        *(_manager_forecast(con, week) if week is not None
+          else ["<p>Nothing is published yet: run `wadiro forecast`.</p>"]),
+        *_manager_accuracy(con),
+        *_manager_problems(con, quality, week),
+        "<h1 id='modeller' class='part'>For the modeller</h1>",
+        f"<p class='note'>{span[2] or 0} buildings, target weeks {span[0]} to {span[1]}. "
+        "<b>mae_vs_naive</b> is a model's MAE over seasonal naive's (last week's load) on the "
+        "building-weeks both forecast; below 1 beats it. <b>published</b> is the one forecast "
+        "per building-week an operator uses.</p>",
         "<h2>Leaderboard against seasonal naive</h2>",
         _table(shown, row_class={"published": "published", "seasonal_naive": "naive"}),
         "<h2>Published models</h2>",
@@ -203,8 +429,9 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         "<h2>Forecast hours below zero</h2>",
         _table(violations) if not violations.empty
         else "<p>No forecast hour below zero.</p>",
+        *_calibration_section(con),
         "<h2>Meter data quality</h2>",
-        *_quality_section(quality if quality is not None else data_quality(con)),
+        *_quality_section(quality),
         "<h2>Published forecasts, intervals and actuals</h2>",
     ]
     for building_id in buildings or _plot_buildings(con, n_plots):
@@ -213,9 +440,7 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
             sections.append(f"<p>{html.escape(building_id)}: no published forecast.</p>")
             continue
         data, caption = plot
-        sections.append(f"<figure><img alt='{html.escape(building_id)}' "
-                        f"src='data:image/png;base64,{data}'>"
-                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        sections.append(_img(data, building_id, caption))
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<title>Fleet forecast report</title>"
@@ -224,4 +449,5 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
     )
 
 
-__all__ = ["PLOT_WEEKS", "QUALITY_COLUMNS", "QUALITY_ROWS", "render_report"]
+__all__ = ["ACTUAL_STYLE", "MANAGER_ROWS", "PLOT_WEEKS", "PUBLISHED_STYLE", "QUALITY_COLUMNS",
+           "QUALITY_ROWS", "printable", "render_report"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._baselines import GaussianProcessBaseline, LinearSVRBaseline
+    from ._boosting import GradientBoostingModel
     from ._constraints import PhysicalLimits, physical_limits
     from ._out_of_sample import OutOfSampleBound
     from ._program import (
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "._baselines": ("GaussianProcessBaseline", "LinearSVRBaseline"),
+    "._boosting": ("GradientBoostingModel",),
     "._constraints": ("PhysicalLimits", "physical_limits"),
     "._out_of_sample": ("OutOfSampleBound",),
     "._program": ("ScnnProgram", "ScnnSolution", "ScnnSolver", "max_constraint_violation",
@@ -73,6 +75,7 @@ __all__ = [
     "SOLVERS",
     "Categorical",
     "GaussianProcessBaseline",
+    "GradientBoostingModel",
     "InaccurateSolutionWarning",
     "InfeasibleConstraintsError",
     "InsufficientDataError",

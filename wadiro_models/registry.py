@@ -17,7 +17,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import UnknownModelError
-from .search_spaces import GP_SPACE, LINREG_SPACE, SCNN_SPACE, SVR_SPACE, Distribution
+from .search_spaces import (
+    GBR_SPACE,
+    GP_SPACE,
+    LINREG_SPACE,
+    SCNN_SPACE,
+    SVR_SPACE,
+    Distribution,
+)
 
 if TYPE_CHECKING:
     from sklearn.base import BaseEstimator
@@ -34,6 +41,9 @@ class ModelEntry:
     search_space: Mapping[str, Distribution]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     fast: Mapping[str, Any] = field(default_factory=dict)
+    projected_floor: float | None = None
+    """The physical floor a model that cannot hold it inside its fit has its forecasts
+    projected onto (the trees; the constrained network's is its fixed ``lower_bound``)."""
 
     @property
     def estimator(self) -> type[BaseEstimator]:
@@ -55,13 +65,15 @@ REGISTRY: MappingProxyType[str, ModelEntry] = MappingProxyType({
     "svr": ModelEntry("._baselines:LinearSVRBaseline", SVR_SPACE, fast={"solver": "auto"}),
     "wadiro_linreg": ModelEntry("._wadiro_linreg:WaDiRoLinearRegression", LINREG_SPACE,
                                 fast={"solver": "clarabel-direct"}),
+    # beyond the paper: the practitioner's gradient boosting, its forecasts projected on y >= 0
+    "gbr": ModelEntry("._boosting:GradientBoostingModel", GBR_SPACE, projected_floor=0.0),
 })
 """Model name -> its entry, in the order runs list the models."""
 
 SEARCH_SPACES: MappingProxyType[str, Mapping[str, Distribution]] = MappingProxyType(
     {name: entry.search_space for name, entry in REGISTRY.items()})
 """Model name -> search space (the paper's Table "Hyperparameters of the building
-experiment")."""
+experiment"; the gradient boosting's is this library's own)."""
 
 
 def estimator_modules() -> tuple[str, ...]:

@@ -61,6 +61,14 @@ SVR_SPACE: MappingProxyType[str, Distribution] = MappingProxyType({
     "fit_intercept": Categorical((True, False)),
     "loss": Categorical(("l1", "l2")),
 })
+GBR_SPACE: MappingProxyType[str, Distribution] = MappingProxyType({
+    "learning_rate": LogUniform(0.02, 0.3),
+    "max_leaf_nodes": IntUniform(8, 64),
+    "min_samples_leaf": IntUniform(5, 100),
+    "l2_regularization": LogUniform(1e-3, 10.0),
+})
+"""Not in the paper: the gradient boosting's shrinkage, tree size and leaf regularisation
+(the number of trees is fixed, so a fit's cost is)."""
 GP_SPACE: MappingProxyType[str, Distribution] = MappingProxyType({
     "length_scale": _GP_SCALE,
     "periodicity": _GP_SCALE,

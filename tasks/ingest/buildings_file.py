@@ -3,7 +3,10 @@
 Columns: ``building_id, site_id, timezone, holiday_country`` (required, every cell filled) and
 ``holiday_subdiv, building_type`` (optional columns, blank cells allowed). A time zone must be
 one :mod:`zoneinfo` knows (IANA, e.g. ``Europe/London``), and the holiday calendar one the
-``holidays`` package has: the country, and the subdivision within it when given. Each row's
+``holidays`` package has: the country, and the subdivision within it when given. Ids and the
+building type are printable text (:mod:`~wadiro_fleet.tasks.ingest.identifiers`: no control or
+text-direction characters). A column mapping (``--columns "Asset Name=building_id,Site=site_id"``,
+``--columns-file``) reads an asset register's own column names. Each row's
 ``source`` is the file's name. A building already stored is updated (its row replaced); the
 others are untouched; everything in one transaction.
 """
@@ -22,7 +25,8 @@ import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter, ValidationError
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
+from wadiro_fleet.tasks.ingest.identifiers import check_ids
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions, SourceTable, read_source
 from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -103,9 +107,13 @@ def _check_calendars(source: SourceTable, countries: pd.Series, subdivs: pd.Seri
 
 
 def load_buildings(path: str | Path, form: CsvFormat | None = None) -> BuildingsBatch:
-    """Read and check a buildings file (a CSV written as ``form`` says); no warehouse involved."""
+    """Read and check a buildings file (a CSV written as ``form`` says, its columns mapped as
+    a :class:`FileOptions` ``form`` says); no warehouse involved."""
     began = time.perf_counter()
-    source = read_source(path, required=REQUIRED, optional=OPTIONAL, form=form)
+    mapping = form.column_mapping() if isinstance(form, FileOptions) else None
+    if mapping:
+        mapping.check_targets(Path(path), (*REQUIRED, *OPTIONAL), "a buildings file")
+    source = read_source(path, required=REQUIRED, optional=OPTIONAL, form=form, mapping=mapping)
     columns = {name: source.text(name, required=True) for name in REQUIRED}
     for name in OPTIONAL:
         columns[name] = (
@@ -114,6 +122,9 @@ def load_buildings(path: str | Path, form: CsvFormat | None = None) -> Buildings
             else pd.Series([None] * source.rows, dtype=object)
         )
     ids = columns["building_id"]
+    for name, what in (("building_id", "building id"), ("site_id", "site id"),
+                       ("building_type", "building type")):
+        check_ids(source, name, columns[name], what)
     commas = ids.str.contains(",", regex=False).to_numpy()
     if commas.any():
         row = int(commas.argmax())

@@ -21,10 +21,12 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
-from wadiro_fleet.tasks.ingest.source_files import SourceTable
+from wadiro_fleet.tasks.ingest.source_files import SourceRows
 
 __all__ = [
     "SUPPORTED_MINUTES",
+    "series_codes",
+    "series_order",
     "EnergyUnit",
     "check_on_grid",
     "check_unique",
@@ -47,28 +49,61 @@ def _epoch_us(ts: pd.Series) -> np.ndarray:
     return ts.astype("datetime64[us, UTC]").to_numpy(dtype="datetime64[us]").astype(np.int64)
 
 
-def infer_interval(source: SourceTable, ts: pd.Series, series: pd.Series | None) -> int:
+def series_codes(series: pd.Series | pd.DataFrame | np.ndarray | None) -> np.ndarray | None:
+    """Integer codes of the series each row belongs to: a categorical's own codes, or the
+    groups of one or more key columns (``None`` for a file of one series)."""
+    if series is None:
+        return None
+    if isinstance(series, pd.DataFrame):
+        if len(series.columns) == 1:
+            return series_codes(series[series.columns[0]])
+        return series.groupby(list(series.columns), sort=False, dropna=False,
+                              observed=True).ngroup().to_numpy()
+    if isinstance(series, pd.Series) and isinstance(series.dtype, pd.CategoricalDtype):
+        return series.cat.codes.to_numpy()
+    return pd.factorize(series)[0]
+
+
+def series_order(codes: np.ndarray | None, t: np.ndarray) -> np.ndarray | None:
+    """Row positions that put each series' rows together and in time order (a stable sort),
+    or ``None`` when the rows are in that order already (as a file usually has them)."""
+    if codes is None:
+        return None if np.all(t[1:] >= t[:-1]) else np.argsort(t, kind="stable")
+    same = codes[1:] == codes[:-1]
+    if np.all(codes[1:] >= codes[:-1]) and np.all(t[1:][same] >= t[:-1][same]):
+        return None
+    return np.lexsort((t, codes))
+
+
+def infer_interval(source: SourceRows, ts: pd.Series,
+                   series: pd.Series | np.ndarray | None) -> int:
     """The file's interval in minutes: the most common step of 15, 30 or 60 minutes within a
-    series (the shortest among equally common ones; other steps are gaps, or rows off the grid
-    that :func:`check_on_grid` names); 60 when no series has two timestamps."""
-    frame = pd.DataFrame({"s": series.to_numpy() if series is not None else 0, "t": _epoch_us(ts)})
-    frame = frame.sort_values(["s", "t"], kind="stable")
-    steps = np.diff(frame["t"].to_numpy())
-    same = frame["s"].to_numpy()[1:] == frame["s"].to_numpy()[:-1]
-    steps = steps[same & (steps > 0)]
+    series (``series``: e.g. building ids or their codes, aligned with ``ts``; the shortest
+    among equally common steps; other steps are gaps, or rows off the grid that
+    :func:`check_on_grid` names); 60 when no series has two timestamps."""
+    codes, t = series_codes(series), _epoch_us(ts)
+    order = series_order(codes, t)
+    if order is not None:
+        t = t[order]
+        codes = None if codes is None else codes[order]
+    steps = np.diff(t)
+    keep = steps > 0
+    if codes is not None:
+        keep &= codes[1:] == codes[:-1]
+    steps = steps[keep]
     if steps.size == 0:
         return 60
-    supported = np.isin(steps, np.array(SUPPORTED_MINUTES) * _US_PER_MINUTE)
-    if not supported.any():
+    counts = [int(np.count_nonzero(steps == m * _US_PER_MINUTE)) for m in SUPPORTED_MINUTES]
+    if max(counts) == 0:
         step = int(pd.Series(steps).mode().iloc[0])
         raise MalformedSourceError(
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
             "readings every 15, 30 or 60 minutes are supported"
         )
-    return int(pd.Series(steps[supported]).mode().iloc[0]) // _US_PER_MINUTE
+    return SUPPORTED_MINUTES[int(np.argmax(counts))]
 
 
-def check_on_grid(source: SourceTable, column: str, ts: pd.Series, minutes: int) -> None:
+def check_on_grid(source: SourceRows, column: str, ts: pd.Series, minutes: int) -> None:
     """Every instant starts an interval of ``minutes`` (on the UTC grid), else an error naming
     the first row that does not."""
     off = _epoch_us(ts) % (minutes * _US_PER_MINUTE) != 0
@@ -85,19 +120,27 @@ def check_on_grid(source: SourceTable, column: str, ts: pd.Series, minutes: int)
 
 
 def check_unique(
-    source: SourceTable, column: str, ts: pd.Series, keys: pd.DataFrame | None, what: str
+    source: SourceRows, column: str, ts: pd.Series, keys: pd.DataFrame | None, what: str
 ) -> None:
     """No two rows with the same instant and ``keys`` (e.g. building id); else an error naming
     both rows. ``what`` describes the key in the message (``building 'b1'``)."""
-    names = [] if keys is None else list(keys.columns)
-    frame = pd.DataFrame({**{name: keys[name].to_numpy() for name in names}, "t": _epoch_us(ts)})
-    repeated = frame.duplicated(keep="first").to_numpy()
-    if not repeated.any():
+    codes, t = series_codes(keys), _epoch_us(ts)
+    order = series_order(codes, t)
+    rows = np.arange(t.size) if order is None else order
+    t_sorted = t if order is None else t[order]
+    equal = t_sorted[1:] == t_sorted[:-1]
+    if codes is not None:
+        c_sorted = codes if order is None else codes[order]
+        equal &= c_sorted[1:] == c_sorted[:-1]
+    if not equal.any():
         return
-    second = int(np.flatnonzero(repeated)[0])
-    group = frame.groupby([*names, "t"], sort=False, dropna=False).ngroup().to_numpy()
-    first = int(np.flatnonzero(group == group[second])[0])
-    label = what.format(**{n: frame[n].iloc[second] for n in names}) if names else what
+    second = int(rows[1:][equal].min())
+    same = t == t[second]
+    if codes is not None:
+        same &= codes == codes[second]
+    first = int(np.flatnonzero(same)[0])
+    label = (what.format(**{n: keys[n].iloc[second] for n in keys.columns})
+             if keys is not None else what)
     raise DuplicateTimestampError(
         f"{source.path}: {source.where(first)} and {source.where(second)}, column {column!r}: "
         f"{label} at {ts.iloc[second]:%Y-%m-%d %H:%M}Z appears twice (duplicate rows)"
@@ -110,10 +153,15 @@ def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int, 
     of them are missing because a sub-interval was blank while others had values (*partial*);
     and how many hours are left out because a sub-interval is absent from the file
     (*incomplete*: the file does not hold the whole hour, so a stored value is kept). Both
-    counts are 0 for an hourly file."""
+    counts are 0 for an hourly file, whose rows are its hours."""
+    if minutes == 60:
+        hours = frame[["building_id", "ts", "kwh"]]
+        order = series_order(series_codes(frame["building_id"]), _epoch_us(frame["ts"]))
+        return (hours if order is None else hours.iloc[order]).reset_index(drop=True), 0, 0
     per_hour = 60 // minutes
     hour = frame["ts"].dt.floor("h")
-    grouped = frame.assign(hour=hour).groupby(["building_id", "hour"], sort=True)["kwh"]
+    grouped = frame.assign(hour=hour).groupby(["building_id", "hour"], sort=True,
+                                              observed=True)["kwh"]
     total = grouped.sum(min_count=1)
     present = grouped.size()
     valued = grouped.count()

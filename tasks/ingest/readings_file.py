@@ -7,9 +7,18 @@ Two layouts, CSV or Parquet:
 * wide: ``ts`` and one column per building id.
 
 ``--layout auto`` (the default) takes a file with a ``building_id`` column as long, any other as
-wide. Timestamps, clock changes, the grid, units and sub-hourly sums follow
-:mod:`~wadiro_fleet.tasks.ingest.timestamps` and :mod:`~wadiro_fleet.tasks.ingest.hourly`;
-every value must be a plausible energy (:mod:`~wadiro_fleet.tasks.ingest.plausibility`).
+wide; a column mapping (``--columns``, ``--columns-file``) names the file's own columns
+(:mod:`~wadiro_fleet.tasks.ingest.column_mapping`). Timestamps, clock changes, their layout
+(``--time-format``, ``--dayfirst``) and the dates a file may hold, the grid, units and
+sub-hourly sums follow :mod:`~wadiro_fleet.tasks.ingest.timestamps` and
+:mod:`~wadiro_fleet.tasks.ingest.hourly`; every value must be a plausible energy
+(:mod:`~wadiro_fleet.tasks.ingest.plausibility`); registers follow
+:mod:`~wadiro_fleet.tasks.ingest.registers`. Building ids are printable text
+(:mod:`~wadiro_fleet.tasks.ingest.identifiers`).
+
+The file is read a chunk at a time (a CSV block, a Parquet batch): each chunk's cells become
+compact columns (a building's code, the instant, the energy, the row) before the next is read,
+so memory grows with the file's readings, not with its text.
 
 Incremental: only the hours the file holds change (an upsert): each is replaced by the file's
 value, a blank cell making it missing; a stored hour the file does not mention is never
@@ -19,13 +28,20 @@ are replaced instead, so the hours of that range the file lacks are removed, and
 says how many. The scores of stored forecasts whose hours the file changed are recomputed in
 the same transaction (:mod:`~wadiro_fleet.tasks.warehouse.rescoring`). All buildings change in
 one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing.
-Every building id must already be in ``buildings``.
+Every building id must already be in ``buildings``. A sub-hourly file's latest
+:data:`~wadiro_fleet.tasks.warehouse.intra_hour.KEEP_DAYS` days of each building's complete
+hours are kept as they came, in the same transaction (``sub_hourly_readings``,
+:mod:`~wadiro_fleet.tasks.warehouse.intra_hour`): the building's own intra-hour shape, by which
+``wadiro export`` splits its hours into settlement periods. A building whose file hours have a
+median :data:`LEVEL_CHANGE` times above or below its stored hours' around them (four weeks either
+side) is refused, naming the unit options (a register in Wh sent as kWh is stored 1,000 times
+too high), unless ``--accept-level-change`` says the level really changed.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -37,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
+from pydantic import Field, model_validator
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.hourly import (
@@ -48,6 +64,7 @@ from wadiro_fleet.tasks.ingest.hourly import (
     kwh_factor,
     sum_to_hours,
 )
+from wadiro_fleet.tasks.ingest.identifiers import check_id_names, unprintable_at, unprintable_problem
 from wadiro_fleet.tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
@@ -58,17 +75,34 @@ from wadiro_fleet.tasks.ingest.plausibility import (
 from wadiro_fleet.tasks.ingest.registers import (
     RegisterCounts,
     difference_registers,
+    refuse_non_registers,
     refuse_registers,
 )
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceTable, read_source
-from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
+from wadiro_fleet.tasks.ingest.source_files import (
+    FileOptions,
+    SourceRows,
+    SourceStream,
+    SourceTable,
+    open_source,
+)
+from wadiro_fleet.tasks.ingest.timestamps import (
+    DAYS_AHEAD,
+    AmbiguousPolicy,
+    LocalTimeOptions,
+    TimeReader,
+    accepted_until,
+    localise,
+)
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from wadiro_fleet.tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 
 __all__ = [
+    "LEVEL_CHANGE",
+    "LevelChangeError",
     "ReadingsBatch",
     "ReadingsOptions",
     "ReadingsSummary",
@@ -78,12 +112,26 @@ __all__ = [
 ]
 
 Layout = Literal["auto", "long", "wide"]
+RegisterUnit = Literal["kWh", "Wh", "MWh"]
 VALUE_COLUMNS = ("kwh", "value")
+_REGISTER_KWH = {"kWh": 1.0, "Wh": 1e-3, "MWh": 1e3}
 _UTC_TS = pa.timestamp("us", tz="UTC")
-READINGS_SCHEMA = pa.schema([("building_id", pa.string()), ("ts", _UTC_TS), ("kwh", pa.float64())])
+READINGS_SCHEMA = pa.schema([("building_id", pa.dictionary(pa.int32(), pa.string())),
+                             ("ts", _UTC_TS), ("kwh", pa.float64())])
+LEVEL_CHANGE = 200.0
+"""A building's file hours whose median is this many times above (or below) the median of its
+stored hours around them are refused as a unit mistake (1,000 for Wh read as kWh)."""
+WRITE_ROWS = 1_000_000
+"""Hours written to the warehouse per statement (whole buildings; one transaction for all)."""
+_LEVEL_WINDOW_DAYS = 28
+_LEVEL_MIN_HOURS = 24
 
 
-class ReadingsOptions(LocalTimeOptions, CsvFormat):
+class LevelChangeError(MalformedSourceError):
+    """A file whose energies are a thousand times (or a thousandth of) what is stored."""
+
+
+class ReadingsOptions(LocalTimeOptions, FileOptions):
     """How to read a meter export (the options of ``wadiro ingest readings``)."""
 
     layout: Layout = Field(
@@ -94,9 +142,14 @@ class ReadingsOptions(LocalTimeOptions, CsvFormat):
     unit: EnergyUnit = Field(
         "kWh",
         description="kWh or Wh: energy of each interval; kW: average power over the "
-        "interval (kWh = kW x interval in hours); register: a cumulative meter register in "
-        "kWh, read at each timestamp (the differences are stored; rollovers bridged, resets "
-        "missing).",
+        "interval (kWh = kW x interval in hours); register: a cumulative meter register, "
+        "read at each timestamp (the differences are stored; rollovers bridged; resets, "
+        "jumps and meter noise missing).",
+    )
+    register_unit: RegisterUnit = Field(
+        "kWh",
+        description="With --unit register: the unit the register counts in, kWh (default), "
+        "Wh or MWh.",
     )
     ambiguous: AmbiguousPolicy = Field(
         "refuse",
@@ -115,6 +168,24 @@ class ReadingsOptions(LocalTimeOptions, CsvFormat):
         "the file, removing those the file does not hold (default: only the hours the file "
         "holds change).",
     )
+    accept_level_change: bool = Field(
+        False,
+        description="Store a building's hours even when their median is 200 times above or "
+        "below its stored hours' around them (refused by default as a unit mistake).",
+    )
+
+    @model_validator(mode="after")
+    def _register_unit_for_registers(self) -> ReadingsOptions:
+        if self.register_unit != "kWh" and self.unit != "register":
+            raise ValueError("--register-unit is the unit of a register (--unit register); "
+                             "for the energy of each interval in Wh give --unit Wh")
+        return self
+
+    def factor(self, minutes: int) -> float:
+        """What one value of the file is in kWh (a register's reading, with --unit register)."""
+        if self.unit == "register":
+            return _REGISTER_KWH[self.register_unit]
+        return kwh_factor(self.unit, minutes)
 
 
 @dataclass(frozen=True)
@@ -135,8 +206,14 @@ class ReadingsBatch:
     replace_range: bool = False
     """Whether each building's range in the file replaces what is stored (``--replace-range``)."""
     registers: RegisterCounts = RegisterCounts()
-    """Rollovers and resets met differencing a register (``--unit register``)."""
+    """Rollovers, resets, jumps, noise and readings left out differencing a register."""
     unit: EnergyUnit = "kWh"
+    register_unit: RegisterUnit = "kWh"
+    accept_level_change: bool = False
+    sub_hourly: pa.Table = field(default_factory=lambda: recent_sub_hourly(pd.DataFrame(), 60))
+    """The file's latest sub-hourly energies, each building's intra-hour shape
+    (:func:`~wadiro_fleet.tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly
+    file."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +235,7 @@ class ReadingsSummary:
     """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``);
     ``None`` without it (nothing is removed)."""
     registers: RegisterCounts | None = None
-    """Rollovers and resets met differencing a register; ``None`` unless ``--unit register``."""
+    """What differencing a register met; ``None`` unless ``--unit register``."""
     rescored: int = 0
     """Stored scores of forecasts whose readings the file changed, updated in place."""
 
@@ -177,10 +254,7 @@ class ReadingsSummary:
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
         if self.registers is not None:
-            notes.append(
-                f"differences of a register: {self.registers.rollovers:,} rollover(s) bridged, "
-                f"{self.registers.resets:,} reset(s) stored as missing"
-            )
+            notes.append(self.registers.line())
         span = (
             f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC"
             if self.start is not None and self.end is not None
@@ -201,8 +275,8 @@ class ReadingsSummary:
         )
 
 
-def _layout(source: SourceTable, requested: Layout) -> Literal["long", "wide"]:
-    columns = source.columns
+def _layout(source: SourceRows, columns: list[str], requested: Layout
+            ) -> Literal["long", "wide"]:
     if requested != "auto":
         return requested
     if "building_id" in columns:
@@ -217,118 +291,236 @@ def _layout(source: SourceTable, requested: Layout) -> Literal["long", "wide"]:
     return "wide"
 
 
-def _long_columns(source: SourceTable) -> str:
-    values = [c for c in VALUE_COLUMNS if c in source.columns]
+def _long_columns(source: SourceRows, columns: list[str]) -> str:
+    values = [c for c in VALUE_COLUMNS if c in columns]
     if len(values) != 1:
         raise MalformedSourceError(
             f"{source.path}: a long file needs exactly one value column, 'kwh' or 'value'; "
-            f"found {source.columns}"
+            f"found {columns}"
         )
     expected = {"building_id", "ts", values[0]}
-    missing = [c for c in ("building_id", "ts") if c not in source.columns]
+    missing = [c for c in ("building_id", "ts") if c not in columns]
     if missing:
         raise MalformedSourceError(
             f"{source.path}: missing required column(s) "
-            f"{', '.join(map(repr, missing))}; found {source.columns}"
+            f"{', '.join(map(repr, missing))}; found {columns}"
         )
-    extra = [c for c in source.columns if c not in expected]
+    extra = [c for c in columns if c not in expected]
     if extra:
         raise MalformedSourceError(
             f"{source.path}: unexpected column(s) {', '.join(map(repr, extra))}"
-            "; a long file has building_id, ts and kwh (or value)"
+            "; a long file has building_id, ts and kwh (or value); --columns "
+            f"'{extra[0]}=' leaves a column out"
         )
     return values[0]
 
 
-def _energy(
-    source: SourceTable, column: str, factor: float, options: ReadingsOptions, tally: Tally
-) -> np.ndarray:
-    """A value column in kWh per interval (a register's reading, with ``--unit register``;
-    NaN = missing), its implausible values stored as missing and counted in ``tally``."""
+def _energy(rows: SourceRows, raw: pa.Array, first_row: int, column: str, factor: float,
+            options: ReadingsOptions, tally: Tally) -> np.ndarray:
+    """A chunk's value column (``raw``, from row ``first_row``) in kWh per interval (a
+    register's reading, with ``--unit register``; NaN = missing), its implausible values stored
+    as missing and counted in ``tally``."""
     bound = REGISTER_KWH if options.unit == "register" else ENERGY_KWH
     values = tally.take(check_column(
-        source.numbers(column),
+        raw,
         bound,
-        path=source.path,
+        path=rows.path,
         column=column,
-        lines=source.row_numbers(),
+        lines=rows.lines(np.arange(len(raw)) + first_row),
         policy=options.implausible,
         scale=factor,
-        label=source.row_label,
+        label=rows.row_label,
     ))
     return values.to_numpy(zero_copy_only=False).astype(float) * factor
 
 
 def _differences(
-    source: SourceTable, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
+    rows: SourceRows, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
     column: str | None, tally: Tally,
 ) -> tuple[pd.DataFrame, RegisterCounts]:
     """Register readings -> the energy of each interval, checked to be plausible energies
     (errors name the interval's first reading and the building's column, or ``column``)."""
+    refuse_non_registers(rows.path, frame)
     energies, counts = difference_registers(frame, minutes)
     parts = []
-    for building, part in energies.groupby("building_id", sort=False):
+    for building, part in energies.groupby("building_id", sort=False, observed=True):
         checked = check_column(pa.array(part["kwh"].to_numpy(float), from_pandas=True),
-                               ENERGY_KWH, path=source.path, column=column or building,
-                               lines=part["line"].to_numpy(), policy=options.implausible,
-                               label=source.row_label)
+                               ENERGY_KWH, path=rows.path, column=column or building,
+                               lines=rows.lines(part["row"].to_numpy()),
+                               policy=options.implausible, label=rows.row_label)
         parts.append(part.assign(kwh=tally.take(checked).to_numpy(zero_copy_only=False)))
     frame = pd.concat(parts, ignore_index=True) if parts else energies
     return frame, counts
+
+
+class _BuildingCodes:
+    """Building ids as small integer codes, kept across a file's chunks."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def of_column(self, chunk: SourceTable, column: str) -> np.ndarray:
+        """The codes of a chunk's id column; an empty cell or an id that is not printable
+        text is refused, naming its row."""
+        ids = chunk.trimmed(column)
+        if ids.null_count:
+            row = int(np.flatnonzero(pc.is_null(ids).to_numpy(zero_copy_only=False))[0])
+            raise chunk.error(row, column, "empty cell; a value is required")
+        encoded = pc.dictionary_encode(ids).combine_chunks()
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        bad = unprintable_at(encoded.dictionary)
+        if bad is not None:
+            row = int(np.flatnonzero(indices == bad)[0])
+            raise chunk.error(row, column, unprintable_problem(
+                encoded.dictionary[bad].as_py(), "building id"))
+        codes = np.array([self.code(name) for name in encoded.dictionary.to_pylist()],
+                         dtype=np.int32)
+        return codes[indices]
+
+    def code(self, name: str) -> int:
+        return self.index.setdefault(name, len(self.index))
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        """``codes`` as building ids (the categories in the order the file names them, so a
+        file grouped by building is in order by code)."""
+        return pd.Categorical.from_codes(codes, categories=list(self.index))
+
+
+@dataclass
+class _Chunks:
+    """What a file's chunks hold, in compact columns: the timestamps of every row, the
+    building code of every row (long files), and each value column's numbers as read (with
+    the row its chunk starts at), checked once the interval, hence the unit's factor, is known."""
+
+    ts: list[pd.Series]
+    codes: list[np.ndarray]
+    values: dict[str, list[tuple[pa.Array, int]]]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(part) for part in self.ts)
+
+    def times(self) -> pd.Series:
+        return pd.concat(self.ts, ignore_index=True) if len(self.ts) > 1 else self.ts[0]
+
+
+def _read_chunks(stream: SourceStream, value_columns: list[str], long: bool, times: TimeReader,
+                 ids: _BuildingCodes) -> _Chunks:
+    """Every chunk of the file: its timestamps, building codes and numbers, as read."""
+    gathered = _Chunks([], [], {column: [] for column in value_columns})
+    for chunk in stream.chunks():
+        gathered.ts.append(times.read(chunk))
+        if long:
+            gathered.codes.append(ids.of_column(chunk, "building_id"))
+        for column in value_columns:
+            gathered.values[column].append((chunk.numbers(column), chunk.first_row))
+    return gathered
+
+
+def _instants(rows: SourceRows, ts: pd.Series, with_offset: bool | None, codes: np.ndarray | None,
+              buildings: pd.Series | None, options: ReadingsOptions) -> tuple[pd.Series, int]:
+    """A file's timestamps (one per row) as UTC instants, and its interval in minutes, once
+    they are known to lie on the interval's grid and no building repeats one."""
+    if not with_offset:  # wall-clock times (read only with --timezone): repeated hours paired
+        ts = localise(rows, "ts", ts, str(options.timezone), options.ambiguous, buildings,
+                      "building")
+    minutes = infer_interval(rows, ts, codes)
+    check_on_grid(rows, "ts", ts, minutes)
+    if buildings is not None:
+        check_unique(rows, "ts", ts, pd.DataFrame({"building_id": buildings}),
+                     "building {building_id!r}")
+    else:
+        check_unique(rows, "ts", ts, None, "the timestamp")
+    return ts, minutes
+
+
+def _energies(rows: SourceRows, chunks: _Chunks, value_columns: list[str], factor: float,
+              options: ReadingsOptions, tally: Tally) -> np.ndarray:
+    """Every value column's numbers in kWh, checked, one column after the other (a wide file's
+    buildings in turn); each chunk's numbers as read are let go once converted."""
+    n = chunks.rows
+    kwh = np.empty(n * len(value_columns))
+    for k, column in enumerate(value_columns):
+        for raw, first in chunks.values.pop(column):
+            kwh[k * n + first:k * n + first + len(raw)] = _energy(
+                rows, raw, first, column, factor, options, tally)
+    return kwh
+
+
+def _recent_sub_hourly(frame: pd.DataFrame, minutes: int) -> pa.Table:
+    """:func:`recent_sub_hourly` of the whole file's ``frame``, computed on the rows of each
+    building's last :data:`KEEP_DAYS` days and an hour only: every row it keeps lies there (an
+    interval of a kept hour starts after the building's latest hour less the days, which is
+    after its latest instant less the days and an hour), with each kept hour's intervals and
+    the building's latest hour, so the result is the same, at the cost of those rows."""
+    if minutes >= 60 or frame.empty:
+        return recent_sub_hourly(frame, minutes)
+    codes = pd.factorize(frame["building_id"])[0]
+    instants = frame["ts"].to_numpy(dtype="datetime64[us]").astype(np.int64)
+    latest = np.full(int(codes.max()) + 1, np.iinfo(np.int64).min)
+    np.maximum.at(latest, codes, instants)
+    window = (KEEP_DAYS * 24 + 1) * 3_600_000_000
+    return recent_sub_hourly(frame.loc[instants > latest[codes] - window], minutes)
 
 
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
     options = options or ReadingsOptions()
-    source = read_source(path, required=["ts"], optional=None, form=options)
-    lines = source.row_numbers()
-    # columns: each value column -> the building id(s) of its cells
-    if _layout(source, options.layout) == "long":
-        value_column = _long_columns(source)
-        ids = source.text("building_id", required=True)
-        columns = {value_column: ids.to_numpy()}
-        keys, what = pd.DataFrame({"building_id": ids}), "building {building_id!r}"
+    mapping = options.column_mapping()
+    stream = open_source(path, required=["ts"], optional=None, form=options, mapping=mapping)
+    rows = SourceRows(stream.path, stream.kind)
+    long = _layout(rows, stream.columns, options.layout) == "long"
+    if long:
+        mapping.check_targets(stream.path, ("building_id", "ts", *VALUE_COLUMNS),
+                              "a long readings file")
+        value_columns = [_long_columns(rows, stream.columns)]
     else:
-        value_column = ids = keys = None
-        columns = {building: building for building in source.columns if building != "ts"}
-        if not columns:
+        value_columns = [c for c in stream.columns if c != "ts"]
+        if not value_columns:
             raise MalformedSourceError(
-                f"{source.path}: a wide file needs ts and one column per "
-                f"building id; found only {source.columns}"
+                f"{stream.path}: a wide file needs ts and one column per "
+                f"building id; found only {stream.columns}"
             )
-        what = "the timestamp"
-    ts = utc_instants(
-        source,
-        "ts",
-        timezone=options.timezone,
-        ambiguous=options.ambiguous,
-        series=ids,
-        series_name="building",
-    )
-    minutes = infer_interval(source, ts, ids)
-    check_on_grid(source, "ts", ts, minutes)
-    check_unique(source, "ts", ts, keys, what)
-    factor = kwh_factor(options.unit, minutes)
-    tally, parts = Tally(), []
-    for column, building in columns.items():
-        kwh = _energy(source, column, factor, options, tally)
-        parts.append(pd.DataFrame({"building_id": building, "ts": ts.to_numpy(), "kwh": kwh,
-                                   "line": lines}))
-    frame = pd.concat(parts, ignore_index=True)
+        check_id_names(stream.path, stream.columns, "building id")
+    times = TimeReader("ts", timezone=options.timezone, time_format=options.time_format,
+                       dayfirst=options.dayfirst, latest=accepted_until(DAYS_AHEAD),
+                       latest_why=f"readings: at most {DAYS_AHEAD} days after today")
+    ids = _BuildingCodes()
+    chunks = _read_chunks(stream, value_columns, long, times, ids)
+    n = chunks.rows
+    if n == 0:
+        raise MalformedSourceError(f"{stream.path}: empty file, a header but no data rows")
+    codes = np.concatenate(chunks.codes) if long else None
+    buildings = pd.Series(ids.categorical(codes)) if codes is not None else None
+    ts, minutes = _instants(rows, chunks.times(), times.with_offset, codes, buildings, options)
+    tally = Tally()
+    kwh = _energies(rows, chunks, value_columns, options.factor(minutes), options, tally)
+    del chunks
+    if not long:
+        buildings = pd.Series(ids.categorical(np.repeat(
+            np.array([ids.code(c) for c in value_columns], dtype=np.int32), n)))
+        ts = pd.Series(np.tile(ts.to_numpy(dtype="datetime64[us]"), len(value_columns))
+                       ).dt.tz_localize("UTC")
+    frame = pd.DataFrame({"building_id": buildings, "ts": ts, "kwh": kwh})
+    del kwh, buildings, ts
     registers = RegisterCounts()
     if options.unit == "register":
-        frame, registers = _differences(source, frame, minutes, options, value_column, tally)
+        frame["row"] = np.tile(np.arange(n, dtype=np.int64), len(value_columns))
+        frame, registers = _differences(rows, frame, minutes, options,
+                                        value_columns[0] if long else None, tally)
     else:
-        refuse_registers(source.path, frame, minutes)
-    hours, partial, incomplete = sum_to_hours(frame.drop(columns="line"), minutes)
+        refuse_registers(stream.path, frame, minutes)
+    sub_hourly = _recent_sub_hourly(frame, minutes)
+    hours, partial, incomplete = sum_to_hours(frame, minutes)
+    del frame
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
-        path=str(source.path),
+        path=str(stream.path),
         readings=readings,
-        building_ids=tuple(dict.fromkeys(hours["building_id"])),
+        building_ids=tuple(sorted(str(b) for b in pd.unique(hours["building_id"]))),
         interval_minutes=minutes,
-        rows_read=source.rows,
+        rows_read=n,
         partial_hours=partial,
         implausible_values=tally.implausible,
         read_seconds=time.perf_counter() - began,
@@ -336,12 +528,83 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         replace_range=options.replace_range,
         registers=registers,
         unit=options.unit,
+        register_unit=options.register_unit,
+        accept_level_change=options.accept_level_change,
+        sub_hourly=sub_hourly,
     )
 
 
+_LEVELS_SQL = f"""
+WITH f AS (
+    SELECT building_id::VARCHAR AS building_id, min(ts) AS lo, max(ts) AS hi,
+           median(kwh) AS level, count(kwh) AS hours
+    FROM __wadiro_file_hours GROUP BY 1)
+SELECT f.building_id, f.level, median(m.kwh) AS stored
+FROM f JOIN meter_readings AS m ON m.building_id = f.building_id
+     AND m.ts >= f.lo - INTERVAL {_LEVEL_WINDOW_DAYS} DAY
+     AND m.ts <= f.hi + INTERVAL {_LEVEL_WINDOW_DAYS} DAY
+     AND (m.ts < f.lo OR m.ts > f.hi)
+WHERE f.hours >= {_LEVEL_MIN_HOURS}
+GROUP BY f.building_id, f.level
+HAVING count(m.kwh) >= {_LEVEL_MIN_HOURS}
+ORDER BY f.building_id
+"""
+
+
+def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
+    """Refuse the first building whose file hours are :data:`LEVEL_CHANGE` times above or
+    below its stored hours around them (both medians positive), naming the unit options."""
+    if batch.accept_level_change:
+        return
+    con.register("__wadiro_file_hours", batch.readings)
+    try:
+        levels = con.execute(_LEVELS_SQL).fetchall()
+    finally:
+        con.unregister("__wadiro_file_hours")
+    for building, level, stored in levels:
+        if not (level and stored and level > 0 and stored > 0):
+            continue
+        ratio = level / stored
+        if 1 / LEVEL_CHANGE < ratio < LEVEL_CHANGE:
+            continue
+        if batch.unit == "register":
+            fix = ("a register in Wh? give --register-unit Wh" if ratio > 1 else
+                   "a register in MWh? give --register-unit MWh")
+        else:
+            fix = ("energies in Wh? give --unit Wh" if ratio > 1 else
+                   "energies in kWh sent as Wh? leave --unit Wh out")
+        raise LevelChangeError(
+            f"{batch.path}: building {building!r}: the file's median hour is {level:,.4g} kWh, "
+            f"{ratio:,.3g} times the {stored:,.4g} kWh of its stored hours within "
+            f"{_LEVEL_WINDOW_DAYS} days of the file's: a unit mistake ({fix}); give "
+            "--accept-level-change if its level really changed")
+
+
+def _by_buildings(readings: pa.Table) -> list[pa.Table]:
+    """``readings`` (each building's hours together) in slices of about :data:`WRITE_ROWS`
+    rows, every building whole in one slice: the warehouse matches each slice's hours against
+    what it stores in memory of the slice's size, not the file's."""
+    rows = WRITE_ROWS
+    if readings.num_rows <= rows:
+        return [readings]
+    ids = readings["building_id"]
+    if not pa.types.is_dictionary(ids.type):
+        ids = pc.dictionary_encode(ids)
+    codes = ids.combine_chunks().indices.to_numpy(zero_copy_only=False)
+    starts = np.r_[0, np.flatnonzero(codes[1:] != codes[:-1]) + 1]
+    cuts, last = [0], 0
+    for start in starts[1:]:
+        if start - last >= rows:
+            cuts.append(int(start))
+            last = start
+    cuts.append(readings.num_rows)
+    return [readings.slice(lo, hi - lo) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
 def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> ReadingsSummary:
-    """Refuse building ids the warehouse does not know, then write the file's hours (or, with
-    ``replace_range``, each building's range of hours) in one transaction."""
+    """Refuse building ids the warehouse does not know and hours a unit mistake made (see the
+    module), then write the file's hours (or, with ``replace_range``, each building's range of
+    hours) and its latest sub-hourly energies in one transaction."""
     began = time.perf_counter()
     ensure_schema(con)
     unknown = ids_not_in_buildings(con, "building_id", batch.building_ids)
@@ -350,25 +613,32 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
             f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
             f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)"
         )
+    _refuse_level_changes(con, batch)
     ts = batch.readings["ts"]
+    replaced = removed = inserted = 0
     with transaction(con):
-        written = write_key_hours(con, "meter_readings", batch.readings, "building_id",
-                                  replace_range=batch.replace_range, own_transaction=False)
+        for part in _by_buildings(batch.readings):
+            written = write_key_hours(con, "meter_readings", part, "building_id",
+                                      replace_range=batch.replace_range, own_transaction=False)
+            replaced += written.replaced
+            removed += written.removed
+            inserted += written.inserted
+        write_sub_hourly(con, batch.sub_hourly)
         rescored = rescore_forecasts(con, buildings=batch.building_ids,
                                      start=pc.min(ts).as_py(), end=pc.max(ts).as_py())
     return ReadingsSummary(
         buildings=len(batch.building_ids),
-        readings=written.inserted,
+        readings=inserted,
         missing_readings=batch.readings["kwh"].null_count,
         partial_hours=batch.partial_hours,
         implausible_values=batch.implausible_values,
         interval_minutes=batch.interval_minutes,
-        replaced=written.replaced,
+        replaced=replaced,
         start=pc.min(ts).as_py(),
         end=pc.max(ts).as_py(),
         seconds=batch.read_seconds + time.perf_counter() - began,
         incomplete_hours=batch.incomplete_hours,
-        removed=written.removed if batch.replace_range else None,
+        removed=removed if batch.replace_range else None,
         registers=batch.registers if batch.unit == "register" else None,
         rescored=rescored,
     )

@@ -1,10 +1,16 @@
 """A file's timestamp column as UTC instants, with the clock-change rules of local wall time.
 
-A column holds either ISO 8601 timestamps with a UTC offset (``2024-03-31T01:00:00+01:00``,
-``...Z``) -- every cell then names its instant and ``timezone`` must not be given -- or naive
-local wall-clock times (``2024-03-31 01:00``), read in the IANA zone ``timezone``. Mixing the two
-in one column is refused. A Parquet timestamp column counts as "with offset" when its type has a
+A column holds either timestamps with a UTC offset (``2024-03-31T01:00:00+01:00``, ``...Z``) --
+every cell then names its instant and ``timezone`` must not be given -- or naive local
+wall-clock times (``2024-03-31 01:00``), read in the IANA zone ``timezone``. Mixing the two in
+one column is refused. A Parquet timestamp column counts as "with offset" when its type has a
 time zone and as wall-clock time when it has none.
+
+How a timestamp is written: ISO 8601 by default; ``time_format`` (``--time-format``, strftime
+codes, e.g. ``%d/%m/%Y %H:%M``; ``%z`` reads an offset) for any other layout; ``dayfirst``
+(``--dayfirst``) reads the layout of the column's first timestamp, day before month
+(``05/02/2024 00:00`` is 5 February), and every other timestamp in that layout. A cell that
+does not fit is refused naming its row.
 
 Wall-clock times and clock changes (zone rules from :mod:`zoneinfo`):
 
@@ -15,27 +21,57 @@ Wall-clock times and clock changes (zone rules from :mod:`zoneinfo`):
   instant (summer time, 00:30 UTC), the second the later one (standard time, 01:30 UTC);
 * such a time that appears only once is refused, unless ``ambiguous`` says which instant it is:
   ``earliest`` (summer time) or ``latest`` (standard time). A third appearance is a duplicate.
+
+Dates (:func:`accepted_until`): a timestamp before :data:`EARLIEST` (1990-01-01) or more than a
+few days after today (:data:`DAYS_AHEAD` for readings, observations and issue times,
+:data:`FORECAST_DAYS_AHEAD` for the hours of a weather forecast) is refused naming its row: a
+year 1, 1900, 2099 or 9999 is a typo or a placeholder, and one such row would make a whole
+fleet look silent or stale.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone as dt_timezone
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pandas.tseries.api import guess_datetime_format
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.source_files import SourceTable
+from wadiro_fleet.tasks.ingest.source_files import SourceRows, SourceTable
 
-__all__ = ["AmbiguousPolicy", "LocalTimeOptions", "TimeZoneName", "check_zone", "utc_instants"]
+__all__ = [
+    "DAYS_AHEAD",
+    "EARLIEST",
+    "FORECAST_DAYS_AHEAD",
+    "AmbiguousPolicy",
+    "LocalTimeOptions",
+    "TimeReader",
+    "TimeZoneName",
+    "accepted_until",
+    "check_zone",
+    "localise",
+    "utc_instants",
+]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
+EARLIEST = pd.Timestamp("1990-01-01", tz="UTC")
+"""The earliest instant a file's timestamp may name (no building's meter export is older)."""
+DAYS_AHEAD = 2
+"""How many days after today a reading, an observation or a forecast's issue time may lie (a
+day for time zones and the day's remaining hours, one more for a clock set wrong)."""
+FORECAST_DAYS_AHEAD = 21
+"""How many days after today the hours of a weather forecast may lie (a week-ahead forecast
+issued a week or two early)."""
+
 _OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
 """A UTC offset after a time of day (so that a date alone, ``2024-01-01``, is not one)."""
+_ISO_START = re.compile(r"^\d{4}-\d")
 _UTC_US = "datetime64[us, UTC]"
 _NO_OFFSET_HINT = (
     "write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00+01:00 or ...T00:00:00Z)"
@@ -57,6 +93,142 @@ TimeZoneName = Annotated[str, AfterValidator(check_zone)]
 """An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; :func:`check_zone`)."""
 
 
+def accepted_until(days_ahead: int, now: datetime | None = None) -> pd.Timestamp:
+    """The latest instant a timestamp may name: ``days_ahead`` days after ``now`` (default:
+    the clock's now)."""
+    return pd.Timestamp(now or datetime.now(dt_timezone.utc)).tz_convert("UTC") + timedelta(
+        days=days_ahead)
+
+
+class TimeReader:
+    """Reads one timestamp column of a file, chunk after chunk, as either UTC instants or naive
+    wall-clock times (:attr:`with_offset` says which; every chunk must be like the first), each
+    within ``[EARLIEST, latest]`` (when ``latest`` is given; wall-clock times are compared as
+    if they were UTC, the bounds being days wide)."""
+
+    def __init__(self, column: str, *, timezone: str | None, time_format: str | None = None,
+                 dayfirst: bool = False, latest: pd.Timestamp | None = None,
+                 latest_why: str = "") -> None:
+        self.column = column
+        self.timezone = timezone
+        self.time_format = time_format
+        self.dayfirst = dayfirst
+        self.latest = latest
+        self.latest_why = latest_why
+        self.with_offset: bool | None = None
+        self._layout: str | None = time_format
+        self._layout_from = ""
+
+    def read(self, source: SourceTable) -> pd.Series:
+        """The chunk's timestamps: ``datetime64[us, UTC]`` (with offsets) or naive
+        ``datetime64[us]`` (wall-clock times); an empty or unreadable cell is an error."""
+        values = source.table[self.column]
+        if pa.types.is_timestamp(values.type):
+            parsed = pd.Series(
+                values.to_pandas(), dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]"
+            )
+            if parsed.isna().any():
+                raise source.error(int(np.flatnonzero(parsed.isna().to_numpy())[0]), self.column,
+                                   "empty cell; a timestamp is required")
+            offset = values.type.tz is not None
+            self._same_form(source, offset, np.full(len(parsed), offset), None)
+            parsed = parsed.dt.tz_convert("UTC").astype(_UTC_US) if offset else parsed
+        elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            parsed = self._parse(source, source.text(self.column, required=True))
+        else:
+            raise MalformedSourceError(
+                f"{source.path}: column {self.column!r} holds {values.type}, not timestamps"
+            )
+        if not self.with_offset and self.timezone is None:
+            raise source.error(
+                0, self.column,
+                f"{parsed.iloc[0]} has no UTC offset; give --timezone ZONE "
+                f"(local wall-clock times), or {_NO_OFFSET_HINT}")
+        if self.with_offset and self.timezone is not None:
+            raise source.error(
+                0, self.column,
+                "timestamps with a UTC offset name their instant; "
+                "--timezone is for naive local wall-clock times only, leave it out")
+        self._check_dates(source, parsed)
+        return parsed
+
+    def _parse(self, source: SourceTable, text: pd.Series) -> pd.Series:
+        if self._layout is None and self.dayfirst:
+            self._dayfirst_layout(source, text.iloc[0])
+        if self._layout is not None:
+            aware = "%z" in self._layout or "%Z" in self._layout
+            self._same_form(source, aware, np.full(len(text), aware), text)
+            parsed = pd.to_datetime(text, format=self._layout, utc=aware, errors="coerce")
+            self._refuse_unreadable(source, text, parsed)
+            return parsed.astype(_UTC_US if aware else "datetime64[us]")
+        has_offset = text.str.contains(_OFFSET).to_numpy(dtype=bool)
+        self._same_form(source, bool(has_offset[0]), has_offset, text)
+        if has_offset[0]:
+            parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+            self._refuse_unreadable(source, text, parsed)
+            return parsed.astype(_UTC_US)
+        parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+        self._refuse_unreadable(source, text, parsed)
+        return parsed.astype("datetime64[us]")
+
+    def _dayfirst_layout(self, source: SourceTable, first: str) -> None:
+        if _ISO_START.match(first):  # ISO 8601 (year first) is read as such
+            return
+        layout = guess_datetime_format(first, dayfirst=True)
+        if layout is None:
+            raise source.error(0, self.column,
+                               f"cannot tell how {first!r} is written (--dayfirst); give "
+                               "--time-format (e.g. '%d/%m/%Y %H:%M')")
+        self._layout, self._layout_from = layout, f"{source.where(0)}'s {first!r}"
+
+    def _same_form(self, source: SourceTable, form: bool, each: np.ndarray,
+                   text: pd.Series | None) -> None:
+        """Every row with (``each``) or without a UTC offset, as the file's first row."""
+        if self.with_offset is None:
+            self.with_offset = form
+        differs = each != self.with_offset
+        if differs.any():
+            row = int(np.flatnonzero(differs)[0])
+            shown = repr(text.iloc[row]) if text is not None else "the timestamp"
+            first = SourceRows(source.path, source.kind).where(0)
+            raise source.error(
+                row, self.column,
+                f"{shown} {'has' if each[row] else 'has no'} UTC offset, unlike {first}; "
+                "use one form in the whole column")
+
+    def _refuse_unreadable(self, source: SourceTable, text: pd.Series, parsed: pd.Series) -> None:
+        bad = parsed.isna().to_numpy()
+        if not bad.any():
+            return
+        row = int(np.flatnonzero(bad)[0])
+        cell = text.iloc[row]
+        if self.time_format is not None:
+            why = f"does not match --time-format {self.time_format!r}"
+        elif self._layout is not None:
+            why = (f"is not a timestamp written like {self._layout_from} ({self._layout!r}, "
+                   "read with --dayfirst); give --time-format for another layout")
+        else:
+            why = ("is not an ISO 8601 timestamp (e.g. 2024-03-31T01:00:00+01:00, or "
+                   "2024-03-31 01:00 with --timezone; for another layout give --time-format, "
+                   "e.g. '%d/%m/%Y %H:%M', or --dayfirst)")
+        raise source.error(row, self.column, f"{cell!r} {why}")
+
+    def _check_dates(self, source: SourceTable, parsed: pd.Series) -> None:
+        if self.latest is None:
+            return
+        instants = parsed if parsed.dt.tz is not None else parsed.dt.tz_localize("UTC")
+        low = (instants < EARLIEST).to_numpy()
+        high = (instants > self.latest).to_numpy()
+        if low.any() or high.any():
+            row = int(np.flatnonzero(low | high)[0])
+            t = parsed.iloc[row]
+            raise source.error(
+                row, self.column,
+                f"{t.year:04d}-{t:%m-%d %H:%M} is outside the dates a file may hold, "
+                f"{EARLIEST:%Y-%m-%d} to {self.latest:%Y-%m-%d} ({self.latest_why}); "
+                "a mistyped year or a placeholder date? fix the timestamp")
+
+
 def utc_instants(
     source: SourceTable,
     column: str,
@@ -66,6 +238,10 @@ def utc_instants(
     series: pd.Series | None = None,
     series_name: str = "series",
     pairs: bool = True,
+    time_format: str | None = None,
+    dayfirst: bool = False,
+    latest: pd.Timestamp | None = None,
+    latest_why: str = "",
 ) -> pd.Series:
     """``column`` of ``source`` as UTC instants (``datetime64[us, UTC]``), one per row.
 
@@ -73,93 +249,33 @@ def utc_instants(
     series, for the rule "an ambiguous wall time appearing twice is first the earlier, then the
     later instant"; ``series_name`` names it in messages. With ``pairs=False`` (a column whose
     values repeat for other reasons, like a forecast's issue time) every ambiguous time follows
-    ``ambiguous``. An empty cell, an unreadable timestamp, a nonexistent or unresolved ambiguous
-    local time is an error naming file, row and column.
+    ``ambiguous``. ``time_format`` and ``dayfirst`` say how the cells are written (see the
+    module); with ``latest`` a timestamp outside ``[EARLIEST, latest]`` is refused
+    (``latest_why`` says why the bound is where it is). An empty cell, an unreadable timestamp,
+    a nonexistent or unresolved ambiguous local time is an error naming file, row and column.
     """
-    values = source.table[column]
-    if pa.types.is_timestamp(values.type):
-        parsed = pd.Series(
-            values.to_pandas(), dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]"
-        )
-        if parsed.isna().any():
-            raise source.error(
-                int(np.flatnonzero(parsed.isna().to_numpy())[0]),
-                column,
-                "empty cell; a timestamp is required",
-            )
-        if values.type.tz is not None:
-            _no_zone_with_offsets(source, column, timezone)
-            return parsed.dt.tz_convert("UTC").astype(_UTC_US)
-        wall = parsed
-    elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-        text = source.text(column, required=True)
-        has_offset = text.str.contains(_OFFSET).to_numpy(dtype=bool)
-        if has_offset.any() and not has_offset.all():
-            row = int(np.flatnonzero(has_offset != has_offset[0])[0])
-            raise source.error(
-                row,
-                column,
-                f"{text.iloc[row]!r} {'has' if has_offset[row] else 'has no'} "
-                f"UTC offset, unlike {source.where(0)}; use one form in the whole column",
-            )
-        if has_offset.all():
-            _no_zone_with_offsets(source, column, timezone)
-            parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
-            _refuse_unreadable(source, column, text, parsed)
-            return parsed.astype(_UTC_US)
-        wall = pd.to_datetime(text, format="ISO8601", errors="coerce")
-        _refuse_unreadable(source, column, text, wall)
-        wall = wall.astype("datetime64[us]")
-    else:
-        raise MalformedSourceError(
-            f"{source.path}: column {column!r} holds {values.type}, not timestamps"
-        )
-    if timezone is None:
-        raise source.error(
-            0,
-            column,
-            f"{wall.iloc[0]} has no UTC offset; give --timezone ZONE "
-            f"(local wall-clock times), or {_NO_OFFSET_HINT}",
-        )
-    return _localise(
-        source, column, wall, timezone, ambiguous, series if pairs else None, series_name, pairs
-    )
+    reader = TimeReader(column, timezone=timezone, time_format=time_format, dayfirst=dayfirst,
+                        latest=latest, latest_why=latest_why)
+    parsed = reader.read(source)
+    if reader.with_offset:
+        return parsed
+    return localise(source, column, parsed, timezone, ambiguous, series if pairs else None,
+                    series_name, pairs)
 
 
-def _no_zone_with_offsets(source: SourceTable, column: str, timezone: str | None) -> None:
-    if timezone is not None:
-        raise source.error(
-            0,
-            column,
-            "timestamps with a UTC offset name their instant; "
-            "--timezone is for naive local wall-clock times only, leave it out",
-        )
-
-
-def _refuse_unreadable(
-    source: SourceTable, column: str, text: pd.Series, parsed: pd.Series
-) -> None:
-    bad = parsed.isna().to_numpy()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise source.error(
-            row,
-            column,
-            f"{text.iloc[row]!r} is not an ISO 8601 timestamp "
-            "(e.g. 2024-03-31T01:00:00+01:00, or 2024-03-31 01:00 with --timezone)",
-        )
-
-
-def _localise(
-    source: SourceTable,
+def localise(
+    rows: SourceRows,
     column: str,
     wall: pd.Series,
     timezone: str,
     ambiguous: AmbiguousPolicy,
-    series: pd.Series | None,
+    series: pd.Series | np.ndarray | None,
     series_name: str,
-    pairs: bool,
+    pairs: bool = True,
 ) -> pd.Series:
+    """Naive wall-clock times ``wall`` (one per row of the file, in file order) in
+    ``timezone`` as UTC instants, by the module's clock-change rules; ``series`` (aligned)
+    pairs the repeated times of each series."""
     zone = ZoneInfo(check_zone(timezone))
     utc = wall.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
     odd = np.flatnonzero(utc.isna().to_numpy())
@@ -170,20 +286,22 @@ def _localise(
     skipped = odd_wall.dt.tz_localize(zone, ambiguous=True, nonexistent="NaT").isna().to_numpy()
     if skipped.any():
         i = int(odd[skipped.argmax()])
-        raise source.error(
+        raise rows.error(
             i,
             column,
             f"{wall.iloc[i]:%Y-%m-%d %H:%M} does not exist in {timezone} "
             f"(the clocks go forward over it); fix the time, or {_NO_OFFSET_HINT}",
         )
-    keys = pd.DataFrame({"series": 0 if series is None else series.iloc[odd].to_numpy(),
+    names = (None if series is None else
+             series.reset_index(drop=True) if isinstance(series, pd.Series) else pd.Series(series))
+    keys = pd.DataFrame({"series": 0 if names is None else names.iloc[odd].to_numpy(),
                          "wall": odd_wall.to_numpy()})
     grouped = keys.groupby(["series", "wall"], sort=False)
     paired = pairs & (grouped["wall"].transform("size") >= 2).to_numpy()
     if ambiguous == "refuse" and not paired.all():
         i = int(odd[paired.argmin()])
-        whose = f" for {series_name} {series.iloc[i]!r}" if series is not None else ""
-        raise source.error(
+        whose = f" for {series_name} {names.iloc[i]!r}" if names is not None else ""
+        raise rows.error(
             i,
             column,
             f"{wall.iloc[i]:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over "
@@ -197,7 +315,7 @@ def _localise(
 
 class LocalTimeOptions(BaseModel):
     """Options shared by the commands that read timestamped files: the zone of naive local
-    timestamps (checked against zoneinfo)."""
+    timestamps (checked against zoneinfo) and how timestamps are written."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -206,3 +324,26 @@ class LocalTimeOptions(BaseModel):
         description="IANA time zone of naive local timestamps (leave out when the "
         "timestamps carry a UTC offset).",
     )
+    time_format: str | None = Field(
+        None,
+        description="How timestamps are written, when not ISO 8601, in strftime codes "
+        "(e.g. '%d/%m/%Y %H:%M' for 05/02/2024 13:00; '%z' reads a UTC offset).",
+    )
+    dayfirst: bool = Field(
+        False,
+        description="Timestamps that are not ISO 8601 are written day first (05/02/2024 is 5 "
+        "February): the layout of the first one is read, and every other must follow it.",
+    )
+
+    @field_validator("time_format")
+    @classmethod
+    def _a_format(cls, value: str | None) -> str | None:
+        if value is not None and not re.search(r"%[YymdbBHIMjG]", value):
+            raise ValueError(f"{value!r} holds no date or time code (e.g. '%d/%m/%Y %H:%M')")
+        return value
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> LocalTimeOptions:
+        if self.time_format is not None and self.dayfirst:
+            raise ValueError("--time-format names the layout already; leave --dayfirst out")
+        return self

@@ -1,11 +1,17 @@
 """An operator's weather feed (observed or forecast, hourly per site) into ``weather``.
 
 Columns: ``site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms`` (required columns; a
-blank cell is a missing value), ``humidity_pct`` (optional), and for forecasts ``issued_at``
-(required, every cell filled: when the forecast was issued). Timestamps are hourly, each the
-start of its hour, read like meter timestamps (:mod:`~wadiro_fleet.tasks.ingest.timestamps`);
-``issued_at`` may be any instant. Values must be plausible
-(:mod:`~wadiro_fleet.tasks.ingest.plausibility`).
+blank cell is a missing value, stored as NULL), ``humidity_pct`` (optional), and for forecasts
+``issued_at`` (required, every cell filled: when the forecast was issued); a column mapping
+(``--columns``, ``--columns-file``) names the file's own columns. Timestamps are hourly, each
+the start of its hour, read like meter timestamps (:mod:`~wadiro_fleet.tasks.ingest.timestamps`,
+``--time-format``, ``--dayfirst``); ``issued_at`` may be any instant. Observations and issue
+times may lie at most two days after today, a forecast's hours three weeks. Values must be
+plausible (:mod:`~wadiro_fleet.tasks.ingest.plausibility`); site ids printable text.
+
+Blank cells are counted per variable, and the summary says so (``wind_speed_ms blank in 161 of
+168 rows``), as it names a variable the file has no column of: a variable blank for most of a
+week changes what a forecast can use, and the operator should know it at ingest.
 
 Every site must be the ``site_id`` of a building already stored: weather for a site no building
 uses cannot feed a forecast and is most likely a typo, so it is refused (naming the sites).
@@ -37,6 +43,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field, model_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
+from wadiro_fleet.tasks.ingest.identifiers import check_ids
 from wadiro_fleet.tasks.ingest.plausibility import (
     HUMIDITY_PCT,
     IRRADIANCE_WM2,
@@ -48,8 +55,15 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     check_column,
     value_notes,
 )
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, read_source
-from wadiro_fleet.tasks.ingest.timestamps import AmbiguousPolicy, LocalTimeOptions, utc_instants
+from wadiro_fleet.tasks.ingest.source_files import FileOptions, read_source
+from wadiro_fleet.tasks.ingest.timestamps import (
+    DAYS_AHEAD,
+    FORECAST_DAYS_AHEAD,
+    AmbiguousPolicy,
+    LocalTimeOptions,
+    accepted_until,
+    utc_instants,
+)
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
@@ -84,7 +98,7 @@ WEATHER_SCHEMA = pa.schema(
 )
 
 
-class WeatherOptions(LocalTimeOptions, CsvFormat):
+class WeatherOptions(LocalTimeOptions, FileOptions):
     """How to read a weather feed (the options of ``wadiro ingest weather``)."""
 
     kind: WeatherKind = Field(
@@ -133,6 +147,10 @@ class WeatherBatch:
     clipped_values: int = 0
     """Values just past their bound, within a sensor's tolerance, stored as the bound."""
     replace_range: bool = False
+    blank_cells: tuple[tuple[str, int], ...] = ()
+    """Per variable the file has a column of, how many of its rows leave it blank."""
+    absent: tuple[str, ...] = ()
+    """Variables the file has no column of (stored as missing)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +168,18 @@ class WeatherSummary:
     clipped_values: int = 0
     removed: int | None = None
     """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``)."""
+    rows_read: int = 0
+    blank_cells: tuple[tuple[str, int], ...] = ()
+    """Per variable, how many of the file's rows leave it blank (stored as missing)."""
+    absent: tuple[str, ...] = ()
+    """Variables the file has no column of (stored as missing)."""
+
+    def blank_notes(self) -> str:
+        """``; wind_speed_ms blank in 161 of 168 rows (stored as missing)``, or nothing."""
+        notes = [f"{name} blank in {count:,} of {self.rows_read:,} rows"
+                 for name, count in self.blank_cells if count]
+        notes += [f"{name} not in the file" for name in self.absent]
+        return f"; {', '.join(notes)} (stored as missing)" if notes else ""
 
     def line(self) -> str:
         notes = []
@@ -166,7 +196,7 @@ class WeatherSummary:
                    "does not hold (--replace-range)")
         return (
             f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
-            f"replacing {self.replaced:,} stored{removed}{extra}"
+            f"replacing {self.replaced:,} stored{removed}{extra}{self.blank_notes()}"
         )
 
 
@@ -175,22 +205,29 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     began = time.perf_counter()
     forecast = options.kind == "forecast"
     required = (*REQUIRED, "issued_at") if forecast else REQUIRED
+    mapping = options.column_mapping()
+    mapping.check_targets(Path(path), (*REQUIRED, "humidity_pct", "issued_at"), "a weather file")
     source = read_source(path, required=required, optional=("humidity_pct", "issued_at"),
-                         form=options)
+                         form=options, mapping=mapping)
     if not forecast and "issued_at" in source.columns:
         raise MalformedSourceError(
             f"{source.path}: an 'issued_at' column, but --kind observed; "
             "a forecast feed is ingested with --kind forecast"
         )
     sites = source.text("site_id", required=True)
+    check_ids(source, "site_id", sites, "site id")
     n = source.rows
     issued = None
     series = sites
+    layout = {"time_format": options.time_format, "dayfirst": options.dayfirst}
     if forecast:
         issued = utc_instants(
-            source, "issued_at", timezone=options.timezone, ambiguous=options.ambiguous, pairs=False
+            source, "issued_at", timezone=options.timezone, ambiguous=options.ambiguous,
+            pairs=False, latest=accepted_until(DAYS_AHEAD),
+            latest_why=f"an issue time: at most {DAYS_AHEAD} days after today", **layout,
         )
         series = sites + "\x00" + issued.astype(str)
+    ahead = FORECAST_DAYS_AHEAD if forecast else DAYS_AHEAD
     ts = utc_instants(
         source,
         "ts",
@@ -198,6 +235,10 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         ambiguous=options.ambiguous,
         series=series,
         series_name="site and issue",
+        latest=accepted_until(ahead),
+        latest_why=f"{'a forecast' if forecast else 'an observation'}: at most {ahead} days "
+        "after today",
+        **layout,
     )
     check_on_grid(source, "ts", ts, 60)
     keys = pd.DataFrame(
@@ -208,12 +249,15 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     )
     columns: dict[str, pa.Array] = {}
     tally = Tally()
+    blank: list[tuple[str, int]] = []
     for name, bound in VALUES.items():
         if name not in source.columns:
             columns[name] = pa.nulls(n, pa.float64())
             continue
+        numbers = source.numbers(name)
+        blank.append((name, numbers.null_count))
         columns[name] = tally.take(check_column(
-            source.numbers(name),
+            numbers,
             bound,
             path=source.path,
             column=name,
@@ -251,6 +295,8 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         clipped_values=tally.clipped,
         read_seconds=time.perf_counter() - began,
         replace_range=options.replace_range,
+        blank_cells=tuple(blank),
+        absent=tuple(name for name in VALUES if name not in source.columns),
     )
 
 
@@ -295,6 +341,9 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
         clipped_values=batch.clipped_values,
         seconds=batch.read_seconds + time.perf_counter() - began,
         removed=removed,
+        rows_read=batch.rows_read,
+        blank_cells=batch.blank_cells,
+        absent=batch.absent,
     )
 
 

@@ -61,6 +61,9 @@ class BuildingJob:
     issued: dict[str, IssuedForecast] = field(default_factory=dict)
     """Each model's forecast issued for the week before the first target week (read under
     ``tuning="reuse"``, where it can stand in for the validation fit)."""
+    issued_history: dict[str, IssuedForecast] = field(default_factory=dict)
+    """Per base model of the run (a model others are stacked on), its forecasts as issued for
+    the weeks before the first target week, by hour."""
 
 
 def failed_results(
@@ -102,6 +105,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
         record = dict(job.track_record)
         stored = dict(job.stored_params)
         issued = {min(job.weeks, default=None): job.issued}  # by the week that validates on it
+        history = dict(job.issued_history)
         for week in sorted(job.weeks):
             try:
                 result = forecast_building_week(
@@ -109,6 +113,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                     timezone=job.info.timezone, holiday_country=job.info.holiday_country,
                     holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
                     stored_params=stored, track_record=record, issued=issued.get(week),
+                    issued_history=history,
                 )
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
                 results += failed_results(job.info.building_id, [week], exc)
@@ -119,12 +124,32 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
             # ... and a tuning done this week is the one the next weeks reuse.
             stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
                            if o.status == "ok" and o.tuned_week == week and o.trials})
-            # ... and its forecasts are what the next week's validation week was issued.
+            # ... and its forecasts are what the next week's validation week was issued (not
+            # when the week left a weather input out: its models are not the usual ones).
             hours = epoch_us(result.test_ts)
             issued[week + timedelta(weeks=1)] = {
-                o.model: IssuedForecast(dict(o.params), hours, np.asarray(o.y_hat, np.float64))
-                for o in result.outcomes if o.status == "ok" and o.params is not None}
+                o.model: IssuedForecast(dict(o.params), hours, np.asarray(o.y_hat, np.float64),
+                                        o.level_shift)
+                for o in result.outcomes
+                if o.status == "ok" and o.params is not None and not result.left_out}
+            # ... and a base model's forecast of it is what the models stacked on it correct.
+            for model in config.base_models:
+                made = next((o for o in result.outcomes if o.model == model
+                             and o.status == "ok"), None)
+                if made is not None:
+                    history[model] = _appended(history.get(model), hours, made.y_hat)
     return results
+
+
+def _appended(before: IssuedForecast | None, hours: np.ndarray,
+              y_hat: np.ndarray) -> IssuedForecast:
+    """``before``'s hours (those before ``hours``) followed by a new week's forecast."""
+    y_hat = np.asarray(y_hat, np.float64)
+    if before is None:
+        return IssuedForecast({}, hours, y_hat)
+    keep = before.hours < hours.min() if len(hours) else np.ones(len(before.hours), bool)
+    return IssuedForecast({}, np.concatenate([before.hours[keep], hours]),
+                          np.concatenate([before.y_hat[keep], y_hat]))
 
 
 def run_batch(jobs: list[BuildingJob], config: ForecastConfig,
@@ -134,6 +159,8 @@ def run_batch(jobs: list[BuildingJob], config: ForecastConfig,
     del label
     results = run_jobs(jobs, config)
     for result in results:  # read by the protocol only (intervals, the ensemble), and most of
-        for outcome in result.outcomes:  # what sending a result back would cost
-            outcome.validation_errors = None
+        published = result.publication.model if result.publication is not None else None
+        for outcome in result.outcomes:  # what sending a result back would cost; the published
+            if outcome.model != published:  # model's stay: portfolios sum them (validation_errors)
+                outcome.validation_errors = None
     return results

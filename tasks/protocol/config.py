@@ -40,6 +40,7 @@ from wadiro_fleet.tasks.protocol.features import (
 from wadiro_models.search_spaces import IntUniform
 
 from wadiro_fleet.tasks.protocol.models import (
+    BOOSTING_MODELS,
     DAY_TYPE_NAIVE,
     ENSEMBLE,
     MODEL_NAMES,
@@ -91,8 +92,24 @@ def _model_options(fast: Sequence[str], extra: Mapping[str, Mapping[str, Any]] |
     return options
 
 
-PAPER_MODELS = tuple(name for name in MODEL_NAMES if name not in (DAY_TYPE_NAIVE, ENSEMBLE))
+PAPER_MODELS = tuple(name for name in MODEL_NAMES
+                     if name not in (DAY_TYPE_NAIVE, ENSEMBLE, *BOOSTING_MODELS))
 """The paper's comparison: its five learned models and seasonal naive."""
+
+DEPLOYED_INPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    **{name: MappingProxyType({"feature_set": "year", "history_weeks": 52, "target": "load",
+                               "level_correction": 0.25})
+       for name in BOOSTING_MODELS},
+    **{name: MappingProxyType({"base_model": BOOSTING_MODELS[0]})
+       for name in ("wadiro_pcscnn", "wadiro_scnn")},
+})
+"""The deployed protocol's models beyond the paper's: gradient boosting fits a year of history
+(the paper's models keep its 12 weeks) on the ``year`` features, the load itself as target, and
+moves its forecast by a quarter of its median error on the validation week (trained on a year,
+it follows a building's level shifts late). The two networks correct the gradient boosting's
+issued forecasts (a residual over what a year of history knows) instead of the holiday-aware
+persistence. Each choice was measured on the development years 2017-2018
+(docs/benchmarks.md)."""
 
 ENSEMBLE_MEMBERS = ("wadiro_pcscnn", "gp", "svr", "wadiro_linreg", DAY_TYPE_NAIVE,
                     "seasonal_naive")
@@ -134,6 +151,7 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "publication_weighting": "record",
         "record_weeks": 26,
         "model_options": DEPLOYED_OPTIONS,
+        "model_inputs": DEPLOYED_INPUTS,
     }),
     "paper": MappingProxyType({
         "models": PAPER_MODELS,
@@ -154,9 +172,39 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "publication_weighting": "validation",
         "record_weeks": 8,
         "model_options": PAPER_OPTIONS,
+        "model_inputs": MappingProxyType({}),
     }),
 })
 """The value each protocol gives the fields a run leaves out."""
+
+class ModelInputs(BaseModel):
+    """What one model is fitted on when it differs from the run's: its own feature set, weeks of
+    history and target (``None``: the run's). A model beyond the paper's may train on a longer
+    history where that was measured to pay (the paper's models keep the run's 12 weeks).
+    ``base_model`` names a model whose forecasts, as issued a week ahead, a residual target
+    corrects instead of a persistence forecast (when that model is in the run).
+    ``level_correction`` (0 to 1, default 0) moves the model's forecast of every hour by that
+    share of its median error on the validation week (actual minus forecast, known when the
+    forecast is issued): a model slow to follow a building's level shifts follows them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    feature_set: str | None = None
+    history_weeks: int | None = Field(None, ge=2)
+    target: Target | None = None
+    base_model: str | None = None
+    level_correction: float | None = Field(None, ge=0, le=1)
+
+    @field_validator("feature_set")
+    @classmethod
+    def _known_feature_set(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return get_feature_set(value).name
+        except LookupError as exc:
+            raise ValueError(str(exc)) from None
+
 
 class ForecastConfig(BaseModel):
     """Every choice of a run that changes its results (recorded in the ``runs`` table)."""
@@ -214,6 +262,11 @@ class ForecastConfig(BaseModel):
         description="What the learned models predict: the load itself (the paper) or the "
         "residual, the correction to a persistence forecast (--persistence).",
     )
+    base_model: str | None = Field(
+        None,
+        description="A model whose forecasts, as they were issued a week ahead, a residual "
+        "target corrects instead of the persistence forecast (per model: model_inputs).",
+    )
     persistence: Persistence = Field(
         PROTOCOLS["deployed"]["persistence"],
         description="The persistence forecast a residual target corrects: last_week (the load "
@@ -241,6 +294,11 @@ class ForecastConfig(BaseModel):
     model_options: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: _copy(DEPLOYED_OPTIONS),
         description="Fixed constructor arguments per model, not tuned (e.g. the solver).",
+    )
+    model_inputs: dict[str, ModelInputs] = Field(
+        default_factory=lambda: _copy(DEPLOYED_INPUTS),
+        description="Per model, the feature set, weeks of history and target it is fitted on "
+        "where they differ from the run's.",
     )
     scnn_tuning: ScnnTuning = Field(
         PROTOCOLS["deployed"]["scnn_tuning"],
@@ -355,9 +413,63 @@ class ForecastConfig(BaseModel):
         """Only the fields of :class:`ForecastConfig` (subclasses add where and how to run)."""
         return ForecastConfig(**{name: getattr(self, name) for name in ForecastConfig.model_fields})
 
+    def inputs(self, model: str) -> ForecastConfig:
+        """This run as ``model`` is fitted in it: the run's feature set, history and target, or
+        the model's own (:attr:`model_inputs`)."""
+        own = self.model_inputs.get(model)
+        if own is None:
+            return self
+        changes = {k: v for k, v in own.model_dump(exclude={"level_correction"}).items()
+                   if v is not None}
+        if changes.get("base_model") not in (None, *self.models):
+            del changes["base_model"]  # not in the run: the persistence forecast is the base
+        changes = {k: v for k, v in changes.items() if getattr(self, k) != v}
+        return self.model_copy(update=changes) if changes else self
+
+    @property
+    def base_models(self) -> tuple[str, ...]:
+        """The run's models that others of the run are stacked on (:attr:`base_model`)."""
+        return tuple(dict.fromkeys(
+            b for b in (self.inputs(m).base_model for m in self.models) if b is not None))
+
+    def level_correction_of(self, model: str) -> float:
+        """The share of its median validation-week error by which ``model``'s forecast moves
+        (0: none; :attr:`ModelInputs.level_correction`)."""
+        own = self.model_inputs.get(model)
+        return 0.0 if own is None or own.level_correction is None else own.level_correction
+
+    def input_groups(self, models: Sequence[str]) -> list[tuple[ForecastConfig, list[str]]]:
+        """``models`` grouped by what they are fitted on (:meth:`inputs`), the run's own first:
+        each group shares one window."""
+        groups: dict[tuple, tuple[ForecastConfig, list[str]]] = {}
+        for model in models:
+            config = self.inputs(model)
+            key = (config.feature_set, config.history_weeks, config.target, config.base_model)
+            groups.setdefault(key, (config, []))[1].append(model)
+        own = (self.feature_set, self.history_weeks, self.target, self.base_model)
+        bases = {c.base_model for c, _ in groups.values()}
+        return sorted(groups.values(), key=lambda group: (
+            not any(m in bases for m in group[1]),  # a base model's group before those using it
+            group[0].base_model is not None,
+            (group[0].feature_set, group[0].history_weeks, group[0].target,
+             group[0].base_model) != own))
+
+    def load_range(self, week: Any, timezone: str) -> tuple[Any, Any]:
+        """The UTC hours a window of ``week`` reads, for every model of the run: the longest
+        history and lookback among them, through the end of the week."""
+        from wadiro_fleet.tasks.protocol.windows import window_load_range
+
+        ranges = [window_load_range(week, timezone, history_weeks=c.history_weeks,
+                                    feature_set=c.feature_set)
+                  for c in {self.inputs(m) for m in self.models} | {self}]
+        return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+    def __hash__(self) -> int:  # frozen: hashable by value (the sets of :meth:`load_range`)
+        return hash(self.model_dump_json())
+
     PROTOCOL_FIELDS: ClassVar[tuple[str, ...]] = (
         "feature_set", "target", "persistence", "closure_periods", "target_week_floor",
-        "history_weeks", "fit_sample_every", "model_options")
+        "history_weeks", "fit_sample_every", "model_options", "model_inputs")
     """The fields that, with a model's hyperparameters, decide what its forecast is: a forecast
     issued under other values is not this configuration's forecast."""
 

@@ -22,6 +22,7 @@ import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
+    ClosurePeriod,
     day_type_persistence,
     parse_closure_periods,
     unlike_last_week,
@@ -41,6 +42,10 @@ DAY_TYPE_PERSISTENCE = "kwh_day_type_persistence"
 """The holiday-aware persistence forecast of each hour
 (:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`), carried beside
 :data:`PERSISTENCE`: the base a residual model corrects when the run says so."""
+ISSUED_BASE = "kwh_issued_base"
+"""A model's forecast of each hour as it was issued a week ahead (the target week's: as it is
+issued now), carried through a window beside the persistence forecasts when a residual target
+corrects that model (:attr:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.base_model`)."""
 UNLIKE_LAST_WEEK = "unlike_last_week"
 """1.0 for an hour whose day type differs from the same hour last week's, or that is an off
 weekday (:func:`~wadiro_fleet.tasks.protocol.day_types.unlike_last_week`), else 0.0; carried
@@ -87,11 +92,13 @@ def _holiday_dates(
 
 @dataclass(frozen=True)
 class FeatureContext:
-    """What a feature function sees: the hours, their local times, the holiday dates."""
+    """What a feature function sees: the hours, their local times, the holiday dates and the
+    closure periods (days that count as holidays for the day types)."""
 
     hours: pd.DataFrame
     local: pd.DatetimeIndex
     holidays: frozenset[np.datetime64]
+    closures: tuple[ClosurePeriod, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -254,6 +261,41 @@ def _change_since_last_week(name: str) -> Callable[[FeatureContext], np.ndarray]
     return compute
 
 
+YEAR_WEEKS = 52
+"""A year back, in weeks: 364 days, so the same weekday (and hour) a year earlier."""
+
+
+def _day_type_lag(ctx: FeatureContext) -> np.ndarray:
+    """The holiday-aware persistence forecast of each hour
+    (:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`) as a feature: a model
+    that weighs it learns how far to trust the latest day of the same type."""
+    return day_type_persistence(_series(ctx, LABEL), ctx.local, ctx.holidays, ctx.closures,
+                                fallback=_persistence(ctx))
+
+
+def _year_ago(ctx: FeatureContext) -> np.ndarray:
+    """The load at the same local hour and weekday a year (52 weeks) back: what the building
+    did at this time of its year (a university term, a summer closure). Where that reading is
+    missing (the building's first year), the holiday-aware persistence stands in, so the
+    feature is always known when the load of the last weeks is."""
+    year_ago = _lags(ctx, (YEAR_WEEKS,))[:, 0]
+    return np.where(np.isnan(year_ago), _day_type_lag(ctx), year_ago)
+
+
+def _year_ago_change(ctx: FeatureContext) -> np.ndarray:
+    """How the load changed a year back from the week before to this week (same local hour, 52
+    weeks minus 53 weeks back): last year's step at this time of year, e.g. a term starting.
+    0, no known change, where either reading is missing."""
+    change = np.subtract(*_lags(ctx, (YEAR_WEEKS, YEAR_WEEKS + 1)).T)
+    return np.where(np.isnan(change), 0.0, change)
+
+
+def _unlike_last_week(ctx: FeatureContext) -> np.ndarray:
+    """1.0 for an hour unlike the same hour last week (:func:`~wadiro_fleet.tasks.protocol.
+    day_types.unlike_last_week`), else 0.0."""
+    return unlike_last_week(ctx.local, ctx.holidays, ctx.closures).astype(float)
+
+
 def _last_week_mean(ctx: FeatureContext) -> np.ndarray:
     """Mean load of the local week before each hour's own local week (its level; NaN when
     that week has no reading): known when the week is forecast."""
@@ -286,6 +328,12 @@ FEATURES: dict[str, Feature] = {
                     lookback_hours=169)
             for name in ("temperature_c", "irradiance_wm2")
         ),
+        Feature("kwh_day_type_lag", _day_type_lag, inputs=(LABEL,), lookback_hours=673),
+        Feature("kwh_year_ago", _year_ago, inputs=(LABEL,),
+                lookback_hours=168 * YEAR_WEEKS + 1),
+        Feature("kwh_year_ago_change", _year_ago_change, inputs=(LABEL,),
+                lookback_hours=168 * (YEAR_WEEKS + 1) + 1),
+        Feature("unlike_last_week_flag", _unlike_last_week),
     )
 }
 """Every feature known to the pipeline, by column name."""
@@ -324,13 +372,21 @@ FEATURE_SETS: dict[str, FeatureSet] = {
             "kwh_last_week_mean", "lag_week_is_off", "temperature_c_change_168",
             "irradiance_wm2_change_168",
         )),
+        make_feature_set("year", (
+            *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_504", "kwh_lag_672",
+            "kwh_lag_median", "kwh_last_week_mean", "lag_week_is_off", "kwh_day_type_lag",
+            "unlike_last_week_flag", "kwh_year_ago", "kwh_year_ago_change",
+        )),
     )
 }
 """Named feature sets a run can choose. ``paper`` is the paper's eight; ``paper_lags`` adds
 the load one and two weeks back; ``recent`` adds the median of the last four weeks at the
 same hour, last week's mean load and whether last week's hour was a holiday or weekend;
 ``recent_change`` adds how temperature and irradiance changed since the same hour last week
-(what a correction to last week's load most needs to know)."""
+(what a correction to last week's load most needs to know); ``year`` adds to ``recent`` the
+load three and four weeks back, the holiday-aware persistence, whether the hour is unlike last
+week, and the load a year back with last year's change at this time of year (the gradient
+boosting model's inputs: it trains on a year)."""
 
 DEFAULT_FEATURE_SET = "paper"
 """The functions' default: the paper's set (a run's default is in ``config.py``)."""
@@ -394,17 +450,18 @@ def build_features(
         )
     local = utc.tz_convert(resolve_timezone(timezone))
     years = range(local.year.min(), local.year.max() + 1) if len(local) else range(0)
+    closures = parse_closure_periods(closure_periods)
     ctx = FeatureContext(
         hours=hours,
         local=local,
         holidays=holiday_dates(holiday_country, holiday_subdiv, years),
+        closures=closures,
     )
     out = pd.DataFrame({TS: utc}, index=hours.index)
     for feature in fs.features:
         out[feature.name] = feature.compute(ctx)
     if LABEL in hours.columns:
         out[LABEL] = pd.to_numeric(hours[LABEL], errors="coerce").to_numpy(dtype=np.float64)
-        closures = parse_closure_periods(closure_periods)
         out[PERSISTENCE] = _persistence(ctx)
         out[DAY_TYPE_PERSISTENCE] = day_type_persistence(
             _series(ctx, LABEL), local, ctx.holidays, closures,
@@ -423,6 +480,7 @@ __all__ = [
     "FeatureContext",
     "FeatureInputError",
     "FeatureSet",
+    "ISSUED_BASE",
     "LABEL",
     "PAPER_COLUMNS",
     "PERSISTENCE",
@@ -431,6 +489,7 @@ __all__ = [
     "UNLIKE_LAST_WEEK",
     "UnknownHolidayCalendarError",
     "WEATHER_COLUMNS",
+    "YEAR_WEEKS",
     "build_features",
     "get_feature_set",
     "holiday_dates",

@@ -41,6 +41,7 @@ import pandas as pd
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import (
     DAY_TYPE_PERSISTENCE,
+    ISSUED_BASE,
     PERSISTENCE,
     TS,
     UNLIKE_LAST_WEEK,
@@ -84,8 +85,20 @@ def _rows(rows: WindowPart, keep: np.ndarray) -> WindowPart:
 
 
 def base_column(config: ForecastConfig) -> str:
-    """The window column a residual target corrects."""
+    """The window column a residual target corrects: a model's issued forecasts when the run
+    names a base model, else the persistence forecast it names."""
+    if config.base_model is not None:
+        return ISSUED_BASE
     return DAY_TYPE_PERSISTENCE if config.persistence == "day_type" else PERSISTENCE
+
+
+def base_name(config: ForecastConfig) -> str | None:
+    """What a residual target corrects, by model name (None: the load is the target)."""
+    if config.target == "load":
+        return None
+    if config.base_model is not None:
+        return config.base_model
+    return "day_type_naive" if config.persistence == "day_type" else "seasonal_naive"
 
 
 def window_part(window: Window, name: str, config: ForecastConfig) -> WindowPart:
@@ -98,7 +111,8 @@ def window_part(window: Window, name: str, config: ForecastConfig) -> WindowPart
         return WindowPart(X, load, np.zeros(len(load)), load, ts, np.zeros(len(load), bool))
     base = frame[base_column(config)].to_numpy(dtype=np.float64)
     unlike = np.zeros(len(base), dtype=bool)
-    if config.persistence == "day_type" and UNLIKE_LAST_WEEK in frame.columns:
+    if (config.base_model is None and config.persistence == "day_type"
+            and UNLIKE_LAST_WEEK in frame.columns):
         unlike = frame[UNLIKE_LAST_WEEK].to_numpy() == 1.0
     keep = np.isfinite(base) if name != "test" else np.ones(len(base), dtype=bool)
     return WindowPart(X[keep], (load - base)[keep], base[keep], load[keep], ts[keep],
@@ -138,13 +152,14 @@ class Fitter:
         picked = _every(len(whole.target), sample_every)
         rows = whole if len(picked) == len(whole.target) else _rows(whole, picked)
         extra: dict[str, Any] = {}
-        if spec.load_floor is not None:  # on the load itself, or per row on a residual
+        in_program = spec.load_floor is not None and spec.floor_in_program
+        if in_program:  # on the load itself, or per row on a residual
             extra["lower_bound"] = (spec.load_floor if self.config.target == "load"
                                     else spec.load_floor - rows.base)
         estimator = spec.estimator(**{**self.config.model_options.get(model, {}), **params,
                                       **extra})
-        fit_args = self._bound_points(model, forecasts)
-        if spec.load_floor is not None and not trial and rows is not whole:
+        fit_args = self._bound_points(model, forecasts) if in_program else {}
+        if in_program and not trial and rows is not whole:
             left_out = np.setdiff1d(np.arange(len(whole.target)), picked)
             _add_bound_points(fit_args, whole.X[left_out],
                               self.floor(model, part)[left_out])
@@ -168,14 +183,16 @@ class Fitter:
 
     def predict(self, model: str, fitted: Any, part: str) -> np.ndarray:
         """``fitted``'s forecast of ``part`` in target units: zero (the base) where the part
-        keeps its base, projected onto ``model``'s floor when the run projects. The training
-        rows are predicted as fitted."""
+        keeps its base, projected onto ``model``'s floor when the run projects, or always for
+        a model that cannot hold its floor inside its fit. The training rows are predicted as
+        fitted."""
         rows = self.parts[part]
         prediction = np.asarray(fitted.predict(rows.X), dtype=float)
         if part in FORECAST_PARTS:
             prediction = np.where(rows.keep_base, 0.0, prediction)
         floor = self.floor(model, part)
-        if floor is not None and self.config.target_week_floor == "projection":
+        if floor is not None and (self.config.target_week_floor == "projection"
+                                  or not MODELS[model].floor_in_program):
             prediction = np.fmax(prediction, floor)  # NaN predictions stay NaN
         return prediction
 
@@ -197,4 +214,4 @@ def _add_bound_points(fit_args: dict[str, Any], X: np.ndarray, lower: np.ndarray
     fit_args["bound_X"], fit_args["bound_lower"] = X, lower
 
 
-__all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "window_part"]
+__all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "base_name", "window_part"]

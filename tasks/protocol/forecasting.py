@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from typing import Any
 
@@ -38,12 +38,13 @@ from wadiro_fleet.tasks.protocol.certification import certify_fit
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import (
     CHANGE_SUFFIX,
+    ISSUED_BASE,
     LABEL,
     TS,
     WEATHER_COLUMNS,
     build_features,
 )
-from wadiro_fleet.tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart
+from wadiro_fleet.tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart, base_name
 from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
 from wadiro_fleet.tasks.protocol.models import MODELS
 from wadiro_fleet.tasks.protocol.publication import (
@@ -78,12 +79,17 @@ class IssuedForecast:
     params: dict[str, Any]
     hours: np.ndarray
     y_hat: np.ndarray
+    level_shift: float = 0.0
+    """kWh the model's level correction added to every hour of it (:attr:`ModelOutcome.
+    level_shift`): the model's own forecast was ``y_hat - level_shift``."""
 
     @classmethod
-    def from_series(cls, params: dict[str, Any], y_hat: pd.Series) -> IssuedForecast:
+    def from_series(cls, params: dict[str, Any], y_hat: pd.Series,
+                    level_shift: float = 0.0) -> IssuedForecast:
         """From a forecast indexed by its hours."""
         y_hat = y_hat.sort_index()
-        return cls(params, epoch_us(y_hat.index), y_hat.to_numpy(dtype=np.float64))
+        return cls(params, epoch_us(y_hat.index), y_hat.to_numpy(dtype=np.float64),
+                   level_shift)
 
     def at(self, ts: pd.DatetimeIndex) -> np.ndarray:
         """The forecast at the hours ``ts``; NaN at an hour it does not cover."""
@@ -129,6 +135,14 @@ class ModelOutcome:
     validation_errors: pd.Series | None = None
     """Actual minus forecast of the validation week by UTC hour (kWh; the validation forecast
     is the actual minus these): what the intervals and a combination of models are made of."""
+    level_shift: float = 0.0
+    """kWh added to every hour of the forecast by the model's level correction (a share of the
+    median of ``validation_errors``, which are the model's own, before any shift)."""
+    base: str | None = None
+    """What a residual target corrected: a base model's issued forecasts or a persistence
+    forecast, by model name (None: the load itself was the target)."""
+    members: tuple[str, ...] = ()
+    """A combination's members that week (the models it combined)."""
     l_eps: float | None = None  # stability certificate (kWh) and out-of-sample bound
     l_eps_lower: float | None = None
     l_eps_status: str | None = None
@@ -149,6 +163,9 @@ class BuildingWeekResult:
     test_ts: pd.Series
     outcomes: list[ModelOutcome] = field(default_factory=list)
     publication: Publication | None = None
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Weather inputs the window left out of this week's features, each with why
+    (:attr:`~wadiro_fleet.tasks.protocol.windows.Window.left_out`)."""
     compute_time_s: float | None = None
     """CPU seconds of the thread that ran the protocol for this building-week (features, every
     model's tuning, fits, certificates, scoring); None when it failed before running."""
@@ -166,14 +183,15 @@ def _errors(validation: WindowPart, forecast: np.ndarray) -> pd.Series:
 
 def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
                    validation: WindowPart) -> pd.Series | None:
-    """Validation errors of the forecast issued for the validation week, when it was made with
-    ``params`` and covers enough of the week's rows; else None (the model is fitted again)."""
+    """Validation errors of the forecast issued for the validation week (the model's own, its
+    level shift taken back out), when it was made with ``params`` and covers enough of the
+    week's rows; else None (the model is fitted again)."""
     if issued is None or dict(issued.params) != dict(params) or not len(validation.load):
         return None
     y_hat = issued.at(validation.ts)
     if np.isfinite(y_hat).sum() < ISSUED_MIN_SHARE * len(y_hat):
         return None
-    return _errors(validation, y_hat)
+    return _errors(validation, y_hat - issued.level_shift)
 
 
 def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) -> ModelOutcome:
@@ -289,9 +307,15 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
     outcome.validation_mae = mean_absolute(errors)
     outcome.y_hat = test.to_load(fitter.predict(name, model, "test"))
     floor = MODELS[name].load_floor
+    share = fitter.config.level_correction_of(name)
+    if share and len(errors):
+        outcome.level_shift = share * float(np.median(errors.to_numpy()))
+        outcome.y_hat = outcome.y_hat + outcome.level_shift
+        if floor is not None:
+            outcome.y_hat = np.fmax(outcome.y_hat, floor)  # the floor holds after the shift
     outcome.intervals = conformal_intervals(
-        outcome.y_hat, errors.to_numpy(), levels=adapted_levels(name, record, LEVELS),
-        floor=0.0 if floor is None else floor)
+        outcome.y_hat, errors.to_numpy() - outcome.level_shift,
+        levels=adapted_levels(name, record, LEVELS), floor=0.0 if floor is None else floor)
     outcome.scores = score_forecast(
         test.load, outcome.y_hat,
         train_prediction=train.to_load(fitter.predict(name, model, "train")),
@@ -315,7 +339,8 @@ def _learned_outcomes(
     the tuning to reuse; ``earlier`` every model's latest tuning, however old (a warm start)."""
     fitter = Fitter(window, config)
     n_train = len(fitter.parts["train"].target)
-    outcomes = {n: ModelOutcome(model=n, status="failed", n_train=n_train) for n in names}
+    outcomes = {n: ModelOutcome(model=n, status="failed", n_train=n_train,
+                                base=base_name(config)) for n in names}
     errors: dict[str, pd.Series] = {}
     groups = _tuning_groups(names, config, stored)
     for group in groups:
@@ -352,7 +377,7 @@ def _certify(outcome: ModelOutcome, model: Any, window: Window, config: Forecast
 @dataclass(frozen=True)
 class _Week:
     """What the publication step knows of the target week: its forecastable hours and the
-    share of its hours whose weather was filled in."""
+    largest share of its hours any weather input the models read had filled in."""
 
     forecastable: np.ndarray
     weather_filled: float
@@ -360,10 +385,11 @@ class _Week:
 
 
 def _week(window: Window) -> _Week:
-    test = window.coverage["test"]
+    hours = window.coverage["test"].hours
+    filled = max(window.test_weather_filled.values(), default=0)
     return _Week(
         forecastable=window.test[list(window.feature_columns)].notna().all(axis=1).to_numpy(),
-        weather_filled=test.weather_filled / test.hours if test.hours else 0.0,
+        weather_filled=filled / hours if hours else 0.0,
         weather_read=any(column in WEATHER_COLUMNS or column.endswith(CHANGE_SUFFIX)
                          for column in window.feature_columns),
     )
@@ -378,22 +404,37 @@ def _candidate(outcome: ModelOutcome, week: _Week) -> Candidate:
         reads_weather=week.weather_read and MODELS[outcome.model].is_learned)
 
 
+MIN_LEARNED_MEMBERS = 2
+"""A combination is formed only from at least this many trusted learned members: with fewer it
+would be a persistence forecast (or one model) under another name."""
+
+
 def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[ModelOutcome],
                       config: ForecastConfig, record: TrackRecord | None) -> ModelOutcome:
     """The hourly median of the run's ensemble members that can be trusted this week (the
     publication's checks, negative hours aside: the median is clipped at zero), and of their
-    validation forecasts, which calibrate its intervals."""
+    validation forecasts, which calibrate its intervals. It needs at least
+    :data:`MIN_LEARNED_MEMBERS` trusted learned members, and fails when its forecast is a
+    persistence member's own (then that persistence forecast stands for itself)."""
     members = [o for o in outcomes if o.model in config.members
                and member_problem(_candidate(o, week), week.forecastable,
                                   week.weather_filled) is None
                and o.validation_errors is not None]
-    outcome = ModelOutcome(model=name, status="failed", n_train=len(window.train))
-    if len(members) < 2:
-        outcome.error = f"fewer than two members to combine ({len(members)})"
+    outcome = ModelOutcome(model=name, status="failed", n_train=len(window.train),
+                           members=tuple(o.model for o in members))
+    learned = [o.model for o in members if MODELS[o.model].is_learned]
+    if len(learned) < MIN_LEARNED_MEMBERS:
+        outcome.error = (f"fewer than {MIN_LEARNED_MEMBERS} trusted learned members to "
+                         f"combine ({', '.join(learned) or 'none'})")
         return outcome
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an hour no member forecasts: NaN
         y_hat = np.fmax(np.nanmedian(np.vstack([o.y_hat for o in members]), axis=0), 0.0)
+    for member in members:
+        if MODELS[member.model].persistence is not None and np.array_equal(
+                y_hat[week.forecastable], member.y_hat[week.forecastable], equal_nan=True):
+            outcome.error = f"its forecast is {member.model}'s own"
+            return outcome
     actual = window.history.set_index(TS)[LABEL].astype(float)
     forecasts = pd.concat([actual.reindex(o.validation_errors.index) - o.validation_errors
                            for o in members], axis=1)
@@ -407,6 +448,57 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     outcome.params, outcome.tuned_week, outcome.status = {}, window.week, "ok"
     outcome.solver = "median of " + ", ".join(o.model for o in members)
     return outcome
+
+
+def _model_window(hours: pd.DataFrame, week: date, config: ForecastConfig,
+                  calendar: Mapping[str, Any], like: ForecastConfig | None = None,
+                  base: IssuedForecast | None = None) -> Window:
+    """The window of ``week`` as ``config`` fits its models: its features and weeks of history,
+    and, when a residual target corrects a base model, that model's forecasts as issued
+    (``base``, by hour). A window of more history than the run's (``like``) asks of it only the
+    run's fit hours, so a building with less history than that still feeds a model that trains
+    on a longer one."""
+    features = build_features(
+        _window_hours(hours, week, calendar["timezone"], config), **calendar,
+        feature_set=config.feature_set, closure_periods=config.closure_periods)
+    if base is not None:
+        features[ISSUED_BASE] = base.at(features[TS])
+    fit_share = 0.5
+    if like is not None and config.history_weeks > like.history_weeks:
+        fit_share *= (like.history_weeks - 1) / (config.history_weeks - 1)
+    return build_window(features, week, calendar["timezone"], feature_set=config.feature_set,
+                        history_weeks=config.history_weeks, min_fit_fraction=fit_share)
+
+
+MIN_BASE_SHARE = 0.5
+"""A model stacked on a base model's issued forecasts needs them for at least this share of its
+fit weeks' usable hours; with fewer it corrects the persistence forecast that week."""
+
+
+def _issued_base(model: str, outcomes: Mapping[str, ModelOutcome],
+                 issued_history: Mapping[str, IssuedForecast],
+                 test_ts: pd.Series) -> IssuedForecast | None:
+    """``model``'s forecasts by hour: as issued for the history's weeks, and its forecast of
+    the target week as it is issued now (None when it has none this week)."""
+    current = outcomes.get(model)
+    if current is None or current.status != "ok" or current.y_hat is None:
+        return None
+    now = IssuedForecast.from_series({}, pd.Series(current.y_hat,
+                                                   index=pd.DatetimeIndex(test_ts)))
+    before = issued_history.get(model)
+    if before is None:
+        return now
+    keep = before.hours < now.hours.min() if len(now.hours) else np.ones(len(before.hours), bool)
+    return IssuedForecast({}, np.concatenate([before.hours[keep], now.hours]),
+                          np.concatenate([before.y_hat[keep], now.y_hat]))
+
+
+def _base_covers(window: Window) -> bool:
+    """Whether the issued base covers enough of the window's fit rows (:data:`MIN_BASE_SHARE`)."""
+    if ISSUED_BASE not in window.fit.columns or not len(window.fit):
+        return False
+    return bool(np.isfinite(window.fit[ISSUED_BASE].to_numpy(dtype=float)).mean()
+                >= MIN_BASE_SHARE)
 
 
 def _window_hours(hours: pd.DataFrame, week: date, timezone: str,
@@ -429,10 +521,13 @@ WEATHER_KIND = "weather_kind"
 ``forecast``; :mod:`~wadiro_fleet.tasks.warehouse.hours`)."""
 
 
-def target_week_weather_sources(hours: pd.DataFrame, bounds: WindowBounds) -> dict[str, int | str | None]:
-    """Which weather the target week's hours used: hours whose stored row (every weather input
-    present) is an observation, hours whose row is a forecast, and the week's source,
-    ``observed``, ``forecast``, ``mixed`` or None (neither: every hour was filled or is missing).
+def target_week_weather_sources(
+    hours: pd.DataFrame, bounds: WindowBounds, inputs: tuple[str, ...] = WEATHER_COLUMNS,
+) -> dict[str, int | str | None]:
+    """Which weather the target week's hours used: hours with every weather input of
+    ``inputs`` (those the window kept) stored whose row is an observation, those whose row is a
+    forecast, and the week's source, ``observed``, ``forecast``, ``mixed`` or None (neither:
+    every hour was filled or is missing).
 
     Counts are None when the frame does not say where its weather came from.
     """
@@ -442,7 +537,7 @@ def target_week_weather_sources(hours: pd.DataFrame, bounds: WindowBounds) -> di
     ts = pd.DatetimeIndex(hours[TS]).tz_convert("UTC")
     start, end = bounds.part("test")
     in_test = (ts >= start) & (ts < end)
-    present = hours[list(WEATHER_COLUMNS)].notna().all(axis=1).to_numpy()
+    present = hours[list(inputs)].notna().all(axis=1).to_numpy()
     kind = hours[WEATHER_KIND].to_numpy()
     observed = int((in_test & present & (kind == "observed")).sum())
     forecast = int((in_test & present & (kind == "forecast")).sum())
@@ -464,6 +559,7 @@ def forecast_building_week(
     stored_params: Mapping[str, StoredParams] | None = None,
     track_record: TrackRecord | None = None,
     issued: Mapping[str, IssuedForecast] | None = None,
+    issued_history: Mapping[str, IssuedForecast] | None = None,
 ) -> BuildingWeekResult:
     """Run the protocol for one building and target week on its hourly frame.
 
@@ -476,30 +572,31 @@ def forecast_building_week(
     the intervals adapt their level to the coverage it shows. ``issued`` holds each model's
     forecast issued for the week before ``week`` (the validation week); under ``--tuning
     reuse`` it replaces the validation fit where its hyperparameters are the ones reused.
+    ``issued_history`` holds, per base model (:attr:`ForecastConfig.base_model`), its forecasts
+    as issued for the weeks of the history: what the models stacked on it correct. Where they
+    cover less than half of the fit weeks (a new building, the first weeks of a backfill), a
+    stacked model corrects the persistence forecast instead (``model_fits.base`` says which).
 
     When the window cannot feed the learned models (too little history, no weather), only the
     persistence models run, so the week still gets a forecast whenever last week's load exists.
     """
     started = time.thread_time()  # this thread's CPU: right under the threads runner too
-    features = build_features(
-        _window_hours(hours, week, timezone, config), timezone=timezone,
-        holiday_country=holiday_country, holiday_subdiv=holiday_subdiv,
-        feature_set=config.feature_set, closure_periods=config.closure_periods,
-    )
-    window = build_window(
-        features, week, timezone, feature_set=config.feature_set,
-        history_weeks=config.history_weeks,
-    )
+    calendar = {"timezone": timezone, "holiday_country": holiday_country,
+                "holiday_subdiv": holiday_subdiv}
+    window = _model_window(hours, week, config, calendar)
     coverage = {
         "n_train_hours": window.coverage["train"].hours,
         "n_train_labelled": window.coverage["train"].labelled,
         "n_test_hours": window.coverage["test"].hours,
         "n_test_labelled": window.coverage["test"].labelled,
-        **target_week_weather_sources(hours, window.bounds),
+        **target_week_weather_sources(
+            hours, window.bounds,
+            tuple(c for c in window.feature_columns if c in WEATHER_COLUMNS) or WEATHER_COLUMNS),
     }
     result = BuildingWeekResult(
         building_id=building_id, week=window.week, status=str(window.status),
         reason=window.reason, coverage=coverage, test_ts=window.test[TS],
+        left_out=dict(window.left_out),
     )
     max_age = timedelta(weeks=config.reuse_max_age_weeks)
     earlier = {name: params for name, params in (stored_params or {}).items()
@@ -507,8 +604,27 @@ def forecast_building_week(
     stored = {name: params for name, params in earlier.items()
               if window.week - params.tuned_week <= max_age}
     learned = [n for n in config.models if MODELS[n].is_learned] if window.ok else []
-    outcomes, fitted = _learned_outcomes(learned, window, config, building_id, stored,
-                                         track_record, issued or {}, earlier)
+    outcomes: dict[str, ModelOutcome] = {}
+    fitted: dict[str, tuple[Any, Window]] = {}
+    for inputs, models in config.input_groups(learned):  # base models before their users
+        base = None
+        if inputs.base_model is not None:
+            base = _issued_base(inputs.base_model, outcomes, issued_history or {},
+                                window.test[TS])
+            if base is None:  # no forecast of it this week: the persistence forecast is the base
+                inputs = inputs.model_copy(update={"base_model": None})
+        own = window if inputs is config else _model_window(hours, week, inputs, calendar,
+                                                             like=config, base=base)
+        if not own.ok:
+            continue
+        if base is not None and not _base_covers(own):
+            inputs = inputs.model_copy(update={"base_model": None})
+        # a forecast issued with every input is not the forecast of a model without some
+        standing_in = {} if own.left_out else (issued or {})
+        done, models_fitted = _learned_outcomes(models, own, inputs, building_id, stored,
+                                                track_record, standing_in, earlier)
+        outcomes.update(done)
+        fitted.update({name: (model, own) for name, model in models_fitted.items()})
     for name in config.models:
         if MODELS[name].is_learned:
             if name in outcomes:
@@ -521,21 +637,27 @@ def forecast_building_week(
             result.outcomes.append(_ensemble_outcome(name, window, week_known, result.outcomes,
                                                      config, track_record))
     if config.certify == "all":
-        for name, model in fitted.items():
-            _certify(outcomes[name], model, window, config)
+        for name, (model, own) in fitted.items():
+            _certify(outcomes[name], model, own, config)
 
     def choose() -> Publication | None:
         return choose_publication(
             [_candidate(o, week_known) for o in result.outcomes], week_known.forecastable,
             track_record, config.max_l_eps, week_known.weather_filled,
-            config.publication_weighting, config.record_weeks)
+            config.publication_weighting, config.record_weeks,
+            learned_in_run=any(MODELS[n].is_learned for n in config.models))
 
     if config.certify == "published" and config.certify_nodes > 0:
         result.publication = publish_certified(
-            choose, lambda name: _certify(outcomes[name], fitted[name], window, config),
-            certifiable={name for name, model in fitted.items() if hasattr(model, "gates_")},
+            choose, lambda name: _certify(outcomes[name], *fitted[name], config),
+            certifiable={name for name, (model, _) in fitted.items()
+                         if hasattr(model, "gates_")},
             required=config.max_l_eps is not None)
     else:
         result.publication = choose()
+    combined = next((o.members for o in result.outcomes
+                     if MODELS[o.model].combination and o.status == "ok"), ())
+    if result.publication is not None and combined:
+        result.publication = replace(result.publication, ensemble_members=combined)
     result.compute_time_s = time.thread_time() - started
     return result

@@ -28,6 +28,8 @@ from wadiro_models import REGISTRY, ModelEntry
 SEASONAL_NAIVE = "seasonal_naive"
 DAY_TYPE_NAIVE = "day_type_naive"
 ENSEMBLE = "ensemble"
+BOOSTING_MODELS = ("gbr",)
+"""The library's models beyond the paper's comparison (gradient boosting)."""
 
 
 class UnknownModelNameError(PipelineError, ValueError):
@@ -53,8 +55,12 @@ class ModelSpec:
     combination: bool = False
     """A combination of other models' forecasts (no estimator, no column of its own)."""
     load_floor: float | None = None
-    """The lowest load the model may forecast, enforced inside its training program (``None``:
-    no such guarantee): the library entry's fixed ``lower_bound``."""
+    """The lowest load the model may forecast (``None``: no such guarantee): the library
+    entry's fixed ``lower_bound``, enforced inside its training program, or its
+    ``projected_floor``, onto which its forecasts are projected."""
+    floor_in_program: bool = False
+    """Whether :attr:`load_floor` is a constraint of the model's training program (the
+    constrained network) rather than a projection of its forecasts (trees)."""
 
     @property
     def is_learned(self) -> bool:
@@ -64,10 +70,14 @@ class ModelSpec:
 def _learned(name: str, entry: ModelEntry) -> ModelSpec:
     fixed = dict(entry.fixed)
     floor = fixed.pop("lower_bound", None)  # the pipeline sets it per row (residual target)
+    in_program = floor is not None
+    if floor is None:
+        floor = entry.projected_floor
     return ModelSpec(name, estimator=replace(entry, fixed=fixed).make,
                      search_space=entry.search_space,
                      fast_options=MappingProxyType(dict(entry.fast)),
-                     load_floor=None if floor is None else float(floor))
+                     load_floor=None if floor is None else float(floor),
+                     floor_in_program=in_program)
 
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType({
@@ -97,6 +107,7 @@ def check_model_names(models: Sequence[str]) -> tuple[str, ...]:
 
 
 __all__ = [
+    "BOOSTING_MODELS",
     "DAY_TYPE_NAIVE",
     "ENSEMBLE",
     "MODELS",

@@ -4,12 +4,19 @@ Only what is known when the forecast is issued decides: each model's error on th
 week (forecast from the weeks before it: by tuning, a refit, or the forecast issued a week
 earlier under tuning reuse), its record on this building's earlier
 weeks, its solver status, whether its forecast is physically sane (complete, never
-negative) and whether the weather it reads was forecast or mostly filled in (a model reading
-weather is not trusted when more than :data:`MAX_FILLED_WEATHER_SHARE` of the target week's
-hours had their weather filled from the days before: its inputs are then guesses). A model is
-published only when it is expected to beat the persistence forecast (``seasonal_naive``, last
-week's load); otherwise seasonal naive is published, and so whenever every other model failed.
-Every choice carries its reason.
+negative) and whether the weather it reads was forecast or mostly filled in (the window leaves
+out every weather input missing for more than
+:data:`~wadiro_fleet.tasks.protocol.windows.MAX_FILLED_WEATHER_SHARE` of the target week's hours,
+so no input a model reads is more guessed than that; a model reading more filled-in weather is
+not trusted). A model is published only when it is expected to beat the persistence forecast
+(``seasonal_naive``, last week's load); otherwise seasonal naive is published, and so whenever
+every other model failed.
+
+Every choice carries its reason and its :attr:`Publication.outcome`, so that a week in which
+no learned forecast could be trusted is never counted as a healthy one: ``learned`` (a learned
+model, or a combination of at least two), ``persistence`` (a persistence forecast chosen over
+trusted learned models that were not expected to beat it) or ``degraded`` (a persistence
+forecast because no learned forecast could be trusted or run that week).
 """
 
 from __future__ import annotations
@@ -19,13 +26,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
+from wadiro_fleet.tasks.protocol.models import MODELS, SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.scoring import count_violations
 from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS, TrackRecord, track_ratio
+from wadiro_fleet.tasks.protocol.windows import MAX_FILLED_WEATHER_SHARE
 
-MAX_FILLED_WEATHER_SHARE = 0.25
-"""Above this share of the target week's hours with weather filled in (interpolated, or from the
-last days' profile), models that read weather are not published."""
+LEARNED = "learned"
+PERSISTENCE = "persistence"
+DEGRADED = "degraded"
+OUTCOMES = (LEARNED, PERSISTENCE, DEGRADED)
+"""What kind of forecast a building-week published (:attr:`Publication.outcome`)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,13 @@ class Candidate:
     reads_weather: bool = False
     """Whether its forecast depends on the target week's weather."""
 
+    @property
+    def learned(self) -> bool:
+        """Whether it is a learned forecast: a fitted model, or a combination (one is formed
+        only of at least two trusted learned members)."""
+        spec = MODELS.get(self.model)
+        return spec is not None and (spec.is_learned or spec.combination)
+
 
 @dataclass(frozen=True)
 class Publication:
@@ -53,6 +70,10 @@ class Publication:
     reason: str
     expected_ratio: float | None = None
     """The published model's expected MAE relative to seasonal naive (1.0 for seasonal naive)."""
+    outcome: str = LEARNED
+    """One of :data:`OUTCOMES` (module docstring)."""
+    ensemble_members: tuple[str, ...] = ()
+    """The models the week's ensemble combined (empty: no ensemble that week)."""
 
 
 def member_problem(candidate: Candidate, forecastable: np.ndarray,
@@ -94,6 +115,7 @@ def choose_publication(
     weather_filled: float = 0.0,
     weighting: str = "record",
     record_weeks: int = RECORD_WEEKS,
+    learned_in_run: bool = True,
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
@@ -105,16 +127,22 @@ def choose_publication(
     is one more week of record), or the mean of its validation-week ratio and its record's mean
     (``"validation"``: the validation week weighs as much as the whole record). With
     ``max_l_eps``, a model whose stability certificate is above it (or failed) is not trusted.
-    ``weather_filled`` is the share of the target week's hours whose weather was filled in.
+    ``weather_filled`` is the largest share of the target week's hours any weather input had
+    filled in. A persistence forecast published because no learned forecast could be trusted is
+    ``degraded`` when the run asked for learned models (``learned_in_run``), else
+    ``persistence``: a run of persistence forecasts alone is what it was asked to be.
     """
     by_model = {c.model: c for c in candidates}
     naive = by_model.get(SEASONAL_NAIVE)
     if naive is None or naive.y_hat is None or not np.isfinite(naive.y_hat).any():
         return None
+    fallback = DEGRADED if learned_in_run else PERSISTENCE
     if not naive.validation_mae:
-        return Publication(SEASONAL_NAIVE, "no validation week to compare the models on", 1.0)
+        return Publication(SEASONAL_NAIVE, "no validation week to compare the models on", 1.0,
+                           fallback)
     scored: list[tuple[float, str, str]] = []
     rejected: list[str] = []
+    trusted_learned = False
     for candidate in candidates:
         if candidate.model == SEASONAL_NAIVE:
             continue
@@ -122,6 +150,7 @@ def choose_publication(
         if problem is not None:
             rejected.append(f"{candidate.model}: {problem}")
             continue
+        trusted_learned |= candidate.learned
         ratio = candidate.validation_mae / naive.validation_mae
         why = f"validation MAE {ratio:.2f}x seasonal naive"
         track = track_ratio(candidate.model, record or {}, record_weeks)
@@ -132,14 +161,20 @@ def choose_publication(
         scored.append((ratio, candidate.model, why))
     skipped = f"; not trusted: {'; '.join(rejected)}" if rejected else ""
     if not scored:
-        return Publication(SEASONAL_NAIVE, f"no learned model to publish{skipped}", 1.0)
+        return Publication(SEASONAL_NAIVE, f"no learned model to publish{skipped}", 1.0,
+                           fallback)
+    persistence = PERSISTENCE if trusted_learned else fallback
+    untrusted = "" if trusted_learned else "; no learned forecast could be trusted"
     ratio, model, why = min(scored)
     if ratio >= 1.0:
         return Publication(
-            SEASONAL_NAIVE,
-            f"no model expected to beat seasonal naive (best: {model}, {why}){skipped}", 1.0,
-        )
-    return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why}){skipped}", ratio)
+            SEASONAL_NAIVE, f"no model expected to beat seasonal naive (best: {model}, {why})"
+            f"{untrusted}{skipped}", 1.0, persistence)
+    if not by_model[model].learned:
+        return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why})"
+                           f"{untrusted}{skipped}", ratio, persistence)
+    return Publication(model, f"expected {ratio:.2f}x seasonal naive's MAE ({why}){skipped}",
+                       ratio, LEARNED)
 
 
 def publish_certified(
@@ -162,5 +197,5 @@ def publish_certified(
     return publication
 
 
-__all__ = ["MAX_FILLED_WEATHER_SHARE", "Candidate", "Publication", "choose_publication",
-           "member_problem", "publish_certified"]
+__all__ = ["DEGRADED", "LEARNED", "OUTCOMES", "PERSISTENCE", "Candidate", "Publication",
+           "choose_publication", "member_problem", "publish_certified"]

@@ -13,20 +13,28 @@ Rules applied here, all counted in :class:`PartCoverage`:
 * a weather gap of at most ``max_weather_gap_hours`` consecutive hours with values on both
   sides is filled by linear interpolation (weather is smooth at that scale; a longer gap
   stays missing in the history);
-* in the target week, weather still missing after that (up to half the week) is filled from
+* weather is judged per input (temperature, irradiance, wind): an input still missing for
+  more than :data:`MAX_FILLED_WEATHER_SHARE` of the target week's hours is *left out* of that
+  window's features (with the weather-change feature made from it), and so is an input whose
+  gaps in the history would leave too few hours to fit on; the models are fitted on the
+  others, and the window's reason names each input left out and its hours
+  (:attr:`Window.left_out`). One blank input costs that input, not the week;
+* in the target week, an input kept but still missing for some hours has them filled from
   the daily profile of the last seven days: each hour takes the mean of the same local hour
   of day (``PartCoverage.weather_filled`` counts every filled hour, and the window's reason
-  says how many test hours were filled);
+  says how many test hours were filled), so no input a model reads is more than a quarter
+  guessed;
 * history hours with a missing feature are dropped;
 * the test week is forecastable only when enough of its hours have every feature, else its
-  status is ``no_weather`` (a weather column is missing) or ``incomplete_features``.
+  status is ``no_weather`` (a weather column is missing; also when every weather input of the
+  feature set was left out) or ``incomplete_features``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from enum import StrEnum
 from types import MappingProxyType
@@ -38,6 +46,7 @@ from wadiro_fleet.tasks.protocol.features import (
     CHANGE_SUFFIX,
     DAY_TYPE_PERSISTENCE,
     DEFAULT_FEATURE_SET,
+    ISSUED_BASE,
     LABEL,
     PERSISTENCE,
     TS,
@@ -58,9 +67,11 @@ PARTS: tuple[str, ...] = ("train", "fit", "validation", "test")
 """Window parts: ``train`` is the whole history = ``fit`` + ``validation``; ``test`` is W."""
 
 
-TEST_WEATHER_PROFILE_MAX_HOURS = 84
-"""At most this many target-week hours without weather are filled from the last days' profile
-(half a week); a week missing more has status ``no_weather``."""
+MAX_FILLED_WEATHER_SHARE = 0.25
+"""A weather input missing (after short gaps are interpolated) for more than this share of the
+target week's hours is left out of that week's features; one missing for fewer hours has them
+filled from the last days' profile. So at most a quarter of any weather input a model reads
+in the target week is a guess."""
 
 
 class WindowInputError(PipelineError, ValueError):
@@ -136,6 +147,14 @@ class Window:
     coverage: Mapping[str, PartCoverage]
     status: WindowStatus
     reason: str
+    left_out: Mapping[str, str] = field(default_factory=dict)
+    """Weather inputs of the feature set left out of this window's features, each with why
+    (``"missing for 161 of 168 target-week hours"``); their change features are left out too.
+    When every weather input is left out the window keeps them and its status is
+    ``no_weather``."""
+    test_weather_filled: Mapping[str, int] = field(default_factory=dict)
+    """Per weather input the window kept, how many target-week hours had it filled in
+    (interpolated over a short gap, or from the last days' profile)."""
 
     @property
     def ok(self) -> bool:
@@ -217,33 +236,30 @@ def _short_gaps(values: pd.Series, max_gap: int) -> np.ndarray:
     return (missing & inside & (run_length <= max_gap)).to_numpy()
 
 
-def _fill_weather_gaps(frame: pd.DataFrame, columns: list[str], max_gap: int) -> np.ndarray:
-    """Interpolate short interior weather gaps in place; return the rows that were filled."""
-    filled = np.zeros(len(frame), dtype=bool)
+def _fill_weather_gaps(frame: pd.DataFrame, columns: list[str], max_gap: int
+                       ) -> dict[str, np.ndarray]:
+    """Interpolate short interior weather gaps in place; return each column's filled rows."""
+    filled = {}
     for col in columns:
         mask = _short_gaps(frame[col], max_gap)
         if mask.any():
             interpolated = frame[col].interpolate(method="linear", limit_area="inside")
             frame.loc[mask, col] = interpolated[mask]
-            filled |= mask
+        filled[col] = mask.copy()  # a Series' own (read-only) array otherwise
     return filled
 
 
 def _fill_test_weather(
     frame: pd.DataFrame, columns: list[str], test: np.ndarray, history: np.ndarray,
-    timezone: str, days: int, max_hours: int,
-) -> np.ndarray:
-    """Fill the target week's remaining weather gaps in place from the daily profile of the
-    last ``days`` days of history: the mean of the same local hour of day. Returns the rows
-    filled. A week-ahead forecast must go out even when some forecast weather hours are
-    missing; the profile of the days just before is the best guess known at issue time. When
-    more than ``max_hours`` of the week lack weather nothing is filled (the week has no
-    weather to speak of)."""
-    filled = np.zeros(len(frame), dtype=bool)
+    timezone: str, days: int, filled: dict[str, np.ndarray],
+) -> None:
+    """Fill the target week's remaining gaps of the weather ``columns`` in place from the daily
+    profile of the last ``days`` days of history: the mean of the same local hour of day, and
+    mark the rows in ``filled``. A week-ahead forecast must go out even when some forecast
+    weather hours are missing; the profile of the days just before is the best guess known at
+    issue time (an input missing for more hours than that may guess is left out beforehand)."""
     if days <= 0 or not columns or not test.any():
-        return filled
-    if int((test & frame[columns].isna().any(axis=1).to_numpy()).sum()) > max_hours:
-        return filled
+        return
     local_hour = pd.DatetimeIndex(frame[TS]).tz_convert(timezone).hour.to_numpy()
     recent = history & (frame[TS] >= frame.loc[test, TS].min() - pd.Timedelta(days=days)).to_numpy()
     for col in columns:
@@ -254,8 +270,44 @@ def _fill_test_weather(
         values = profile.reindex(local_hour[missing]).to_numpy()
         rows = np.flatnonzero(missing)[~np.isnan(values)]
         frame.loc[rows, col] = values[~np.isnan(values)]
-        filled[rows] = True
-    return filled
+        filled[col][rows] = True
+
+
+def _weather_left_out(
+    frame: pd.DataFrame, features: list[str], weather: list[str], parts: Mapping[str, np.ndarray],
+    labelled: np.ndarray, need: Mapping[str, int], test_limit: int,
+) -> dict[str, str]:
+    """The weather inputs to leave out of the window, each with why: those missing for more
+    than ``test_limit`` of the target week's hours, then, while the fit or the validation part
+    has fewer usable hours than ``need`` says although it has the readings, the input missing
+    at the most labelled history hours (never one that misses none). Every input may end up
+    left out."""
+    test = parts["test"]
+    left: dict[str, str] = {}
+    for col in weather:
+        missing = int((test & frame[col].isna().to_numpy()).sum())
+        if missing > test_limit:
+            left[col] = f"missing for {missing} of {int(test.sum())} target-week hours"
+    history = parts["fit"] | parts["validation"]
+    if any(int((parts[p] & labelled).sum()) < n for p, n in need.items()):
+        return left  # too few readings: no input left out would make up for them
+    while len(left) < len(weather):
+        complete = frame[_kept(features, left)].notna().all(axis=1).to_numpy()
+        if all(int((parts[p] & labelled & complete).sum()) >= n for p, n in need.items()):
+            break
+        gaps = {col: int((history & labelled & frame[col].isna().to_numpy()).sum())
+                for col in weather if col not in left}
+        worst = max(gaps, key=lambda col: gaps[col])
+        if not gaps[worst]:
+            break
+        left[worst] = f"missing at {gaps[worst]} of the history's hours with a reading"
+    return left
+
+
+def _kept(features: list[str], left_out: Mapping[str, str]) -> list[str]:
+    """``features`` without the weather inputs ``left_out`` and the changes made from them."""
+    return [f for f in features
+            if f not in left_out and f.removesuffix(CHANGE_SUFFIX) not in left_out]
 
 
 def _refresh_weather_changes(frame: pd.DataFrame, rows: np.ndarray, timezone: str) -> None:
@@ -305,7 +357,7 @@ def build_window(
     min_test_feature_fraction: float = 1.0,
     max_weather_gap_hours: int = 3,
     test_weather_profile_days: int = 7,
-    test_weather_profile_max_hours: int = TEST_WEATHER_PROFILE_MAX_HOURS,
+    max_filled_weather_share: float = MAX_FILLED_WEATHER_SHARE,
 ) -> Window:
     """The window of target week ``week`` from a building's featured hours.
 
@@ -314,9 +366,10 @@ def build_window(
     missing. A window is ``ok`` when the fit weeks have at least ``min_fit_fraction`` of their
     hours usable, the validation week at least ``min_validation_hours`` usable hours, and at
     least ``min_test_feature_fraction`` of W's hours every feature, after short weather gaps
-    are interpolated and W's remaining weather gaps, when they are at most
-    ``test_weather_profile_max_hours`` hours, are filled from the daily profile of the last
-    ``test_weather_profile_days`` days (0: no profile fill).
+    are interpolated, weather inputs missing for more than ``max_filled_weather_share`` of W's
+    hours (or too much of the history) are left out, and the remaining gaps in W of the inputs
+    kept are filled from the daily profile of the last ``test_weather_profile_days`` days (0:
+    no profile fill).
     """
     _check_rules(
         min_fit_fraction, min_validation_hours, min_test_feature_fraction, max_weather_gap_hours
@@ -325,27 +378,41 @@ def build_window(
     features = list(fs.columns)
     weather = [col for col in features if col in WEATHER_COLUMNS]
     bounds = window_bounds(week, timezone, history_weeks=history_weeks)
-    extra = [c for c in (PERSISTENCE, DAY_TYPE_PERSISTENCE, UNLIKE_LAST_WEEK)
+    extra = [c for c in (PERSISTENCE, DAY_TYPE_PERSISTENCE, UNLIKE_LAST_WEEK, ISSUED_BASE)
              if c in hours_with_features.columns]
     frame = _on_grid(hours_with_features, [*features, LABEL, *extra], bounds)
-    filled = _fill_weather_gaps(frame, weather, max_weather_gap_hours)
+    filled_by = _fill_weather_gaps(frame, weather, max_weather_gap_hours)
     ts = frame[TS]
-    in_test = ((ts >= bounds.test_start) & (ts < bounds.test_end)).to_numpy()
-    in_history = ((ts >= bounds.history_start) & (ts < bounds.test_start)).to_numpy()
-    filled |= _fill_test_weather(frame, weather, in_test, in_history, timezone,
-                                 test_weather_profile_days, test_weather_profile_max_hours)
+    parts = {}
+    for part in PARTS:
+        start, end = bounds.part(part)
+        parts[part] = ((ts >= start) & (ts < end)).to_numpy()
+    in_history = parts["train"]
+    labelled = frame[LABEL].notna().to_numpy()
+    need = {"fit": math.ceil(min_fit_fraction * int(parts["fit"].sum())),
+            "validation": min_validation_hours}
+    left_out = _weather_left_out(
+        frame, features, weather, parts, labelled, need,
+        test_limit=math.floor(max_filled_weather_share * int(parts["test"].sum())))
+    no_weather_left = bool(weather) and len(left_out) == len(weather)
+    if no_weather_left:  # the week has no weather to speak of: it stays missing
+        weather = []
+    else:
+        features = _kept(features, left_out)
+        weather = [col for col in weather if col not in left_out]
+    _fill_test_weather(frame, weather, parts["test"], in_history, timezone,
+                       test_weather_profile_days, filled_by)
+    filled = np.zeros(len(frame), dtype=bool)
+    for col in weather:
+        filled |= filled_by[col]
     _refresh_weather_changes(frame, filled, timezone)
 
-    labelled = frame[LABEL].notna().to_numpy()
     complete = frame[features].notna().all(axis=1).to_numpy()
     usable = labelled & complete
 
-    parts: dict[str, np.ndarray] = {}
     coverage: dict[str, PartCoverage] = {}
     for part in PARTS:
-        start, end = bounds.part(part)
-        in_part = ((ts >= start) & (ts < end)).to_numpy()
-        parts[part] = in_part
+        in_part = parts[part]
         coverage[part] = PartCoverage(
             hours=int(in_part.sum()),
             labelled=int((in_part & labelled).sum()),
@@ -354,9 +421,9 @@ def build_window(
             weather_filled=int((in_part & filled).sum()),
         )
 
-    weather_missing = frame[weather].isna().any(axis=1).to_numpy() if weather else np.zeros(
-        len(frame), dtype=bool
-    )
+    weather_cols = [col for col in features if col in WEATHER_COLUMNS]
+    weather_missing = (frame[weather_cols].isna().any(axis=1).to_numpy() if weather_cols
+                       else np.zeros(len(frame), dtype=bool))
     status, reason = _judge(
         coverage,
         history_weather_missing=bool((parts["train"] & labelled & weather_missing).any()),
@@ -365,6 +432,10 @@ def build_window(
         min_validation_hours=min_validation_hours,
         min_test_feature_fraction=min_test_feature_fraction,
     )
+    if left_out:
+        said = "; ".join(f"{col} {why}" for col, why in left_out.items())
+        reason += (f"; no weather input usable: {said}" if no_weather_left
+                   else f"; left out: {said}")
 
     def rows(mask: np.ndarray) -> pd.DataFrame:
         return frame.loc[mask].reset_index(drop=True)
@@ -373,7 +444,7 @@ def build_window(
         week=as_monday(week),
         timezone=timezone,
         feature_set=fs.name,
-        feature_columns=fs.columns,
+        feature_columns=tuple(features),
         bounds=bounds,
         train=rows(parts["train"] & usable),
         fit=rows(parts["fit"] & usable),
@@ -383,6 +454,9 @@ def build_window(
         coverage=MappingProxyType(coverage),
         status=status,
         reason=reason,
+        left_out=MappingProxyType({} if no_weather_left else left_out),
+        test_weather_filled=MappingProxyType(
+            {col: int((parts["test"] & filled_by[col]).sum()) for col in weather}),
     )
 
 
@@ -435,8 +509,8 @@ def _judge(
 
 
 __all__ = [
+    "MAX_FILLED_WEATHER_SHARE",
     "PARTS",
-    "TEST_WEATHER_PROFILE_MAX_HOURS",
     "PartCoverage",
     "Window",
     "WindowBounds",

@@ -20,7 +20,6 @@ from wadiro_fleet.tasks.protocol.batch import BuildingJob, failed_results
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
-from wadiro_fleet.tasks.protocol.windows import window_load_range
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.hours import (
     load_buildings_info,
@@ -28,6 +27,7 @@ from wadiro_fleet.tasks.warehouse.hours import (
 )
 from wadiro_fleet.tasks.warehouse.results import (
     load_issued_forecasts,
+    load_issued_history,
     load_stored_params,
     load_track_record,
 )
@@ -37,18 +37,18 @@ def load_jobs(
     warehouse: str | Path, ids: list[str], weeks: list[date], config: ForecastConfig,
     lock_wait_s: float | None = None,
 ) -> list[BuildingJob]:
-    """One batch's jobs: hours from the history of the first week through the end of the last,
-    the building's scores of the weeks before the first (its track record), and (under
+    """One batch's jobs: hours from the history of the first week (the longest any of the run's
+    models reads, with its features' lookback) through the end of the last,
+    the building's scores of the weeks before the first (its track record), the forecasts its
+    base models issued for the history's weeks (what models stacked on them correct), and (under
     ``tuning="reuse"``) the latest stored tuning per model and the forecasts issued for the
     week before the first, which its validation can use instead of fitting again. A locked
     warehouse is waited for at most ``lock_wait_s`` (default: a minute of retries)."""
     with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:
         infos = load_buildings_info(con, ids)
         tz = next(iter(infos.values())).timezone
-        start, _ = window_load_range(weeks[0], tz, history_weeks=config.history_weeks,
-                                     feature_set=config.feature_set)
-        _, end = window_load_range(weeks[-1], tz, history_weeks=config.history_weeks,
-                                   feature_set=config.feature_set)
+        start, _ = config.load_range(weeks[0], tz)
+        _, end = config.load_range(weeks[-1], tz)
         # A day of slack on both sides covers buildings in other time zones of the batch.
         hours = load_many_building_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
         reuse = config.tuning == "reuse"
@@ -56,10 +56,13 @@ def load_jobs(
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
                   if reuse else {})
         record = load_track_record(con, ids, weeks[0], max(RECORD_WEEKS, config.record_weeks))
+        history = (load_issued_history(con, ids, config.base_models,
+                                       weeks[0] - timedelta(weeks=config.history_weeks),
+                                       weeks[0]) if config.base_models else {})
     return [
         BuildingJob(info=infos[bid], hours=frame, weeks=tuple(weeks),
                     stored_params=stored.get(bid, {}), track_record=record.get(bid, {}),
-                    issued=issued.get(bid, {}))
+                    issued=issued.get(bid, {}), issued_history=history.get(bid, {}))
         for bid, frame in _by_building(hours)
     ]
 

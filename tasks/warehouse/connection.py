@@ -9,12 +9,19 @@ directly, and always closes the connection on exit; writers keep their transacti
 Inside :func:`connect`, DuckDB's own errors about the file itself become one-line
 :class:`WarehouseError` s that say what to do: a warehouse that does not exist yet, a table
 that is not there yet (DuckDB would otherwise look for a Python variable of that name: its
-replacement scans are switched off), a damaged file.
+replacement scans are switched off), a damaged file, a write-ahead log (``.wal``) that is not
+the warehouse's own; and the machine's refusals (a full disk, a file-size limit, a read-only
+folder, memory) become :class:`~wadiro_fleet.tasks.warehouse.refusals.ResourceError` s
+(re-exported here for the command line, with :func:`machine_refusal`).
+
+Which warehouse: the one given, else ``$WADIRO_WAREHOUSE`` (:data:`WAREHOUSE_ENV`), else
+``warehouse.duckdb`` in the working directory (:func:`default_warehouse`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections import Counter
@@ -26,11 +33,27 @@ import duckdb
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity import stop_after_delay
 from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.warehouse.refusals import (
+    MACHINE_ERRORS,
+    UNCHANGED,
+    ResourceError,
+    machine_refusal,
+    resource_error,
+)
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_WAREHOUSE = "warehouse.duckdb"
 """The embedded default warehouse, created on first use (relative to the working directory)."""
+
+WAREHOUSE_ENV = "WADIRO_WAREHOUSE"
+"""The environment variable naming the operator's warehouse: the default of every command's
+``--warehouse`` and of the deployments' ``settings.warehouse``."""
+
+
+def default_warehouse() -> str:
+    """``$WADIRO_WAREHOUSE`` when set (and not blank), else :data:`DEFAULT_WAREHOUSE`."""
+    return os.environ.get(WAREHOUSE_ENV, "").strip() or DEFAULT_WAREHOUSE
 
 
 class WarehouseError(PipelineError, RuntimeError):
@@ -56,6 +79,11 @@ class MissingTableError(WarehouseError, LookupError):
 
 class WarehouseDamagedError(WarehouseError):
     """The warehouse file is not a readable DuckDB database (truncated, overwritten, ...)."""
+
+
+class ForeignLogError(WarehouseError):
+    """The write-ahead log beside the warehouse (``<warehouse>.wal``) cannot be replayed into it:
+    another database's, or damaged."""
 
 
 _INGEST_FIRST = ("run `wadiro ingest cambridge`, `wadiro ingest synthetic`, or `wadiro ingest "
@@ -90,6 +118,24 @@ def _damaged(path: Path, reason: str) -> WarehouseDamagedError:
         f"warehouse {path} is damaged ({reason}); restore it from a backup, or move "
         "it aside and rebuild it with `wadiro ingest cambridge` or `wadiro ingest synthetic`"
     )
+
+
+def _foreign_log(path: Path, error: duckdb.Error) -> ForeignLogError | None:
+    """The fix for a ``.wal`` file DuckDB cannot replay into ``path``, or ``None``."""
+    text = str(error)
+    if "replaying WAL" not in text and "WAL does not match" not in text:
+        return None
+    log = path.with_name(path.name + ".wal")
+    if "does not match" in text:
+        whose = ("it belongs to another database (it was copied or restored without its "
+                 "warehouse, or the warehouse was replaced without it); move it aside, e.g. "
+                 f"`mv {log} {log}.foreign`, and the warehouse opens as of its last checkpoint")
+    else:
+        whose = ("it cannot be replayed (damaged); move it aside, e.g. `mv "
+                 f"{log} {log}.damaged`, and the warehouse opens as of its last checkpoint "
+                 "(changes only the log held are lost), or restore both files from a backup")
+    return ForeignLogError(f"warehouse {path} cannot be opened: its write-ahead log {log} does "
+                           f"not fit it ({_first_line(error).removeprefix('IO Error: ')}): {whose}")
 
 
 def _is_damage(error: duckdb.Error) -> bool:
@@ -137,6 +183,25 @@ def _check_not_truncated(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         raise _damaged(path, f"the file holds {size:,} bytes, the blocks in use need {needed:,}")
 
 
+def _check_file_size_limit(path: Path) -> None:
+    """Refuse to write a warehouse larger than the process's file-size limit (``ulimit -f``):
+    DuckDB rewrites blocks in place, and a write cut short at the limit tears a block the file
+    still uses (measured: a forecast under a limit below the file's size left it unreadable).
+    A limit above the file's size only ever cuts a new block at its end, which is refused
+    cleanly."""
+    try:
+        import resource
+    except ImportError:  # no such limit where there is no resource module (Windows)
+        return
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    size = path.stat().st_size if path.exists() else 0
+    if soft != resource.RLIM_INFINITY and size > soft:
+        raise ResourceError(
+            f"cannot write warehouse {path}: the file-size limit, {soft:,} bytes, is below its "
+            f"size, {size:,} bytes (a write cut short there would damage it); raise the limit "
+            f"(`ulimit -f`, or the service's LimitFSIZE), then run the command again; {UNCHANGED}")
+
+
 @contextmanager
 def connect(
     path: str | Path,
@@ -167,6 +232,8 @@ def connect(
     if not create and not path.exists():
         raise WarehouseMissingError(f"warehouse {path} does not exist; {_BUILDINGS_FIRST} "
                                     "(or give the right --warehouse)")
+    if not read_only:
+        _check_file_size_limit(path)
     key = str(path.resolve())
     with _open_here_lock:
         fresh_instance = _open_here[key] == 0
@@ -183,14 +250,53 @@ def connect(
         con.execute("SET python_enable_replacements = false")
         con.execute("SET TimeZone = 'UTC'")
         yield con
-    except duckdb.Error as error:
-        translated = _translated(path, error)
+    except (duckdb.Error, MemoryError) as error:
+        translated = _translated(path, error) if isinstance(error, duckdb.Error) else None
+        if translated is None:
+            translated = resource_error(
+                error, f"cannot {'read' if read_only else 'write'} warehouse {path}")
         if translated is None:
             raise
         raise translated from error
     finally:
         con.close()
         _release(key)
+
+
+def _where_from(path: Path) -> str:
+    """Where a warehouse path came from, for a message: given, ``$WADIRO_WAREHOUSE`` or the
+    default (and, when relative, the folder it is read from)."""
+    env = os.environ.get(WAREHOUSE_ENV, "").strip()
+    if env and Path(env) == path:
+        origin = f"from {WAREHOUSE_ENV}"
+    elif not env and path == Path(DEFAULT_WAREHOUSE):
+        origin = f"the default; {WAREHOUSE_ENV} is not set"
+    else:
+        origin = "as given"
+    if not path.is_absolute():
+        origin += f", relative to {Path.cwd()}"
+    return origin
+
+
+_RUN_NEEDS = f"for a new warehouse, {_INGEST_FIRST}"
+
+
+def require_warehouse(path: str | Path, otherwise: str = _RUN_NEEDS) -> None:
+    """Refuse, before a command starts, a warehouse that is not there: one line naming the file
+    looked for, where that name came from, how to give the right one and (``otherwise``) what
+    else to know. A forecasting run needs stored buildings, readings and weather, so it never
+    creates a warehouse."""
+    path = Path(path)
+    if path.is_file():
+        return
+    shown = path if path.is_absolute() else Path.cwd() / path
+    how = (f"set {WAREHOUSE_ENV} or give --warehouse (a deployment: {WAREHOUSE_ENV} in the "
+           "worker's environment, or settings.warehouse)")
+    if path.is_dir():
+        raise WarehouseError(f"warehouse {shown} is a folder ({_where_from(path)}); give the "
+                             f"warehouse file: {how}")
+    raise WarehouseMissingError(
+        f"warehouse {shown} does not exist ({_where_from(path)}): {how}; {otherwise}")
 
 
 def _release(key: str) -> None:
@@ -237,7 +343,12 @@ def _open(path: Path, read_only: bool, retries: int, backoff_s: float,
     except duckdb.Error as error:
         if _is_damage(error):
             raise _damaged(path, _first_line(error)) from error
+        if (foreign := _foreign_log(path, error)) is not None:
+            raise foreign from error
         if not _is_lock_error(error):
+            refused = resource_error(error, f"cannot open warehouse {path}")
+            if refused is not None:
+                raise refused from error
             raise WarehouseError(f"cannot open warehouse {path}: {_first_line(error)}") from error
         holder = lock_holder(error)
         waited = (f"{retries} retries" if wait_s is None
@@ -261,14 +372,21 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 
 __all__ = [
     "DEFAULT_WAREHOUSE",
+    "MACHINE_ERRORS",
     "MAX_BACKOFF_S",
+    "WAREHOUSE_ENV",
+    "ForeignLogError",
     "MissingTableError",
+    "ResourceError",
     "WarehouseDamagedError",
     "WarehouseError",
     "WarehouseLockedError",
     "WarehouseMissingError",
     "connect",
+    "default_warehouse",
     "lock_holder",
     "lock_retrying",
+    "machine_refusal",
+    "require_warehouse",
     "transaction",
 ]

@@ -1,11 +1,13 @@
 """Read a building's hourly frame (load joined to its site's weather) from the warehouse.
 
 The frame is a complete hourly UTC grid over ``[start_utc, end_utc)``: one row per hour, a
-missing reading is NaN (never 0). Weather per (site, hour) comes from the ``observed`` row when
-there is one, else from the ``forecast`` row; ``weather_kind`` says which (missing when
-neither).
-The preference is per row, not per value, so one hour's weather never mixes two sources. (The
-ingest stores one forecast per site and hour, its latest issue: ``tasks/ingest/weather_file.py``.)
+missing reading is NaN (never 0). Weather per (site, hour) is merged per input: each of
+temperature, irradiance, wind and humidity is the ``observed`` row's value when it holds one,
+else the ``forecast`` row's; so an observation with a blank wind cell takes the forecast's
+wind for that hour, and one blank input never hides the others. ``weather_kind`` says whether
+an observation row exists for the hour (``observed``), else a forecast row (``forecast``;
+missing when neither). (The ingest stores one forecast per site and hour, its latest issue:
+``tasks/ingest/weather_file.py``.)
 
 Only ``SELECT`` statements are issued; the caller owns the connection (any session time zone:
 timestamps come back converted to UTC).
@@ -14,7 +16,7 @@ timestamps come back converted to UTC).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 import duckdb
@@ -25,7 +27,6 @@ from wadiro_fleet.tasks.errors import BuildingDataError, UnknownBuildingError
 from wadiro_fleet.tasks.protocol.batch import BuildingInfo
 from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
 from wadiro_fleet.tasks.protocol.weeks import latest_complete_week, local_midnight_utc
-from wadiro_fleet.tasks.protocol.windows import TEST_WEATHER_PROFILE_MAX_HOURS
 
 HOUR_COLUMNS: tuple[str, ...] = (
     "ts",
@@ -155,16 +156,24 @@ WHERE building_id IN (SELECT unnest($ids::VARCHAR[]))
   AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
 """
 
-# An hour with both an observation and a forecast stored takes the observation; a row that is
-# not at the start of an hour is not any hour's weather.
+def _observed_else_forecast(column: str) -> str:
+    """SQL of one weather input merged per value over an hour's rows: the observation's value,
+    else the forecast's (a (site, hour, kind) holds one row: ``_check_integrity``)."""
+    return (f"coalesce(any_value({column}) FILTER (WHERE kind = 'observed'), "
+            f"any_value({column}) FILTER (WHERE kind = 'forecast')) AS {column}")
+
+
+# Each input of an hour takes the observation's value when it has one, else the forecast's; a
+# row that is not at the start of an hour is not any hour's weather.
 _WEATHER_SQL = f"""
 SELECT site_id, (epoch_us(ts) - epoch_us($start::TIMESTAMPTZ)) // 3600000000 AS hour,
-       {", ".join(_WEATHER)}, CASE kind WHEN 'observed' THEN 0 ELSE 1 END AS kind
+       {", ".join(_observed_else_forecast(column) for column in _WEATHER)},
+       CASE WHEN bool_or(kind = 'observed') THEN 0 ELSE 1 END AS kind
 FROM weather
 WHERE site_id IN (SELECT unnest($ids::VARCHAR[]))
   AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
   AND kind IN ('observed', 'forecast') AND epoch_us(ts) % 3600000000 = 0
-QUALIFY row_number() OVER (PARTITION BY site_id, ts ORDER BY kind = 'observed' DESC) = 1
+GROUP BY site_id, ts
 """
 
 _INTEGRITY_SQL = """
@@ -211,25 +220,37 @@ def _check_integrity(con: duckdb.DuckDBPyConnection, params: dict) -> None:
     )
 
 
+WEEK_WEATHER_MIN_SHARE = 0.5
+"""The weekly run takes the week after the latest readings when at least this share of its
+hours has weather stored (one input is enough: the window leaves out the inputs it lacks)."""
+
+
 @dataclass(frozen=True)
 class WeekInputs:
     """What the stored inputs say about the week after the latest readings.
 
     ``next_week`` is the local Monday after the last hour with a reading (its history has
-    ended); ``weather_hours`` of its ``hours`` have every weather input stored, observed or
-    forecast, at the selected site that has the most.
+    ended); ``weather_hours`` of its ``hours`` have a weather input stored, observed or
+    forecast, at the selected site that has the most, and ``blank`` counts, per weather input
+    the protocol reads, that site's hours of the week without it.
     """
 
     next_week: date
     hours: int
     weather_hours: int
+    blank: dict[str, int] = field(default_factory=dict)
 
     @property
     def weather_suffices(self) -> bool:
-        """Whether the week has weather for enough hours to be forecast: the rest, at most
-        :data:`~wadiro_fleet.tasks.protocol.windows.TEST_WEATHER_PROFILE_MAX_HOURS`, is filled
-        by the window's gap rule (more would make it ``no_weather``)."""
-        return self.hours - self.weather_hours <= TEST_WEATHER_PROFILE_MAX_HOURS
+        """Whether the week has weather for enough hours to be forecast
+        (:data:`WEEK_WEATHER_MIN_SHARE`): the window fills an input's remaining hours or leaves
+        the input out."""
+        return self.weather_hours >= WEEK_WEATHER_MIN_SHARE * self.hours
+
+    def blanks(self) -> str:
+        """``"; wind_speed_ms blank at 161 of them"`` for the inputs with blank hours, or ``""``."""
+        said = ", ".join(f"{column} blank at {n}" for column, n in self.blank.items() if n)
+        return f"; {said} of them" if said else ""
 
 
 def next_week_inputs(
@@ -250,19 +271,21 @@ def next_week_inputs(
                                 include_test_week=False)
     start = local_midnight_utc(week, timezone)
     end = local_midnight_utc(week + timedelta(weeks=1), timezone)
-    present = " AND ".join(f"{col} IS NOT NULL" for col in WEATHER_COLUMNS)
+    any_input = " OR ".join(f"{col} IS NOT NULL" for col in WEATHER_COLUMNS)
+    per_input = ", ".join(f"count(DISTINCT ts) FILTER (WHERE {col} IS NOT NULL)"
+                          for col in WEATHER_COLUMNS)
     covered = con.execute(
         f"""
-        SELECT coalesce(max(n), 0) FROM (
-            SELECT site_id, count(DISTINCT ts) AS n FROM weather
-            WHERE site_id IN (SELECT site_id FROM buildings
-                              WHERE building_id IN (SELECT unnest(?::VARCHAR[])))
-              AND kind IN ('observed', 'forecast') AND {present}
-              AND ts >= ? AND ts < ?
-            GROUP BY site_id)
-        """, [ids, start.to_pydatetime(), end.to_pydatetime()]).fetchone()[0]
-    return WeekInputs(next_week=week, hours=int((end - start) / pd.Timedelta(hours=1)),
-                      weather_hours=int(covered))
+        SELECT count(DISTINCT ts) FILTER (WHERE {any_input}) AS n, {per_input} FROM weather
+        WHERE site_id IN (SELECT site_id FROM buildings
+                          WHERE building_id IN (SELECT unnest(?::VARCHAR[])))
+          AND kind IN ('observed', 'forecast') AND ts >= ? AND ts < ?
+        GROUP BY site_id ORDER BY n DESC LIMIT 1
+        """, [ids, start.to_pydatetime(), end.to_pydatetime()]).fetchone()
+    hours = int((end - start) / pd.Timedelta(hours=1))
+    n, *each = covered if covered is not None else (0, *[0] * len(WEATHER_COLUMNS))
+    return WeekInputs(next_week=week, hours=hours, weather_hours=int(n),
+                      blank={col: hours - int(k) for col, k in zip(WEATHER_COLUMNS, each)})
 
 
 def _distinct_ids(building_ids: Sequence[str]) -> list[str]:
@@ -291,6 +314,7 @@ def _hour_range(
 
 __all__ = [
     "HOUR_COLUMNS",
+    "WEEK_WEATHER_MIN_SHARE",
     "WeekInputs",
     "DuplicateRowError",
     "OffHourReadingError",

@@ -15,17 +15,20 @@ A file holds one row: per table, the list of its rows (``SELECT unnest(window_st
 recursive := true) FROM 'batch-....parquet'`` shows them); the run's models are in its
 metadata. Loading batches replaces their slices in one transaction and deletes their files only
 once that has committed, so loading twice changes nothing; building-weeks that a run started
-later has written since are left out (their rows are newer). A file that cannot be read stops
-the load with one line naming it, and stays, with every file staged after it.
+later has written since are left out (their rows are newer). What is loaded is scored again
+against the readings stored at that moment, so readings ingested while the run computed count.
+A file that cannot be read stops the load with one line naming it, and stays, with every file
+staged after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.warehouse.connection import WarehouseError, transaction
+from wadiro_fleet.tasks.warehouse.refusals import resource_error
+from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
 from wadiro_fleet.tasks.warehouse.results import result_tables, write_result_tables
 from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_end
 
@@ -168,12 +173,25 @@ class _Together:
                                          promote_options="permissive") for name in names}
         kept, superseded = _not_superseded(self.con, joined, self.run_id, self.started)
         write_result_tables(self.con, kept, self.models)
+        _rescore_written(self.con, kept["window_status"])
         for path in self.paths:
             path.unlink()
         self.report.batches += len(self.paths)
         self.report.building_weeks += kept["window_status"].num_rows
         self.report.superseded += superseded
         self.paths, self.tables, self.keys = [], [], set()
+
+
+def _rescore_written(con: duckdb.DuckDBPyConnection, status: pa.Table) -> None:
+    """Score the forecasts just written against the readings stored now. A batch was scored
+    against the readings its run read; readings ingested since (corrected, late, removed) were
+    re-scored then against what was stored then, so the batch's own scores must not stand
+    unchecked: an ingest between a batch's compute and its load would leave them stale."""
+    if not status.num_rows:
+        return
+    weeks = status["target_week"].to_pylist()
+    rescore_forecasts(con, min(weeks), buildings=sorted(set(status["building_id"].to_pylist())),
+                      end=datetime.combine(max(weeks) + timedelta(days=8), time(), timezone.utc))
 
 
 def _batches(folder: Path) -> list[Path]:
@@ -185,10 +203,19 @@ def _stage(path: Path, tables: dict[str, pa.Table], meta: dict[str, str]) -> Pat
     columns = {name: pa.ListArray.from_arrays(pa.array([0, t.num_rows], pa.int32()),
                                               t.to_struct_array().combine_chunks())
                for name, t in tables.items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    pq.write_table(pa.table(columns).replace_schema_metadata(meta), partial)
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table(columns).replace_schema_metadata(meta), partial)
+        os.replace(partial, path)
+    except OSError as error:  # a full disk, a file-size limit, a read-only folder
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        refused = resource_error(
+            error, f"cannot keep results beside the warehouse in {path.parent}")
+        if refused is None:
+            raise
+        raise refused from None
     return path
 
 

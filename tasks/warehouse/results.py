@@ -34,14 +34,15 @@ from wadiro_fleet.tasks.warehouse.rescoring import level_pct
 from wadiro_fleet.tasks.warehouse.slices import Slice, empty_rows, replace_slice
 
 PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits")
-PER_WEEK_TABLES = ("window_status", "publications")
+PER_WEEK_TABLES = ("window_status", "publications", "validation_errors")
 RESULT_SLICE_TABLES = (*PER_WEEK_TABLES, *PER_MODEL_TABLES)
 """The tables a batch of results replaces its slice of: per (building, week), and per
 (building, week, model) for the run's models."""
 
 _FIT_COLUMNS = ("status", "error", "tuned_week", "solver", "solver_status", "objective",
                 "fit_time_s", "tuning_time_s", "n_train", "validation_mae", "validation_source",
-                "l_eps", "l_eps_lower", "l_eps_status", "oos_bound_kwh", "certify_time_s")
+                "l_eps", "l_eps_lower", "l_eps_status", "oos_bound_kwh", "certify_time_s",
+                "level_shift", "base")
 """The ``model_fits`` columns that hold the :class:`ModelOutcome` field of the same name."""
 
 
@@ -59,12 +60,15 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
         key = {"building_id": res.building_id, "target_week": res.week}
         rows["window_status"].append(
             {**key, "status": res.status, "reason": res.reason, **res.coverage, "run_id": run_id,
-             "compute_time_s": res.compute_time_s}
+             "compute_time_s": res.compute_time_s,
+             "left_out": "; ".join(f"{k} {why}" for k, why in res.left_out.items()) or None}
         )
         if res.publication is not None:
             rows["publications"].append({
                 **key, "model": res.publication.model, "reason": res.publication.reason,
                 "expected_ratio": res.publication.expected_ratio, "run_id": run_id,
+                "outcome": res.publication.outcome,
+                "ensemble_members": ",".join(res.publication.ensemble_members) or None,
             })
         for out in res.outcomes:
             mkey = {**key, "model": out.model}
@@ -94,7 +98,44 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
     tables = {table: _arrow_rows(rows[table]) for table in RESULT_SLICE_TABLES if rows[table]}
     if forecasts:
         tables["forecasts"] = _forecasts_table(forecasts, run_id)
+    published = _published_errors(results)
+    if published:
+        tables["validation_errors"] = _validation_errors_table(published, run_id)
     return tables
+
+
+def _published_errors(results: Sequence[BuildingWeekResult]
+                      ) -> list[tuple[BuildingWeekResult, ModelOutcome]]:
+    """Each building-week's published outcome that still carries its validation errors."""
+    found = []
+    for res in results:
+        if res.publication is None:
+            continue
+        for out in res.outcomes:
+            if (out.model == res.publication.model and out.validation_errors is not None
+                    and len(out.validation_errors)):
+                found.append((res, out))
+    return found
+
+
+def _validation_errors_table(published: Sequence[tuple[BuildingWeekResult, ModelOutcome]],
+                             run_id: str) -> pa.Table:
+    """The ``validation_errors`` rows: the published model's validation errors by UTC hour."""
+    lengths = [len(out.validation_errors) for _, out in published]
+    part = pa.array(np.repeat(np.arange(len(published), dtype=np.int32), lengths))
+
+    def repeated(values: list[Any], kind: pa.DataType) -> pa.Array:
+        return pa.array(values, kind).take(part)
+
+    return pa.table({
+        "building_id": repeated([res.building_id for res, _ in published], pa.large_string()),
+        "target_week": repeated([res.week for res, _ in published], pa.date32()),
+        "model": repeated([out.model for _, out in published], pa.large_string()),
+        "ts": pa.array(np.concatenate([epoch_us(out.validation_errors.index)
+                                       for _, out in published]), pa.timestamp("us", tz="UTC")),
+        "error": _floats(out.validation_errors.to_numpy() for _, out in published),
+        "run_id": repeated([run_id] * len(published), pa.large_string()),
+    })
 
 
 def _arrow_rows(rows: list[dict[str, Any]]) -> pa.Table:
@@ -221,26 +262,31 @@ def load_issued_forecasts(
 ) -> dict[str, dict[str, IssuedForecast]]:
     """Per building, each model's stored forecast of ``week`` with the hyperparameters
     it was made with, where the run that made it used ``config``'s protocol
-    (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`)."""
+    (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`) and the week's
+    window left no weather input out (its models then were not the usual ones)."""
     args = [week, list(building_ids), list(config.models)]
     fits = con.execute(
         """
-        SELECT m.building_id, m.model, m.run_id, m.params, r.parameters
+        SELECT m.building_id, m.model, m.run_id, m.params, r.parameters,
+               coalesce(m.level_shift, 0.0)
         FROM model_fits m JOIN runs r ON r.run_id = m.run_id
+        LEFT JOIN window_status w ON w.building_id = m.building_id
+          AND w.target_week = m.target_week
         WHERE m.target_week = ? AND m.status = 'ok' AND m.params IS NOT NULL
           AND m.building_id IN (SELECT unnest(?::VARCHAR[]))
           AND m.model IN (SELECT unnest(?::VARCHAR[]))
+          AND w.left_out IS NULL
         """, args).fetchall()
     wanted = config.protocol_record()
     same_protocol: dict[str, bool] = {}  # by the run's recorded parameters: a few runs, many rows
-    made: dict[tuple[str, str, str], str] = {}  # (building, model, run) -> params
-    for building_id, model, run_id, params, parameters in fits:
+    made: dict[tuple[str, str, str], tuple[str, float]] = {}  # -> params, level shift
+    for building_id, model, run_id, params, parameters, shift in fits:
         if parameters not in same_protocol:
             recorded = json.loads(parameters)
             same_protocol[parameters] = all(recorded.get(name) == value
                                             for name, value in wanted.items())
         if same_protocol[parameters]:
-            made[building_id, model, run_id] = params
+            made[building_id, model, run_id] = params, shift
     if not made:
         return {}
     # The hours as flat arrays through Arrow, in one block per forecast (a join and a list per
@@ -264,11 +310,34 @@ def load_issued_forecasts(
     issued: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
     for start, end, run_id in zip(starts, [*starts[1:], len(block)], run_ids):
         building_id, model = buildings[b[start]], models[m[start]]
-        params = made.get((building_id, model, run_id))
-        if params is not None:
+        found = made.get((building_id, model, run_id))
+        if found is not None:
             issued[building_id][model] = IssuedForecast(
-                json.loads(params), hours[start:end].copy(), y_hat[start:end].copy())
+                json.loads(found[0]), hours[start:end].copy(), y_hat[start:end].copy(), found[1])
     return dict(issued)
+
+
+def load_issued_history(
+    con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], models: Sequence[str],
+    start: date, end: date,
+) -> dict[str, dict[str, IssuedForecast]]:
+    """Per building, each of ``models``' stored forecasts of the target weeks from ``start`` up
+    to ``end`` (excluded), as issued, in one series of hours: what a model stacked on them
+    corrects."""
+    rows = con.sql(
+        """
+        SELECT building_id, model, epoch_us(ts) AS hour, y_hat FROM forecasts
+        WHERE target_week >= ? AND target_week < ?
+          AND building_id IN (SELECT unnest(?::VARCHAR[]))
+          AND model IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY building_id, model, ts
+        """, params=[start, end, list(building_ids), list(models)]).to_arrow_table()
+    history: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
+    frame = rows.to_pandas()
+    for (building_id, model), part in frame.groupby(["building_id", "model"], sort=False):
+        history[building_id][model] = IssuedForecast(
+            {}, part["hour"].to_numpy(np.int64), part["y_hat"].to_numpy(np.float64))
+    return dict(history)
 
 
 def load_track_record(

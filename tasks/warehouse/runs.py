@@ -1,11 +1,14 @@
 """The ``runs`` table: one row per forecasting run, opened when it starts and closed when it ends.
 
 :class:`RunSummary` is a run's bookkeeping: how many building-weeks it forecast, skipped or
-failed, and why. It is returned to the caller and written as the run's counts.
+failed, and why, and what each published (a learned forecast, persistence chosen on its merit,
+persistence because nothing learned could be trusted: *degraded*, or nothing). It is returned
+to the caller and written as the run's counts, so a degraded week is never reported healthy.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
@@ -14,6 +17,7 @@ from typing import Any
 import duckdb
 from wadiro_fleet.tasks.errors import RunStoppedError
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
+from wadiro_fleet.tasks.protocol.publication import DEGRADED
 from wadiro_fleet.tasks.warehouse.connection import transaction
 from wadiro_fleet.tasks.warehouse.results import to_json
 
@@ -30,15 +34,27 @@ class RunSummary:
     failed: int = 0
     failures: list[str] = field(default_factory=list)
     model_failures: int = 0
+    learned: int = 0
+    persistence: int = 0
+    degraded: int = 0
+    unpublished: int = 0
+    degraded_causes: Counter[str] = field(default_factory=Counter)
+    """Why building-weeks were degraded: the window's status when it was not ``ok``, else
+    ``learned models not trusted``."""
+    left_out: Counter[str] = field(default_factory=Counter)
+    """Building-weeks whose window left each weather input out."""
 
     def counts(self) -> dict[str, int]:
         return {"building_weeks": self.building_weeks, "ok": self.ok,
-                "skipped": self.skipped, "failed": self.failed}
+                "skipped": self.skipped, "failed": self.failed, "learned": self.learned,
+                "persistence": self.persistence, "degraded": self.degraded,
+                "unpublished": self.unpublished}
 
     def add(self, results: Sequence[BuildingWeekResult]) -> None:
         for res in results:
             self.building_weeks += 1
             self.model_failures += res.n_failed_models
+            self.left_out.update(list(res.left_out))
             if res.status == "ok":
                 self.ok += 1
             elif res.status == "failed":
@@ -46,11 +62,41 @@ class RunSummary:
                 self.failures.append(f"{res.building_id} {res.week}: {res.reason}")
             else:
                 self.skipped += 1
+            if res.publication is None:
+                self.unpublished += res.status != "failed"
+                continue
+            outcome = res.publication.outcome
+            setattr(self, outcome, getattr(self, outcome) + 1)
+            if outcome == DEGRADED:
+                self.degraded_causes[res.status if res.status != "ok"
+                                     else "learned models not trusted"] += 1
+
+    @property
+    def healthy(self) -> bool:
+        """Whether every building-week published a forecast that was not degraded and none
+        failed (what ``--strict`` asks of a run)."""
+        return not (self.degraded or self.unpublished or self.failed)
 
     def line(self) -> str:
-        return (f"{self.building_weeks} building-weeks over {len(self.weeks)} week(s): "
-                f"{self.ok} ok, {self.skipped} skipped, {self.failed} failed, "
+        causes = ", ".join(f"{n} {cause}" for cause, n in self.degraded_causes.most_common())
+        published = self.learned + self.persistence + self.degraded
+        text = (f"{self.building_weeks} building-weeks over {len(self.weeks)} week(s): "
+                f"{published} published: {self.learned} learned, {self.persistence} "
+                f"persistence, {self.degraded} degraded{f' ({causes})' if causes else ''}; "
+                f"{self.unpublished} not published, {self.failed} failed, "
                 f"{self.model_failures} model fit(s) failed")
+        if self.left_out:
+            inputs = ", ".join(f"{name} in {n}" for name, n in self.left_out.most_common())
+            text += f"; weather inputs left out: {inputs}"
+        return text
+
+    def degraded_message(self) -> str | None:
+        """The run's message when it degraded building-weeks (None when it did not)."""
+        if not (self.degraded or self.unpublished):
+            return None
+        causes = ", ".join(f"{n} {cause}" for cause, n in self.degraded_causes.most_common())
+        return (f"{self.degraded} of {self.building_weeks} building-weeks published a degraded "
+                f"forecast{f' ({causes})' if causes else ''}, {self.unpublished} none")
 
     def final_status(self, error: BaseException | None = None) -> tuple[str, str | None]:
         """The run's status and message: the stop's own status when it was stopped on purpose
@@ -63,7 +109,7 @@ class RunSummary:
             return "crashed", f"{type(error).__name__}: {error}"
         if self.failed:
             return "completed_with_failures", "; ".join(self.failures[:20])
-        return "completed", None
+        return "completed", self.degraded_message()
 
 
 @dataclass(frozen=True)
@@ -127,10 +173,12 @@ def record_run_end(
     counts = summary.counts()
     con.execute(
         "UPDATE runs SET finished_at = ?, status = ?, n_building_weeks = ?, n_ok = ?, "
-        "n_skipped = ?, n_failed = ?, message = ? WHERE run_id = ?",
+        "n_skipped = ?, n_failed = ?, message = ?, n_learned = ?, n_persistence = ?, "
+        "n_degraded = ?, n_unpublished = ? WHERE run_id = ?",
         [
             datetime.now(timezone.utc), status, counts["building_weeks"], counts["ok"],
-            counts["skipped"], counts["failed"], message, summary.run_id,
+            counts["skipped"], counts["failed"], message, counts["learned"],
+            counts["persistence"], counts["degraded"], counts["unpublished"], summary.run_id,
         ],
     )
     return status

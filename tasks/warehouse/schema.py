@@ -21,6 +21,11 @@ from __future__ import annotations
 
 import duckdb
 from wadiro_fleet.tasks.protocol.scoring import VIOLATION_TOLERANCE_KWH
+from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+    portfolio_forecasts_sql,
+    portfolio_members_sql,
+    portfolio_scores_sql,
+)
 
 INPUT_TABLES: dict[str, str] = {
     "buildings": """
@@ -50,10 +55,28 @@ INPUT_TABLES: dict[str, str] = {
             kind             VARCHAR NOT NULL DEFAULT 'observed',
             issued_at        TIMESTAMPTZ
         )""",
+    "portfolios": """
+        CREATE TABLE IF NOT EXISTS portfolios (
+            portfolio_id  VARCHAR NOT NULL,
+            building_id   VARCHAR NOT NULL
+        )""",
+    "sub_hourly_readings": """
+        CREATE TABLE IF NOT EXISTS sub_hourly_readings (
+            building_id  VARCHAR NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            minutes      INTEGER NOT NULL,
+            kwh          DOUBLE
+        )""",
 }
 """``weather.kind`` is ``'observed'`` or ``'forecast'``; a (site_id, ts, kind) is unique: one
 forecast per site and hour is kept, the latest issue. ``weather.issued_at`` is when that
-forecast was issued (NULL for observations)."""
+forecast was issued (NULL for observations). ``portfolios`` holds the operator's named
+portfolios, one row per (portfolio, building); the portfolio ``all`` (every building) is not
+stored (:mod:`~wadiro_fleet.tasks.warehouse.portfolio_sql`). ``sub_hourly_readings`` keeps the
+latest weeks of each building's sub-hourly readings (the energy of each ``minutes``-long
+interval starting at ``ts``), from which an export splits an hour's forecast into settlement
+periods by the building's own intra-hour shape
+(:mod:`~wadiro_fleet.tasks.warehouse.intra_hour`)."""
 
 RESULT_TABLES: dict[str, str] = {
     "runs": """
@@ -69,7 +92,11 @@ RESULT_TABLES: dict[str, str] = {
             n_ok              INTEGER,
             n_skipped         INTEGER,
             n_failed          INTEGER,
-            message           VARCHAR
+            message           VARCHAR,
+            n_learned         INTEGER,
+            n_persistence     INTEGER,
+            n_degraded        INTEGER,
+            n_unpublished     INTEGER
         )""",
     "window_status": """
         CREATE TABLE IF NOT EXISTS window_status (
@@ -85,7 +112,8 @@ RESULT_TABLES: dict[str, str] = {
             n_test_weather_observed  INTEGER,
             n_test_weather_forecast  INTEGER,
             weather_source           VARCHAR,
-            compute_time_s           DOUBLE
+            compute_time_s           DOUBLE,
+            left_out                 VARCHAR
         )""",
     "forecasts": """
         CREATE TABLE IF NOT EXISTS forecasts (
@@ -152,7 +180,9 @@ RESULT_TABLES: dict[str, str] = {
             l_eps_status   VARCHAR,
             oos_bound_kwh  DOUBLE,
             certify_time_s DOUBLE,
-            validation_source VARCHAR
+            validation_source VARCHAR,
+            level_shift    DOUBLE,
+            base           VARCHAR
         )""",
     "publications": """
         CREATE TABLE IF NOT EXISTS publications (
@@ -161,7 +191,18 @@ RESULT_TABLES: dict[str, str] = {
             model           VARCHAR NOT NULL,
             reason          VARCHAR NOT NULL,
             expected_ratio  DOUBLE,
-            run_id          VARCHAR NOT NULL
+            run_id          VARCHAR NOT NULL,
+            outcome         VARCHAR,
+            ensemble_members VARCHAR
+        )""",
+    "validation_errors": """
+        CREATE TABLE IF NOT EXISTS validation_errors (
+            building_id  VARCHAR NOT NULL,
+            target_week  DATE NOT NULL,
+            model        VARCHAR NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            error        DOUBLE NOT NULL,
+            run_id       VARCHAR NOT NULL
         )""",
 }
 """``model_fits.status``: 'ok' | 'failed' | 'skipped'; ``tuned_week`` is the target week whose
@@ -173,7 +214,15 @@ the same hyperparameters and protocol, under ``--tuning reuse``).
 ``forecasts.y_lo_80 ... y_hi_95`` are the 80 % and 95 % prediction intervals and
 ``scores.coverage_*`` / ``width_*`` their share of actuals inside and mean width.
 ``publications`` holds the one forecast per building-week an operator uses: its model, why it
-was chosen, and its expected MAE relative to seasonal naive. The SCNN family's guarantees
+was chosen, its expected MAE relative to seasonal naive, its ``outcome`` ('learned': a learned
+model or a combination of at least two; 'persistence': a persistence forecast chosen over
+trusted learned models; 'degraded': a persistence forecast because no learned forecast could be
+trusted that week) and ``ensemble_members``, the models the week's ensemble combined,
+comma-separated (NULL: no ensemble that week). ``window_status.left_out`` names the weather
+inputs the window left out of the week's features and why (NULL: none). ``validation_errors`` holds the
+published model's errors on its validation week (kWh, actual minus the forecast made from the
+weeks before it, per UTC hour): with the published forecasts' own errors, what a portfolio's
+intervals are calibrated on (:mod:`~wadiro_fleet.tasks.warehouse.portfolios`). The SCNN family's guarantees
 (``tasks.protocol.certification``) are in ``model_fits``: ``l_eps`` (kWh, a certified upper
 bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' |
 'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models, for fits
@@ -209,6 +258,15 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("window_status", "n_test_weather_forecast", "INTEGER"),
     ("window_status", "weather_source", "VARCHAR"),
     ("window_status", "compute_time_s", "DOUBLE"),
+    ("publications", "outcome", "VARCHAR"),
+    ("publications", "ensemble_members", "VARCHAR"),
+    ("window_status", "left_out", "VARCHAR"),
+    ("model_fits", "level_shift", "DOUBLE"),
+    ("model_fits", "base", "VARCHAR"),
+    ("runs", "n_learned", "INTEGER"),
+    ("runs", "n_persistence", "INTEGER"),
+    ("runs", "n_degraded", "INTEGER"),
+    ("runs", "n_unpublished", "INTEGER"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
@@ -285,6 +343,24 @@ outside the building's own history (``building_data_quality.spike_readings``). N
 the synthetic fleet has one (its outliers reach 5 times the load); in the real Cambridge
 archive three buildings do (b95: 1,018.9 kWh where 99 % of its hours read at most 14 kWh)."""
 
+HIGH_RATIO = 3
+"""A reading above this many times its building's 99th percentile is *high*: far above the
+building's own level, if short of a spike. ``building_data_quality`` counts high hours and the
+runs of :data:`HIGH_RUN_HOURS` or more consecutive ones (a meter stuck high or spiking for hours,
+not one odd reading). In the real archive (107 buildings with readings, 2016-2020) 14 buildings
+have a high hour and one (b91) a run of them."""
+
+HIGH_RUN_HOURS = 2
+"""Consecutive high hours that make a *high run* (``building_data_quality.high_runs``)."""
+
+STUCK_RATIO = 2
+STUCK_RUN_HOURS = 3
+"""A run of :data:`STUCK_RUN_HOURS` or more identical consecutive readings above
+:data:`STUCK_RATIO` times the building's 99th percentile is a meter *stuck high*
+(``building_data_quality.stuck_high_runs``): flat runs of 3 hours are common at a building's
+ordinary level (106 of the archive's 107 buildings have some; 21 above their 99th
+percentile), none above twice it."""
+
 
 def data_quality_sql(selected: bool = False) -> str:
     """One row per building of ``buildings`` (those without any reading too): how complete and
@@ -325,6 +401,13 @@ def data_quality_sql(selected: bool = False) -> str:
       99th percentile reading (``quantile_disc``), a value far outside its history (a 999,999
       kWh hour of a building using 72 kWh an hour); ``largest_reading``: its largest reading
       (NULL without any).
+    * ``high_readings``: hours reading more than :data:`HIGH_RATIO` times the 99th percentile
+      (spikes included); ``high_runs``: runs of :data:`HIGH_RUN_HOURS` or more consecutive
+      high hours; ``longest_high_hours``: the longest run of consecutive high hours (1 for a
+      lone one, 0 without any).
+    * ``stuck_high_runs``: runs of :data:`STUCK_RUN_HOURS` or more identical consecutive
+      readings above :data:`STUCK_RATIO` times the 99th percentile (a meter stuck high: a
+      3-hour run at 5.6 times it is a high run and a stuck one).
 
     Runs are of consecutive *hours*: a missing hour ends a run. With ``selected`` only the
     buildings listed in one ``?`` placeholder (a list of ids); the reference hour stays the
@@ -374,7 +457,9 @@ def data_quality_sql(selected: bool = False) -> str:
                    count(*) FILTER (WHERE kwh < 0)          AS negative_readings,
                    max(kwh)                                 AS largest_reading,
                    count(*) FILTER (WHERE kwh > {SPIKE_RATIO} * p99)
-                                                            AS spike_readings
+                                                            AS spike_readings,
+                   count(*) FILTER (WHERE kwh > {HIGH_RATIO} * p99)
+                                                            AS high_readings
             FROM stepped
             GROUP BY building_id
         ),
@@ -383,15 +468,16 @@ def data_quality_sql(selected: bool = False) -> str:
         -- of two runs never are. So the runs are the islands of consecutive continuation hours,
         -- few rows on real meters: only those are numbered.
         continuations AS (
-            SELECT building_id, ts, kwh,
+            SELECT building_id, ts, kwh, p99,
                    follows AND kwh = prev_kwh AS repeats,
                    follows AND kwh < 0 AND prev_kwh < 0 AS stays_negative
             FROM stepped
             WHERE follows AND (kwh = prev_kwh OR (kwh < 0 AND prev_kwh < 0))
         ),
         value_runs AS (
-            SELECT building_id, any_value(kwh) AS kwh, count(*) + 1 AS hours
-            FROM (SELECT building_id, ts, kwh,
+            SELECT building_id, any_value(kwh) AS kwh, any_value(p99) AS p99,
+                   count(*) + 1 AS hours
+            FROM (SELECT building_id, ts, kwh, p99,
                          CAST(epoch(ts) / 3600 AS BIGINT)
                              - row_number() OVER (PARTITION BY building_id ORDER BY ts) AS island
                   FROM continuations WHERE repeats)
@@ -410,8 +496,25 @@ def data_quality_sql(selected: bool = False) -> str:
                    max(hours) FILTER (WHERE kwh <> 0)                   AS longest_flat_hours,
                    count(*) FILTER (WHERE kwh <> 0 AND hours >= {FLAT_RUN_ALERT_HOURS})
                                                                         AS flat_runs_24h,
-                   max(hours) FILTER (WHERE kwh = 0)                    AS longest_zero_run
+                   max(hours) FILTER (WHERE kwh = 0)                    AS longest_zero_run,
+                   count(*) FILTER (WHERE kwh > {STUCK_RATIO} * p99
+                                    AND hours >= {STUCK_RUN_HOURS})     AS stuck_high_runs
             FROM value_runs
+            GROUP BY building_id
+        ),
+        -- High hours are rare too: only they are numbered into runs.
+        high_runs AS (
+            SELECT building_id, count(*) AS hours
+            FROM (SELECT building_id,
+                         CAST(epoch(ts) / 3600 AS BIGINT)
+                             - row_number() OVER (PARTITION BY building_id ORDER BY ts) AS island
+                  FROM stepped WHERE kwh > {HIGH_RATIO} * p99)
+            GROUP BY building_id, island
+        ),
+        high_stats AS (
+            SELECT building_id, max(hours) AS longest_high_run,
+                   count(*) FILTER (WHERE hours >= {HIGH_RUN_HOURS}) AS high_run_count
+            FROM high_runs
             GROUP BY building_id
         ),
         negative_stats AS (
@@ -440,13 +543,18 @@ def data_quality_sql(selected: bool = False) -> str:
                coalesce(n.longest_negative_run,
                         CASE WHEN p.negative_readings > 0 THEN 1 ELSE 0 END)
                                                                          AS longest_negative_hours,
+               coalesce(p.high_readings, 0)                              AS high_readings,
+               coalesce(h.high_run_count, 0)                             AS high_runs,
+               coalesce(h.longest_high_run, 0)                           AS longest_high_hours,
+               coalesce(v.stuck_high_runs, 0)                            AS stuck_high_runs,
                coalesce(p.spike_readings, 0)                             AS spike_readings,
                p.largest_reading
         FROM selection b
         CROSS JOIN fleet f
         LEFT JOIN per_building p USING (building_id)
         LEFT JOIN value_stats v USING (building_id)
-        LEFT JOIN negative_stats n USING (building_id)"""
+        LEFT JOIN negative_stats n USING (building_id)
+        LEFT JOIN high_stats h USING (building_id)"""
 
 
 VIEWS: dict[str, str] = {
@@ -490,6 +598,12 @@ VIEWS: dict[str, str] = {
     # Per building: first and last reading, gaps, recent missing share, flat, zero and
     # negative runs (data_quality_sql's docstring defines every column).
     "building_data_quality": f"CREATE OR REPLACE VIEW building_data_quality AS {data_quality_sql()}",
+    # Portfolios: ``all`` and the named ones, their hourly forecasts with intervals from their
+    # joint errors, and their scores (portfolio_sql's docstrings define every column).
+    "portfolio_members": f"CREATE OR REPLACE VIEW portfolio_members AS {portfolio_members_sql()}",
+    "portfolio_forecasts": "CREATE OR REPLACE VIEW portfolio_forecasts AS "
+                           f"{portfolio_forecasts_sql()}",
+    "portfolio_scores": f"CREATE OR REPLACE VIEW portfolio_scores AS {portfolio_scores_sql()}",
 }
 
 TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}
@@ -508,7 +622,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 __all__ = [
-    "ADDED_COLUMNS", "FLAT_RUN_ALERT_HOURS", "INPUT_TABLES", "PUBLISHED", "QUALITY_WINDOW_HOURS",
-    "RESULT_TABLES", "SPIKE_RATIO", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema",
-    "leaderboard_sql",
+    "ADDED_COLUMNS", "FLAT_RUN_ALERT_HOURS", "HIGH_RATIO", "HIGH_RUN_HOURS", "INPUT_TABLES",
+    "PUBLISHED", "QUALITY_WINDOW_HOURS", "RESULT_TABLES", "SPIKE_RATIO", "STUCK_RATIO",
+    "STUCK_RUN_HOURS", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema", "leaderboard_sql",
 ]

@@ -114,11 +114,11 @@ def choose_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None)
     if inputs is not None and inputs.weather_suffices:
         return ChosenWeek(inputs.next_week, (
             f"the week after the latest readings; weather stored for {inputs.weather_hours} "
-            f"of its {inputs.hours} hours"))
+            f"of its {inputs.hours} hours{inputs.blanks()}"))
     week = default_target_week(con, buildings)
     assert inputs is not None  # default_target_week raises without readings
     short = (f"the week after the latest readings, {inputs.next_week}, has weather for only "
-             f"{inputs.weather_hours} of its {inputs.hours} hours")
+             f"{inputs.weather_hours} of its {inputs.hours} hours{inputs.blanks()}")
     if week == inputs.next_week:  # stored weather reaches its end, with long gaps
         return ChosenWeek(week, f"{short}: its building-weeks short of weather get status "
                           "no_weather", complete=False)

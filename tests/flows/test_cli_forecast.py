@@ -19,7 +19,8 @@ def test_backfill_then_report(warehouse, tmp_path, prefect_backend):
                     "--models", "svr,seasonal_naive", "--trials", "2",
                     "--warehouse", str(warehouse))
     assert result.exit_code == 0, result.output
-    assert "4 building-weeks over 2 week(s): 4 ok" in result.output
+    assert "4 building-weeks over 2 week(s): 4 published: " in result.output
+    assert "0 degraded; 0 not published, 0 failed" in result.output
     assert "seasonal_naive" in result.output and "mean_mae" in result.output  # the leaderboard
     with connect(warehouse, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM scores").fetchone()[0] == 2 * 2 * 2

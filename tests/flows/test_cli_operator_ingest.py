@@ -112,6 +112,12 @@ def test_a_bad_file_is_one_line_and_changes_no_table(loaded, tmp_path, command, 
     ("readings", "--decimal", ","),  # with the default delimiter, a comma
     ("readings", "--encoding", "klingon"),
     ("buildings", "--delimiter", "::"),
+    ("readings", "--register-unit", "Wh"),  # without --unit register
+    ("readings", "--unit", "register", "--register-unit", "GWh"),
+    ("readings", "--time-format", "dd/mm/yyyy"),
+    ("readings", "--time-format", "%d/%m/%Y %H:%M", "--dayfirst"),
+    ("buildings", "--columns", "Asset Name"),
+    ("weather", "--kind", "observed", "--columns", "=site_id"),
 ], ids=lambda a: " ".join(a))
 def test_options_that_do_not_exist_are_usage_errors(tmp_path, args):
     path = write(tmp_path / "x.csv", "ts,b1\n2024-02-05T00:00Z,1\n")
@@ -185,6 +191,47 @@ def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_inges
         assert list(mine[2:6]) == pytest.approx(list(archived[2:6]), rel=1e-12)
 
 
+def test_the_issues_asset_register_and_dd_mm_yyyy_meter_export_of_real_buildings(
+    tmp_path, cambridge_archive, no_prefect_server
+):
+    """Issue 30's operator: an asset register (``Asset Name, Site, ...``) and a meter export with
+    ``Date/Time`` as ``dd/mm/yyyy HH:MM`` in local time, of two real buildings over the October
+    2018 clock change, ingested with --columns and --time-format: the warehouse holds what
+    ``wadiro ingest cambridge`` stores for those hours."""
+    from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
+
+    ids, start, end = ["UCam_Building_b0", "UCam_Building_b7"], "2018-10-22", "2018-11-04"
+    archive = tmp_path / "archive.duckdb"
+    assert invoke("ingest", "cambridge", "--path", cambridge_archive, "--buildings", ",".join(ids),
+                  "--start", start, "--end", end, "--warehouse", archive).exit_code == 0
+    batch = load_cambridge(cambridge_archive, ids, pd.Timestamp(start).date(), pd.Timestamp(end).date())
+    register = write(tmp_path / "assets.csv", "Asset Name,Site,Time zone,Country,Region,Floor area\n" + "".join(
+        f"{r.building_id},{r.site_id},{r.timezone},{r.holiday_country},{r.holiday_subdiv},1200\n"
+        for r in batch.buildings.to_pandas().itertuples()))
+    wide = batch.readings.to_pandas().pivot(index="ts", columns="building_id", values="kwh")[ids]
+    local = wide.index.tz_convert("Europe/London").strftime("%d/%m/%Y %H:%M")
+    assert list(local).count("28/10/2018 01:00") == 2
+    meter = write(tmp_path / "meter.csv", "Date/Time,Main meter b0,Main meter b7\n" + "".join(
+        f"{t}," + ",".join(_cell(v) for v in row) + "\n" for t, row in zip(local, wide.to_numpy(), strict=True)))
+    mapping = write(tmp_path / "meters.json", '{"Date/Time": "ts", "Main meter b0": "UCam_Building_b0", '
+                    '"Main meter b7": "UCam_Building_b7"}')
+
+    generic = tmp_path / "generic.duckdb"
+    refused = invoke("ingest", "buildings", register, "--warehouse", generic)
+    assert refused.exit_code == 1 and "missing required column(s) 'building_id'" in refused.output
+    for args in (("buildings", register, "--columns", "Asset Name=building_id,Site=site_id,Time zone=timezone,"
+                  "Country=holiday_country,Region=holiday_subdiv,Floor area="),
+                 ("readings", meter, "--columns-file", mapping, "--time-format", "%d/%m/%Y %H:%M",
+                  "--timezone", "Europe/London")):
+        result = invoke("ingest", *args, "--warehouse", generic)
+        assert result.exit_code == 0, result.output
+    ours, theirs = contents(generic), contents(archive)
+    assert [r[:2] for r in ours["meter_readings"]] == [r[:2] for r in theirs["meter_readings"]]
+    assert [r[2] for r in ours["meter_readings"]] == pytest.approx([r[2] for r in theirs["meter_readings"]],
+                                                                   rel=1e-12, nan_ok=True)
+    assert [r[:-1] for r in ours["buildings"]] == [r[:-1] for r in theirs["buildings"]]
+
+
 def test_the_help_pages_say_what_a_file_replaces():
     readings = " ".join(invoke("ingest", "readings", "--help").output.split())
     assert "Only the hours the file holds change" in readings
@@ -252,7 +299,8 @@ def test_a_weather_file_of_two_rows_nine_days_apart_changes_only_those_hours(rea
                  "bedford,2019-02-01T12:00Z,5,100,3\nbedford,2019-02-10T12:00Z,6,,3\n")
     result = invoke("ingest", "weather", path, "--kind", "observed", "--warehouse", real_two_months)
     assert result.exit_code == 0, result.output
-    assert "wrote 2 observed weather hours for 1 site(s), replacing 2 stored in" in result.output
+    assert ("wrote 2 observed weather hours for 1 site(s), replacing 2 stored; irradiance_wm2 blank in 1 "
+            "of 2 rows, humidity_pct not in the file (stored as missing) in") in result.output
     after = contents(real_two_months)
     gone, new = _changed(before["weather"], after["weather"])
     assert len(after["weather"]) == len(before["weather"]) == 59 * 24

@@ -69,7 +69,8 @@ def test_commands_run_without_any_prefect_server(tmp_path):
          "--models", "seasonal_naive", "--runner", "threads", "--warehouse", str(warehouse)],
         env=env, capture_output=True, text=True, timeout=300)
     assert backfill.returncode == 0, backfill.stderr[-3000:]
-    assert "2 building-weeks over 1 week(s): 2 ok" in backfill.stdout
+    assert ("2 building-weeks over 1 week(s): 2 published: 0 learned, 2 persistence, "
+            "0 degraded" in backfill.stdout)
     assert runs_of(warehouse) == [("completed",)]  # the run's history: the warehouse's runs table
     history = subprocess.run([WADIRO, "runs", "--warehouse", str(warehouse)], env=env,
                              capture_output=True, text=True, timeout=300)
@@ -287,4 +288,5 @@ def test_report_file_names_stay_inside_out_bounded_and_unique(hostile, tmp_path)
     assert all(len(p.name) <= 100 and not p.name.startswith(".") for p in plots)
     written = {p for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {*plots, out / "leaderboard.csv", out / "building_errors.csv",
-                       out / "data_quality.csv", out / "report.html"}
+                       out / "data_quality.csv", out / "report.html", out / "next_week.csv",
+                       out / "accuracy.csv", out / "portfolio_scores.csv"}

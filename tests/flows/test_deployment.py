@@ -82,3 +82,44 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
     assert weeks == [(WEEKS[0], 2), (WEEKS[1], 2)]
     assert scores == 2 * len(WEEKS) * len(FAST_MODELS)
     assert reused == [(WEEKS[0],)]  # the weekly run reused the backfill's tuning
+
+
+def _flow_run_logs(env, flow_run_id: str) -> list[str]:
+    logs = httpx.post(f"{env['PREFECT_API_URL']}/logs/filter", timeout=10, json={
+        "logs": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "TIMESTAMP_ASC"}).json()
+    return [log["message"] for log in logs]
+
+
+@pytest.mark.slow
+def test_a_scheduled_run_writes_to_the_worker_s_wadiro_warehouse_or_says_in_one_line_it_is_missing(
+    tmp_path, prefect_server
+):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "flows").symlink_to(ROOT / "flows", target_is_directory=True)
+    operator = make_warehouse(tmp_path / "operator.duckdb", buildings=2)
+    env = {**prefect_server, "WADIRO_PROJECT_DIR": str(project)}
+    prefect_cli(env, "work-pool", "create", WORK_POOL, "--type", "process", cwd=ROOT)
+    prefect_cli(env, "--no-prompt", "deploy", "--name", "weekly-forecast", cwd=ROOT)
+
+    # As the Monday schedule starts it: no parameters; the worker's environment names the
+    # operator's warehouse.
+    scheduled = _run_deployment({**env, "WADIRO_WAREHOUSE": str(operator)},
+                                "weekly-forecast/weekly-forecast", {}, cwd=tmp_path)
+    assert scheduled["state_type"] == "COMPLETED", scheduled["state"]
+    with connect(operator, read_only=True) as con:
+        assert con.execute("SELECT flow, status FROM runs").fetchall() == [("forecast", "completed")]
+    assert not (project / "warehouse.duckdb").exists()
+
+    # Without it the default is the project's warehouse.duckdb, which is not there.
+    missing = _run_deployment(env, "weekly-forecast/weekly-forecast", {}, cwd=tmp_path)
+    assert missing["state_type"] == "FAILED"
+    line = (f"warehouse {project / 'warehouse.duckdb'} does not exist (the default; "
+            f"WADIRO_WAREHOUSE is not set, relative to {project}): set WADIRO_WAREHOUSE or give "
+            "--warehouse (a deployment: WADIRO_WAREHOUSE in the worker's environment, or "
+            "settings.warehouse)")
+    assert line in missing["state"]["message"]
+    logs = _flow_run_logs(env, missing["id"])
+    assert any(line in message for message in logs), logs
+    assert not any("Traceback" in message for message in logs), logs
+    assert not (project / "warehouse.duckdb").exists()

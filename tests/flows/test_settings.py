@@ -77,8 +77,9 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         perturbation={"temperature_c": 0.5, "wind_speed_ms": 2.0},
     )
     assert str(captured[0]["week"]) == "2024-04-01"
-    # every field but the per-model mapping is an option of both commands
-    options = {f"--{name.replace('_', '-')}" for name in RunSettings.model_fields} - {"--model-options"}
+    # every field but the per-model mappings is an option of both commands
+    options = ({f"--{name.replace('_', '-')}" for name in RunSettings.model_fields}
+               - {"--model-options", "--model-inputs"})
     group = typer.main.get_command(cli.app)
     context = group.make_context("wadiro", ["forecast"], resilient_parsing=True)
     for command in ("forecast", "backfill"):

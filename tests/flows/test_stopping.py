@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
+from concurrent.futures import InvalidStateError
 
 import pytest
 from prefect import task
@@ -143,5 +145,69 @@ def test_a_lost_prefect_server_fails_the_run_quickly_with_a_clear_message(tmp_pa
         [(status, counted, message)] = _runs(warehouse)
         assert status == "crashed" and "lost the Prefect server" in message
         assert counted == count_rows(warehouse, WRITTEN)
+    finally:
+        kill_session(proc.pid)
+
+
+# --- what a stop prints ------------------------------------------------------------------------
+
+def _abandon_queued_work(stop: bool) -> None:
+    """A process pool with one call running, two queued for its worker and three waiting, the
+    waiting ones cancelled, its worker ended: as a stopped run leaves its pool (a full call
+    queue keeps the cancelled calls in the pool's books until it breaks)."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=context)
+    running = pool.submit(time.sleep, 60)
+    waiting = [pool.submit(time.sleep, 60) for _ in range(5)]
+    while not running.running():
+        time.sleep(0.05)
+    time.sleep(0.5)  # the pool has queued what its worker will take next
+    for future in waiting:
+        future.cancel()
+    if stop:
+        STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
+    for child in multiprocessing.active_children():
+        if child.pid in pool._processes:
+            child.kill()
+    with pytest.raises(cf.process.BrokenProcessPool):
+        running.result(timeout=30)
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("stop", [True, False], ids=["stopped", "not-stopped"])
+def test_a_stopped_run_s_abandoned_batches_print_no_traceback(monkeypatch, stop):
+    # Python 3.11's process pool fails the cancelled futures too, and its manager thread dies
+    # printing InvalidStateError (CPython gh-107219): 10 lines after a Ctrl-C's own message.
+    import threading
+
+    from wadiro_fleet.flows import stopping
+
+    printed = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(args.exc_type))
+    stopping.quiet_abandoned_futures()
+    _abandon_queued_work(stop)
+    if stop:
+        assert printed == []
+    elif sys.version_info < (3, 12):  # later Pythons no longer raise it at all
+        assert InvalidStateError in printed  # only a stop's own error is quieted
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_batches_waiting_prints_only_its_two_lines(tmp_path):
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
+    many_waiting = [*BACKFILL[:BACKFILL.index("--max-in-flight")], "--max-in-flight", "8",
+                    "--runner", "processes", "--workers", "2", "--load-every-seconds", "0"]
+    proc = start([*many_waiting, "--warehouse", str(warehouse)], local_env(), tmp_path)
+    try:
+        wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=300)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=GRACE_S + 30)
+        assert proc.returncode == 130, err[-3000:]
+        lines = [line for line in err.strip().splitlines() if "building-weeks done" not in line]
+        assert lines == ["Ctrl-C (SIGINT): stopping; finished batches are being written (again "
+                         "to stop at once)", "error: interrupted by Ctrl-C (SIGINT)"], err[-3000:]
     finally:
         kill_session(proc.pid)

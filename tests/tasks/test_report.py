@@ -67,12 +67,20 @@ def test_building_errors_normalised_by_mean_load(warehouse):
     assert ("b3", "gp") not in errors.index
 
 
+def _add_buildings(warehouse, *ids: str) -> None:
+    with connect(warehouse) as con:
+        for building in ids:
+            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+                        [building])
+
+
 def test_report_files(warehouse, tmp_path):
+    _add_buildings(warehouse, "b1", "b2")
     out = tmp_path / "report"
     report = write_report(warehouse, out, ["b1"])
     names = sorted(p.relative_to(out).as_posix() for p in report.files)
-    assert names == ["building_errors.csv", "data_quality.csv", "leaderboard.csv", "plots/b1.png",
-                     "report.html"]
+    assert names == ["accuracy.csv", "building_errors.csv", "data_quality.csv", "leaderboard.csv",
+                     "next_week.csv", "plots/b1.png", "portfolio_scores.csv", "report.html"]
     assert (out / "plots" / "b1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert pd.read_csv(out / "leaderboard.csv")["model"].tolist() == ["wadiro_pcscnn", "gp"]
 
@@ -99,7 +107,7 @@ def test_report_lists_the_worst_meter_data_beside_the_leaderboard(warehouse, tmp
 
 
 def test_a_report_without_buildings_says_so_in_its_quality_section(warehouse, tmp_path):
-    write_report(warehouse, tmp_path / "report", ["b1"])
+    write_report(warehouse, tmp_path / "report", None)
     assert "<p>No buildings in the warehouse.</p>" in (tmp_path / "report" / "report.html").read_text()
     assert pd.read_csv(tmp_path / "report" / "data_quality.csv").empty
 
@@ -122,7 +130,8 @@ def test_leaderboard_against_seasonal_naive_and_the_published_forecast(warehouse
                     "n_hours, n_violations, n_train_violations, run_id) VALUES ('b1', "
                     "'seasonal_naive', ?, 2.5, 3.0, 10.0, 168, 0, 0, 'r1')", [WEEK])
         for building, model in (("b1", "gp"), ("b2", "wadiro_pcscnn")):
-            con.execute("INSERT INTO publications VALUES (?, ?, ?, 'by hand', 0.9, 'r1')",
+            con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
+                        "expected_ratio, run_id) VALUES (?, ?, ?, 'by hand', 0.9, 'r1')",
                         [building, WEEK, model])
         board = fleet_leaderboard(con).set_index("model")
     assert board.loc["wadiro_pcscnn", "mae_vs_naive"] == pytest.approx(2.0 / 2.5)  # b1 only

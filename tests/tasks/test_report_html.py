@@ -52,7 +52,8 @@ def warehouse(tmp_path):
             for h in range(24):
                 con.execute("INSERT INTO meter_readings VALUES (?, ?, ?)",
                             [building, start + timedelta(hours=h), 10.5])
-            con.execute("INSERT INTO publications VALUES (?, ?, ?, 'by hand', 0.5, 'r1')",
+            con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
+                        "expected_ratio, run_id) VALUES (?, ?, ?, 'by hand', 0.5, 'r1')",
                         [building, WEEK, published])
     return path
 
@@ -67,28 +68,46 @@ def test_report_page_is_self_contained_and_escapes_ids(warehouse, tmp_path):
     # both read 10.5 kWh in all 24 hours: one flat line of 24 h each
     assert "0 miss more than 10 % of the recent hours" in quality
     assert "2 have a flat line of 24 h or more" in quality
-    assert page.count("data:image/png;base64,") == 2  # both buildings' published weeks
+    # the portfolio 'all''s next week and both buildings' published weeks
+    assert page.count("data:image/png;base64,") == 3
     assert "src='http" not in page and 'src="http' not in page  # nothing fetched from outside
+
+
+def _chromium(browser: str, profile, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars",
+         "--window-size=1400,3000", "--virtual-time-budget=10000", *args],
+        capture_output=True, text=True, timeout=120, check=True)
 
 
 def test_a_headless_browser_renders_the_tables_and_plots(warehouse, tmp_path):
     browser = _browser()
     write_report(warehouse, tmp_path / "out", None)
     page = tmp_path / "out" / "report.html"
-    dom = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout
-    body = re.search(r"<body([^>]*)>", dom).group(1)
-    # the page's own check ran in the browser: every plot decoded, every table laid out
-    assert 'data-plots-rendered="2"' in body, body
-    # leaderboard, published models, meter data quality (no violations)
-    assert 'data-tables-rendered="3"' in body, body
+    dom = _chromium(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    body = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r"<body([^>]*)>", dom).group(1)))
+    # the page's own check ran in the browser: every plot decoded, every table laid out: the
+    # portfolio's week and both buildings' plots; next week per portfolio, peaks per building,
+    # accuracy per portfolio and per building, leaderboard, published models, the portfolio
+    # bands' calibration, data quality
+    assert body["plots-rendered"] == "3", body
+    assert body["tables-rendered"] == "8", body
+    # the manager's part first, and every table within a page 1,400 px wide
+    assert 0 < int(body["manager-top"]) < int(body["modeller-top"]), body
+    assert int(body["widest-table"]) <= 1400 - 2 * 16, body
+    for section in ("next-week", "peaks", "accuracy", "problems"):
+        assert f'id="{section}"' in dom
+    assert dom.index('id="next-week"') < dom.index('id="problems"') < dom.index('id="modeller"')
     board = re.search(r"<h2>Leaderboard against seasonal naive</h2><table>(.*?)</table>", dom).group(1)
     published = re.search(r'<tr class="published">(.*?)</tr>', board).group(1)
     cells = re.findall(r"<td>(.*?)</td>", published)
     assert cells[:3] == ["published", "2", "3.000"]  # gp on b1 (2.0) and naive on NASTY (4.0)
     assert "b1, published model per week: 2019-04-01: gp" in dom
+    # the portfolio 'all' sums both buildings: 2 of 2, peak 10 + 2 + 11 + 2 = 25 kWh
+    portfolio = re.search(r'<tr class="portfolio">(.*?)</tr>', dom).group(1)
+    assert re.findall(r"<td>(.*?)</td>", portfolio)[:2] == ["all", "2 of 2"]
+    shot = tmp_path / "shot.png"
+    _chromium(browser, tmp_path / "profile", f"--screenshot={shot}", page.as_uri())
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000

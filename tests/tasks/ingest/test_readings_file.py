@@ -261,3 +261,23 @@ def test_a_parquet_file_with_a_repeated_column_is_refused(warehouse, tmp_path):
     with pytest.raises(PipelineError, match=r"column 'b1' appears more than once in the header \(column 3\)"):
         ingest_readings(warehouse, path)
     assert row_counts(warehouse) == before
+
+
+def test_a_file_written_in_slices_of_whole_buildings_writes_what_one_statement_writes(tmp_path, monkeypatch):
+    import wadiro_fleet.tasks.ingest.readings_file as readings_file
+
+    week = "ts,b1,b2,b3\n" + "".join(f"{t:%Y-%m-%dT%H:%MZ},1,2,3\n" for t in hours("2024-02-05 00:00", 48))
+    fix = ("building_id,ts,kwh\n" + "".join(f"{b},{t:%Y-%m-%dT%H:%MZ},{v}\n" for b in ("b1", "b2", "b3")
+                                             for v, t in enumerate(hours("2024-02-05 10:00", 5)))
+           ).replace("b2,2024-02-05T12:00Z,2\n", "")
+    results = []
+    for rows in (1_000_000, 4):  # one statement; then b1, b2 and b3 each alone (5, 4 and 5 hours)
+        monkeypatch.setattr(readings_file, "WRITE_ROWS", rows)
+        folder = tmp_path / str(rows)
+        folder.mkdir()
+        warehouse = warehouse_with_buildings(folder / "w.duckdb", folder)
+        ingest(warehouse, folder, week, name="week.csv")
+        summary = ingest(warehouse, folder, fix, name="fix.csv", replace_range=True)
+        results.append((contents(warehouse), summary.readings, summary.replaced, summary.removed))
+    assert results[0] == results[1]
+    assert results[0][1:] == (14, 14, 1)  # b2's 12:00 lies in its range: removed

@@ -1,8 +1,10 @@
 """Weather feeds: observed and forecast rows, the latest forecast issue kept whatever order the
-files come in, what the hourly reader sees, and every bad feed refused with nothing changed."""
+files come in, what the hourly reader sees, blank cells counted per variable (the real Bedford wind
+record's gaps), and every bad feed refused with nothing changed."""
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
@@ -10,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 from operator_files import contents, csv_to_parquet, row_counts, utc, warehouse_with_buildings, write
 from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
 from wadiro_fleet.tasks.ingest.errors import UnknownSiteError
 from wadiro_fleet.tasks.ingest.readings_file import ingest_readings
 from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions, ingest_weather
@@ -169,3 +172,73 @@ def test_a_bad_feed_is_refused_and_changes_no_table(warehouse, tmp_path, options
     with pytest.raises(error, match=message):
         ingest_weather(warehouse, write(tmp_path / "bad.csv", text), options)
     assert row_counts(warehouse) == counts and contents(warehouse) == before
+
+
+# --- blank cells counted per variable (issue 30) ---------------------------------------------------
+
+VARIABLES = ("temperature_c", "irradiance_wm2", "wind_speed_ms", "humidity_pct")
+
+
+def _cell(value) -> str:
+    return "" if value is None or value != value else repr(float(value))
+
+
+def bedford_feed(cambridge_archive, start: date, end: date, path: Path, forecast: bool = False,
+                 blank_wind: int = 0) -> Path:
+    """The real Bedford weather of ``start``-``end`` written as an operator's feed (blank cells
+    where the record has none; with ``blank_wind``, the wind of the week's first hours blanked)."""
+    weather = load_cambridge(cambridge_archive, ["UCam_Building_b0"], start, end).weather.to_pandas()
+    lines = [HEAD + ",humidity_pct" + (",issued_at" if forecast else "")]
+    for i, row in enumerate(weather.itertuples()):
+        wind = None if i < blank_wind else row.wind_speed_ms
+        cells = [_cell(row.temperature_c), _cell(row.irradiance_wm2), _cell(wind), _cell(row.humidity_pct)]
+        issue = f",{start - timedelta(days=1)}T06:00Z" if forecast else ""
+        lines.append(f"bedford,{row.ts:%Y-%m-%dT%H:%MZ}," + ",".join(cells) + issue)
+    return write(path, "\n".join(lines) + "\n")
+
+
+def blank_cells_in(path: Path) -> dict[str, int]:
+    """Empty cells per variable, counted in the file's text."""
+    rows = [line.split(",") for line in path.read_text().splitlines()]
+    return {name: sum(r[rows[0].index(name)] == "" for r in rows[1:]) for name in VARIABLES}
+
+
+@pytest.fixture
+def bedford(tmp_path) -> Path:
+    warehouse = tmp_path / "bedford.duckdb"
+    from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings
+
+    ingest_buildings(warehouse, write(tmp_path / "b.csv", "building_id,site_id,timezone,holiday_country\n"
+                                      "b0,bedford,Europe/London,GB\n"))
+    return warehouse
+
+
+def test_the_real_bedford_wind_gaps_are_counted_and_stored_as_missing(bedford, tmp_path, cambridge_archive):
+    # the Met Office's Bedford station reported wind in only 25 hours of the week of 18 July 2016
+    path = bedford_feed(cambridge_archive, date(2016, 7, 18), date(2016, 7, 24), tmp_path / "obs.csv")
+    blank = blank_cells_in(path)
+    assert blank == {"temperature_c": 0, "irradiance_wm2": 0, "wind_speed_ms": 143, "humidity_pct": 0}
+    summary = ingest_weather(bedford, path, OBSERVED)
+    assert summary.blank_cells == (("temperature_c", 0), ("irradiance_wm2", 0), ("wind_speed_ms", 143),
+                                   ("humidity_pct", 0))
+    assert summary.line() == ("wrote 168 observed weather hours for 1 site(s), replacing 0 stored; "
+                              "wind_speed_ms blank in 143 of 168 rows (stored as missing)")
+    with duckdb.connect(str(bedford), read_only=True) as con:
+        nulls = con.execute("SELECT count(*) FILTER (wind_speed_ms IS NULL), count(*) FILTER (wind_speed_ms = 0), "
+                            "count(*) FILTER (temperature_c IS NULL) FROM weather").fetchone()
+    written = [line.split(",")[4] for line in path.read_text().splitlines()[1:]]
+    assert nulls == (143, sum(cell in ("0.0", "0") for cell in written), 0)  # a blank is NULL, never 0
+
+
+def test_the_issues_forecast_week_with_wind_blank_161_of_168_hours_says_so(bedford, tmp_path, cambridge_archive):
+    path = bedford_feed(cambridge_archive, date(2019, 1, 14), date(2019, 1, 20), tmp_path / "fc.csv",
+                        forecast=True, blank_wind=161)
+    assert blank_cells_in(path)["wind_speed_ms"] == 161 and blank_cells_in(path)["temperature_c"] == 0
+    summary = ingest_weather(bedford, path, FORECAST)
+    assert summary.line().endswith("; wind_speed_ms blank in 161 of 168 rows (stored as missing)")
+
+
+def test_a_variable_without_a_column_is_named(warehouse, tmp_path):
+    summary = ingest_weather(warehouse, write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,1,,2\n"), OBSERVED)
+    assert summary.line().endswith("; irradiance_wm2 blank in 1 of 1 rows, humidity_pct not in the file "
+                                   "(stored as missing)")

@@ -56,16 +56,46 @@ def test_the_ensemble_is_the_clipped_hourly_median_of_its_members(job):
     assert np.all(lower <= ensemble.y_hat) and np.all(ensemble.y_hat <= upper)
 
 
-def test_members_reading_filled_in_weather_are_left_out(job):
+def test_without_two_trusted_learned_members_persistence_is_published_by_its_own_name(job):
+    """The week's weather gone for 70 hours: the learned models cannot run, so the ensemble
+    would be a median of the two persistence forecasts. It is not formed; the forecast
+    published is a persistence forecast, named as such, with its own expected ratio, and the
+    building-week is counted as degraded."""
     hours = job.hours.copy()
     start = pd.Timestamp(WEEK, tz="Europe/London").tz_convert("UTC") + pd.Timedelta(hours=20)
     gap = (hours["ts"] >= start) & (hours["ts"] < start + pd.Timedelta(hours=70))
     hours.loc[gap, list(WEATHER_COLUMNS)] = np.nan
-    outcomes = {o.model: o for o in _run(job, hours).outcomes}
+    result = _run(job, hours)
+    outcomes = {o.model: o for o in result.outcomes}
     ensemble = outcomes["ensemble"]
-    assert ensemble.solver == "median of seasonal_naive, day_type_naive"
-    persistence = np.vstack([outcomes["seasonal_naive"].y_hat, outcomes["day_type_naive"].y_hat])
-    np.testing.assert_array_equal(ensemble.y_hat, np.maximum(persistence.mean(axis=0), 0.0))
+    assert ensemble.status == "failed" and ensemble.y_hat is None
+    assert "fewer than 2 trusted learned members to combine (none)" in ensemble.error
+    published = result.publication
+    assert published.model in ("seasonal_naive", "day_type_naive")
+    assert published.outcome == "degraded" and published.ensemble_members == ()
+    naive = outcomes["seasonal_naive"].validation_mae
+    own = outcomes[published.model].validation_mae / naive
+    assert published.expected_ratio == pytest.approx(own if own < 1 else 1.0)
+
+
+def test_one_trusted_learned_member_is_not_a_combination(job):
+    config = CONFIG.model_copy(update={"models": ("svr", "seasonal_naive", "day_type_naive",
+                                                  "ensemble")})
+    info = job.info
+    result = forecast_building_week(
+        job.hours, building_id=BUILDING, timezone=info.timezone,
+        holiday_country=info.holiday_country, holiday_subdiv=info.holiday_subdiv, week=WEEK,
+        config=config)
+    ensemble = next(o for o in result.outcomes if o.model == "ensemble")
+    assert ensemble.status == "failed" and "(svr)" in ensemble.error
+    assert result.publication.model != "ensemble"
+
+
+def test_a_published_ensemble_names_its_members(job):
+    result = _run(job)
+    if result.publication.model == "ensemble":
+        assert result.publication.outcome == "learned"
+    assert result.publication.ensemble_members == MEMBERS
 
 
 def test_an_ensemble_needs_two_members_in_the_run():

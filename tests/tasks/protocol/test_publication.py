@@ -89,6 +89,33 @@ def test_interval_levels_adapt_to_the_coverage_missed_in_earlier_weeks():
     assert adapted_levels("gp", bad, (0.95,)) == {0.95: 0.99}  # capped
 
 
+def test_a_learned_choice_is_learned_and_persistence_over_trusted_models_is_not_degraded():
+    choice = choose_publication([naive(), Candidate("gp", GOOD, 1.5)], HOURS)
+    assert (choice.model, choice.outcome) == ("gp", "learned")
+    choice = choose_publication([naive(), Candidate("day_type_naive", GOOD, 1.0),
+                                 Candidate("gp", GOOD, 1.5)], HOURS)
+    assert (choice.model, choice.outcome, choice.expected_ratio) == (
+        "day_type_naive", "persistence", 0.5)
+    choice = choose_publication([naive(), Candidate("gp", GOOD, 2.5)], HOURS)
+    assert (choice.model, choice.outcome) == ("seasonal_naive", "persistence")
+
+
+def test_persistence_because_no_learned_forecast_is_trusted_is_degraded_and_says_so():
+    broken = [Candidate("gp", None, None, failed="tuning failed"),
+              Candidate("ensemble", None, None, failed="fewer than 2 trusted learned members")]
+    choice = choose_publication([naive(), Candidate("day_type_naive", GOOD, 1.0), *broken], HOURS)
+    assert (choice.model, choice.outcome, choice.expected_ratio) == (
+        "day_type_naive", "degraded", 0.5)
+    assert "no learned forecast could be trusted" in choice.reason
+    assert "ensemble: failed (fewer than 2 trusted learned members)" in choice.reason
+    choice = choose_publication([naive(), *broken], HOURS)
+    assert (choice.model, choice.outcome) == ("seasonal_naive", "degraded")
+    # a run of persistence forecasts only publishes what it was asked for: not degraded
+    choice = choose_publication([naive(), Candidate("day_type_naive", GOOD, 1.0)], HOURS,
+                                learned_in_run=False)
+    assert (choice.model, choice.outcome) == ("day_type_naive", "persistence")
+
+
 def test_models_reading_weather_are_not_published_when_the_weather_is_mostly_filled_in():
     candidates = [naive(), Candidate("day_type_naive", GOOD, 1.9),
                   Candidate("gp", GOOD, 1.0, reads_weather=True)]

@@ -212,13 +212,15 @@ def test_gap_at_the_edge_of_the_window_is_not_extrapolated():
 
 
 def test_test_week_weather_gaps_are_filled_from_the_last_weeks_daily_profile():
-    """58 hours of a week's forecast weather missing (as in a real week of 2021): the week is
-    still forecast, each hour taking the mean of the same local hour over the last 7 days."""
+    """40 hours of a week's forecast temperature missing (under a quarter of the week): the
+    week is forecast with it, each missing hour taking the mean of the same local hour over the
+    last 7 days."""
     frame = featured("2019-07-01")  # temperature rises linearly over the frame
-    missing = ("2019-07-03 10:00Z", "2019-07-05 20:00Z")  # 58 hours
+    missing = ("2019-07-03 10:00Z", "2019-07-05 02:00Z")  # 40 hours
     gappy = set_kwh(frame, *missing, column="temperature_c")
     w = build_window(gappy, "2019-07-01", TZ)
-    assert w.ok and w.coverage["test"].weather_filled == 58
+    assert w.ok and w.coverage["test"].weather_filled == 40 and not w.left_out
+    assert "temperature_c" in w.feature_columns
     # by hand: the last 7 days before Monday 1 July 00:00 BST, by London hour of day
     last_week = frame[(frame["ts"] >= UTC("2019-06-23 23:00Z")) & (frame["ts"] < UTC("2019-06-30 23:00Z"))]
     profile = last_week.groupby(last_week["ts"].dt.tz_convert(TZ).dt.hour)["temperature_c"].mean()
@@ -231,20 +233,81 @@ def test_test_week_weather_gaps_are_filled_from_the_last_weeks_daily_profile():
         frame.set_index("ts").loc[untouched["ts"], "temperature_c"].to_numpy())
 
 
-def test_test_week_without_weather_is_no_weather():
+def test_an_input_missing_for_over_a_quarter_of_the_week_is_left_out_not_guessed():
+    """58 hours of temperature missing (as in a real week of 2021): more than a quarter of the
+    week would be guessed, so temperature is left out of the window and the others stay."""
+    gappy = set_kwh(featured("2019-07-01"), "2019-07-03 10:00Z", "2019-07-05 20:00Z",
+                    column="temperature_c")
+    w = build_window(gappy, "2019-07-01", TZ)
+    assert w.ok and w.coverage["test"].weather_filled == 0
+    assert dict(w.left_out) == {"temperature_c": "missing for 58 of 168 target-week hours"}
+    assert "temperature_c" not in w.feature_columns
+    assert {"irradiance_wm2", "wind_speed_ms", "hour_cos"} <= set(w.feature_columns)
+    assert w.xy("train")[0].shape[1] == 7
+    assert "left out: temperature_c missing for 58 of 168 target-week hours" in w.reason
+    # at the limit (42 = a quarter of 168 hours) it is kept and filled
+    at_limit = set_kwh(featured("2019-07-01"), "2019-07-03 10:00Z", "2019-07-05 04:00Z",
+                       column="temperature_c")
+    w = build_window(at_limit, "2019-07-01", TZ)
+    assert not w.left_out and w.coverage["test"].weather_filled == 42
+
+
+def test_a_blank_input_leaves_out_its_change_feature_too():
+    start, end = window_load_range("2019-07-01", TZ, feature_set="recent_change")
+    ts = pd.date_range(start, end, freq="h", inclusive="left")
+    blank = (ts >= UTC("2019-07-01 00:00Z")) & (ts < UTC("2019-07-07 17:00Z"))  # 161 h
+    hours = pd.DataFrame({"ts": ts, "temperature_c": np.linspace(0.0, 10.0, len(ts)),
+                          "irradiance_wm2": np.where(blank, np.nan, 100.0),
+                          "wind_speed_ms": 4.0, "kwh": np.arange(1.0, len(ts) + 1.0)})
+    features = build_features(hours, **CALENDAR, feature_set="recent_change")
+    w = build_window(features, "2019-07-01", TZ, feature_set="recent_change")
+    assert w.ok and set(w.left_out) == {"irradiance_wm2"}
+    assert "161 of 168 target-week hours" in w.left_out["irradiance_wm2"]
+    assert not {"irradiance_wm2", "irradiance_wm2_change_168"} & set(w.feature_columns)
+    assert "temperature_c_change_168" in w.feature_columns
+
+
+def test_test_week_without_one_input_goes_on_without_it():
     frame = set_kwh(featured("2019-07-01"), "2019-06-30 23:00Z", "2019-07-07 23:00Z", column="irradiance_wm2")
     w = build_window(frame, "2019-07-01", TZ)
-    assert w.status == WindowStatus.NO_WEATHER
+    assert w.ok and set(w.left_out) == {"irradiance_wm2"}
+    assert w.coverage["test"].complete_features == 168
+
+
+def test_test_week_without_any_weather_is_no_weather():
+    frame = featured("2019-07-01")
+    for column in ("temperature_c", "irradiance_wm2", "wind_speed_ms"):
+        frame = set_kwh(frame, "2019-06-30 23:00Z", "2019-07-07 23:00Z", column=column)
+    w = build_window(frame, "2019-07-01", TZ)
+    assert w.status == WindowStatus.NO_WEATHER and not w.left_out
     assert w.coverage["test"].complete_features == 0 and w.coverage["test"].labelled == 168
     assert len(w.test) == 168  # still reported, for the record
+    assert "no weather input usable: temperature_c missing for 168 of 168" in w.reason
     assert build_window(frame, "2019-07-01", TZ, min_test_feature_fraction=0.0).ok
 
 
-def test_history_without_weather_is_no_weather_not_missing_labels():
+def test_history_without_one_input_leaves_it_out():
     frame = set_kwh(featured("2019-07-01"), "2019-04-07 23:00Z", "2019-06-30 23:00Z", column="temperature_c")
+    w = build_window(frame, "2019-07-01", TZ)
+    assert w.ok and set(w.left_out) == {"temperature_c"}
+    assert "missing at 2016 of the history's hours with a reading" in w.reason
+    assert w.coverage["fit"].labelled == 1848 and w.coverage["fit"].usable == 1848
+
+
+def test_history_without_any_weather_is_no_weather_not_missing_labels():
+    frame = featured("2019-07-01")
+    for column in ("temperature_c", "irradiance_wm2", "wind_speed_ms"):
+        frame = set_kwh(frame, "2019-04-07 23:00Z", "2019-06-30 23:00Z", column=column)
     w = build_window(frame, "2019-07-01", TZ)
     assert w.status == WindowStatus.NO_WEATHER
     assert w.coverage["fit"].labelled == 1848 and w.coverage["fit"].usable == 0
+
+
+def test_too_few_readings_leave_no_input_out():
+    frame = set_kwh(featured("2019-07-01"), "2019-04-07 23:00Z", "2019-06-20 23:00Z")
+    frame = set_kwh(frame, "2019-04-07 23:00Z", "2019-04-10 23:00Z", column="wind_speed_ms")
+    w = build_window(frame, "2019-07-01", TZ)
+    assert w.status == WindowStatus.INSUFFICIENT_DATA and not w.left_out
 
 
 def test_a_missing_lag_reading_falls_back_to_the_week_before():

@@ -134,6 +134,20 @@ def test_observed_weather_is_preferred_then_forecast(con):
     assert pd.isna(frame["weather_kind"].iloc[3])
 
 
+def test_weather_is_merged_per_input_an_observed_blank_takes_the_forecast(con):
+    con.execute(
+        "INSERT INTO weather (site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, kind) "
+        "VALUES ('bedford', TIMESTAMPTZ '2019-07-01 00:00Z', 10.0, 100.0, NULL, 'observed'), "
+        "('bedford', TIMESTAMPTZ '2019-07-01 00:00Z', 11.0, 110.0, 3.5, 'forecast'), "
+        "('bedford', TIMESTAMPTZ '2019-07-01 01:00Z', NULL, NULL, NULL, 'observed'), "
+        "('bedford', TIMESTAMPTZ '2019-07-01 01:00Z', 12.0, NULL, 4.5, 'forecast')")
+    frame = load_building_hours(con, "b1", T("2019-07-01 00:00Z"), T("2019-07-01 02:00Z"))
+    np.testing.assert_array_equal(frame["temperature_c"].to_numpy(), [10.0, 12.0])
+    np.testing.assert_array_equal(frame["irradiance_wm2"].to_numpy(), [100.0, np.nan])
+    np.testing.assert_array_equal(frame["wind_speed_ms"].to_numpy(), [3.5, 4.5])
+    assert list(frame["weather_kind"]) == ["observed", "observed"]
+
+
 def test_batch_equals_one_query_per_building(con):
     add_readings(con, "b1", [("2019-07-01 00:00Z", 1.0), ("2019-07-01 02:00Z", 2.0)])
     add_readings(con, "b3", [("2019-07-01 01:00Z", 3.0)])

@@ -78,14 +78,17 @@ def test_how_much_forecast_weather_the_coming_week_needs(warehouse, n_hours, wee
         assert "wadiro ingest weather FILE --kind forecast" in chosen.why
 
 
-def test_the_best_covered_site_decides_and_hours_lacking_an_input_do_not_count(warehouse):
+def test_the_best_covered_site_decides_and_a_blank_input_is_named_not_fatal(warehouse):
     _forecast(warehouse, 168, site="site-b")  # a's site has none: its building-week says so
     with connect(warehouse) as con:
         con.execute("UPDATE weather SET wind_speed_ms = NULL WHERE kind = 'forecast' "
                     "AND ts < ?", [pd.Timestamp("2024-02-15 00:00Z").to_pydatetime()])
         inputs = next_week_inputs(con, ["a", "b"])
-        assert inputs.weather_hours == 168 - 72 and inputs.weather_suffices
-        assert choose_week(con, None).week == NEXT
+        assert inputs.weather_hours == 168 and inputs.weather_suffices
+        assert inputs.blank == {"temperature_c": 0, "irradiance_wm2": 0, "wind_speed_ms": 72}
+        chosen = choose_week(con, None)
+        assert chosen.week == NEXT
+        assert "168 of its 168 hours; wind_speed_ms blank at 72 of them" in chosen.why
         assert next_week_inputs(con, ["a"]).weather_hours == 0
         assert choose_week(con, ["a"]).week == date(2024, 2, 5)
 

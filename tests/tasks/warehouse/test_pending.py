@@ -3,6 +3,7 @@ rows, never lost; a staged batch loads exactly the rows a direct write does."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import date, datetime, timedelta, timezone
 
 import duckdb
@@ -136,6 +137,15 @@ def fitted_batch(tmp_path) -> tuple[list, ForecastConfig]:
                     config), config
 
 
+def _copies_of_the_fleet(tmp_path):
+    """Two copies of the fitted fleet's warehouse, its readings in both: a load scores what it
+    writes against the readings stored then, as a direct write's scores were computed."""
+    copies = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
+    for copy in copies:
+        shutil.copyfile(tmp_path / "fleet.duckdb", copy)
+    return copies
+
+
 def result_table_rows(path) -> dict[str, list[tuple]]:
     with connect(path, read_only=True) as con:
         return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
@@ -144,7 +154,7 @@ def result_table_rows(path) -> dict[str, list[tuple]]:
 
 def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
     batch, config = fitted_batch(tmp_path)
-    direct, staged = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
+    direct, staged = _copies_of_the_fleet(tmp_path)
     with connect(direct) as con:
         ensure_schema(con)
         write_results(con, batch, run_id="r", models=config.models)
@@ -165,7 +175,7 @@ def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_write
     fitted, config = fitted_batch(tmp_path)
     batches = [fitted[:1], results("c", "no data"), fitted[1:],
                results("c", "later", weeks=(W1,))]
-    direct, staged = tmp_path / "direct.duckdb", tmp_path / "staged.duckdb"
+    direct, staged = _copies_of_the_fleet(tmp_path)
     with connect(direct) as con:
         ensure_schema(con)
         for batch in batches:

@@ -12,7 +12,7 @@ from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import StoredParams, forecast_building_week
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.results import load_stored_params, write_results
+from wadiro_fleet.tasks.warehouse.results import load_stored_params, result_tables, write_results
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2024, 3, 25)  # the week of the spring clock change in Europe/London
@@ -201,8 +201,9 @@ def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
 
 
 def test_a_week_with_a_weather_gap_still_publishes(warehouse):
-    """58 hours of the target week's weather missing: filled from the last week's daily
-    profile, every model runs, and a forecast is published."""
+    """58 hours of the target week's temperature and irradiance missing (more than a quarter
+    of the week): both are left out, the models run on the wind and the calendar, and a forecast
+    is published; the window's row says what was left out."""
     config = ForecastConfig(models=FAST, trials=2)
     [job] = load_jobs(warehouse, ["synthetic_b00001"], [WEEK], config)
     hours = job.hours.copy()
@@ -213,8 +214,11 @@ def test_a_week_with_a_weather_gap_still_publishes(warehouse):
         holiday_country=job.info.holiday_country, holiday_subdiv=job.info.holiday_subdiv,
         week=WEEK, config=config,
     )
-    assert res.status == "ok" and "weather filled for 58" in res.reason
+    assert res.status == "ok" and set(res.left_out) == {"temperature_c", "irradiance_wm2"}
+    assert "left out: temperature_c missing for 58 of 167 target-week hours" in res.reason
     assert all(o.status == "ok" for o in res.outcomes)
+    status = result_tables([res], "r")["window_status"].to_pylist()[0]
+    assert status["left_out"].startswith("temperature_c missing for 58 of 167")
     assert res.publication is not None and np.isfinite(
         next(o for o in res.outcomes if o.model == res.publication.model).y_hat).all()
 

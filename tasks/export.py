@@ -1,0 +1,248 @@
+"""A week's published forecasts, or its portfolio forecasts, as one file for an operator's
+systems (``wadiro export``): CSV or Parquet, hourly or per settlement period.
+
+Each row is one period of one building (or portfolio): ``period_start`` is its local start in
+ISO 8601 with the UTC offset (``2024-03-31T03:00:00+01:00``), ``period_start_utc`` the same
+instant in UTC (a timestamp in Parquet, ``...Z`` text in CSV), ``local_time`` the local wall
+clock (``2024-03-31 03:00``), then the ``timezone`` and the period's length in ``minutes``.
+A week is the building's local Monday 00:00 to the next: 168 hours, 167 or 169 across a clock
+change (336, 334 or 338 half-hours).
+
+**Settlement periods** (``resolution`` 30 or 15 minutes): an hour's forecast is split by the
+building's own intra-hour shape where its readings came sub-hourly
+(:func:`~wadiro_fleet.tasks.warehouse.intra_hour.period_shares`), evenly otherwise. A period
+gets its share of the hour's forecast, and the same share of the hour's interval bounds: the
+periods of an hour sum to the hour's forecast and to its bounds (to rounding), so the period
+bounds are the hour's band split by the shape, not separately calibrated intervals of each
+period. A portfolio's hour is split as the sum of its buildings' split forecasts.
+
+CSV (RFC 4180: CRLF line ends) text cells that a spreadsheet would run as a formula get a
+leading ``'``
+(:mod:`~wadiro_fleet.tasks.warehouse.output_files`); the file is written beside its name and
+renamed onto it, so a half-written file is never left under the name.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.protocol.intervals import LEVELS
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
+from wadiro_fleet.tasks.warehouse.output_files import csv_text, write_bytes
+from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+    checked_portfolio_ids,
+    read_portfolio_forecasts,
+    stored_members_sql,
+)
+from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids, shown_ids
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+"""File extensions written, and as what."""
+
+BOUNDS = tuple(f"y_{side}_{round(100 * level)}" for level in LEVELS for side in ("lo", "hi"))
+VALUES = ("y_hat", *BOUNDS)
+"""The columns split over an hour's periods."""
+
+
+class ExportError(PipelineError, ValueError):
+    """An export that cannot be made: nothing published, an unknown portfolio, a bad file."""
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote."""
+
+    path: Path
+    rows: int
+    kind: str
+    """``building`` or ``portfolio``."""
+    ids: int
+    week: date
+    minutes: int
+
+    def line(self) -> str:
+        return (f"wrote {self.rows:,} rows ({self.ids:,} {self.kind}(s), week of {self.week}, "
+                f"{self.minutes}-minute periods) to {self.path}")
+
+
+def split_hours(hours: pd.DataFrame, shares: np.ndarray, minutes: int) -> pd.DataFrame:
+    """Each hour of ``hours`` (``ts`` its UTC start, the value columns :data:`VALUES`) split
+    into ``minutes``-long periods: one row per period, ``ts`` its start, every value column
+    times the period's share, ``shares[i]`` (one per period, summing to 1) for row ``i``."""
+    periods = 60 // minutes
+    if periods == 1:
+        return hours.reset_index(drop=True)
+    n = len(hours)
+    out = hours.iloc[np.repeat(np.arange(n), periods)].reset_index(drop=True)
+    out["ts"] = out["ts"] + pd.to_timedelta(np.tile(np.arange(periods) * minutes, n), unit="min")
+    flat = np.asarray(shares, dtype=np.float64).reshape(-1)
+    for column in VALUES:
+        out[column] = out[column].to_numpy(np.float64) * flat
+    return out
+
+
+def _share_columns(minutes: int) -> list[str]:
+    return [f"share_{j}" for j in range(60 // minutes)]
+
+
+def _iso_local(ts: pd.Series, zone: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the local start with its UTC offset (ISO 8601) and the local wall clock."""
+    iso = np.empty(len(ts), dtype=object)
+    wall = np.empty(len(ts), dtype=object)
+    for tz, rows in pd.Series(np.arange(len(ts))).groupby(zone.to_numpy()):
+        local = ts.iloc[rows.to_numpy()].dt.tz_convert(str(tz))
+        text = local.dt.strftime("%Y-%m-%dT%H:%M:%S%z")
+        iso[rows.to_numpy()] = (text.str[:-2] + ":" + text.str[-2:]).to_numpy()
+        wall[rows.to_numpy()] = local.dt.strftime("%Y-%m-%d %H:%M").to_numpy()
+    return iso, wall
+
+
+def _frame(rows: pd.DataFrame, key: str, minutes: int, extra: Sequence[str]) -> pd.DataFrame:
+    """The file's rows (``rows``: ``key``, ``target_week``, ``ts``, ``timezone``, ``extra``,
+    :data:`VALUES`) in their columns and order."""
+    rows = rows.sort_values(["key", "ts"], kind="stable").reset_index(drop=True)
+    ts = rows["ts"].dt.tz_convert("UTC")
+    iso, wall = _iso_local(ts, rows["timezone"])
+    return pd.DataFrame({
+        key: rows["key"], "target_week": pd.to_datetime(rows["target_week"]).dt.date,
+        "period_start": iso, "period_start_utc": ts, "local_time": wall,
+        "timezone": rows["timezone"], "minutes": minutes,
+        **{c: rows[c] for c in extra}, **{c: rows[c] for c in VALUES},
+    })
+
+
+def latest_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> date:
+    """The latest week with a published forecast (of ``buildings``, or of any building)."""
+    where = "" if buildings is None else "WHERE building_id IN (SELECT unnest(?::VARCHAR[]))"
+    week = con.execute(f"SELECT max(target_week) FROM publications {where}",
+                       [] if buildings is None else [list(buildings)]).fetchone()[0]
+    if week is None:
+        raise ExportError("nothing is published yet; run `wadiro forecast` first")
+    return week
+
+
+def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
+                    week: date, portfolios: Sequence[str] | None = None) -> pd.DataFrame:
+    """The published hours of ``week``: of ``buildings``, or of the members of
+    ``portfolios`` (one row per portfolio and member hour, ``portfolio_id`` beside)."""
+    if portfolios is None:
+        members, member = "", "building_id IN (SELECT unnest(?::VARCHAR[]))"
+        params: list = [week, list(buildings or [])]
+    else:
+        members = f"JOIN ({stored_members_sql(con)}) m USING (building_id)"
+        member = "m.portfolio_id IN (SELECT unnest(?::VARCHAR[]))"
+        params = [week, list(portfolios)]
+    portfolio = ", m.portfolio_id" if portfolios is not None else ""
+    return con.execute(
+        f"""SELECT p.building_id, p.target_week, p.ts, p.model, b.timezone{portfolio},
+                   hour(timezone(b.timezone, p.ts)) AS local_hour, {', '.join(VALUES)}
+            FROM published_forecasts p JOIN buildings b USING (building_id) {members}
+            WHERE p.target_week = ? AND {member}""", params).df()
+
+
+def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
+                     minutes: int) -> np.ndarray:
+    """Each hour's period shares: its building's shape at its local hour."""
+    columns = _share_columns(minutes)
+    shares = period_shares(con, sorted(hours["building_id"].unique()), minutes)
+    return hours[["building_id", "local_hour"]].merge(
+        shares, on=["building_id", "local_hour"], how="left")[columns].to_numpy(np.float64)
+
+
+def _building_rows(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], week: date,
+                   minutes: int) -> pd.DataFrame:
+    hours = _building_hours(con, buildings, week).rename(columns={"building_id": "key"})
+    shares = _building_shares(con, hours.rename(columns={"key": "building_id"}), minutes)
+    return _frame(split_hours(hours, shares, minutes), "building_id", minutes, ["model"])
+
+
+def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], week: date,
+                    minutes: int) -> pd.DataFrame:
+    """A portfolio hour is split as the sum of its buildings' split forecasts: its shares are
+    theirs weighted by their forecasts (evenly where the hour's forecast is 0)."""
+    hours = read_portfolio_forecasts(con, portfolios, [week]).rename(
+        columns={"portfolio_id": "key"})
+    zones = con.execute(
+        f"""SELECT m.portfolio_id AS key, mode(b.timezone ORDER BY b.timezone) AS timezone
+            FROM ({stored_members_sql(con)}) m JOIN buildings b USING (building_id)
+            GROUP BY ALL""").df()
+    hours = hours.merge(zones, on="key")
+    columns = _share_columns(minutes)
+    if len(columns) > 1:
+        members = _building_hours(con, None, week, portfolios)
+        members = members[members["y_hat"].notna()].reset_index(drop=True)
+        weighted = pd.DataFrame(_building_shares(con, members, minutes) *
+                                members[["y_hat"]].to_numpy(), columns=columns)
+        weighted[["key", "ts"]] = members[["portfolio_id", "ts"]]
+        summed = weighted.groupby(["key", "ts"], as_index=False)[columns].sum()
+        hours = hours.merge(summed, on=["key", "ts"], how="left")
+        total = hours[columns].sum(axis=1).to_numpy()
+        shares = hours[columns].to_numpy(np.float64)
+        shares = np.where((total > 0)[:, None], shares / np.where(total > 0, total, 1.0)[:, None],
+                          1.0 / len(columns))
+    else:
+        shares = np.ones((len(hours), 1))
+    return _frame(split_hours(hours, shares, minutes), "portfolio_id", minutes,
+                  ["n_buildings", "n_buildings_expected"])
+
+
+def _encode(frame: pd.DataFrame, kind: str) -> bytes:
+    buffer = io.BytesIO()
+    if kind == "parquet":
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(table, buffer)
+        return buffer.getvalue()
+    return csv_text(frame.assign(
+        period_start_utc=frame["period_start_utc"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        target_week=frame["target_week"].astype(str))).encode("utf-8")
+
+
+def export_forecasts(
+    warehouse: str | Path, out: Path, *, week: date | None = None,
+    buildings: Sequence[str] | None = None, portfolios: Sequence[str] | None = None,
+    resolution: int = 60,
+) -> ExportSummary:
+    """Write the published forecasts of ``week`` (default: the latest published week) of
+    ``buildings`` (default: every building with one), or, given ``portfolios``, those
+    portfolios' forecasts, at ``resolution`` minutes, as CSV or Parquet by ``out``'s suffix."""
+    kind = FORMATS.get(out.suffix.lower())
+    if kind is None:
+        raise ExportError(f"{out}: unknown file kind {out.suffix!r}; give a .csv or .parquet "
+                          "file name")
+    if resolution not in RESOLUTIONS:
+        raise ExportError(f"--resolution {resolution}: the periods are "
+                          f"{', '.join(map(str, RESOLUTIONS))} minutes")
+    with connect(warehouse, read_only=True) as con:
+        if portfolios is not None:
+            ids = checked_portfolio_ids(con, portfolios)
+            chosen = week or latest_week(con, None)
+            frame = _portfolio_rows(con, ids, chosen, resolution)
+        else:
+            ids = fleet_building_ids(con, buildings)
+            chosen = week or latest_week(con, ids)
+            frame = _building_rows(con, ids, chosen, resolution)
+    if frame.empty:
+        raise ExportError(f"nothing published for the week of {chosen} "
+                          f"({'portfolios' if portfolios is not None else 'buildings'} "
+                          f"{shown_ids(list(ids))})")
+    if not out.parent.is_dir():
+        raise ExportError(f"cannot write {out}: the folder {out.parent} does not exist")
+    path = write_bytes(out.parent, out.name, _encode(frame, kind))
+    return ExportSummary(path=path, rows=len(frame),
+                         kind="portfolio" if portfolios is not None else "building",
+                         ids=frame.iloc[:, 0].nunique(), week=chosen, minutes=resolution)
+
+
+__all__ = ["BOUNDS", "FORMATS", "VALUES", "ExportError", "ExportSummary", "export_forecasts",
+           "latest_week", "split_hours"]

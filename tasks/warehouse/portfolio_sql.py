@@ -1,0 +1,361 @@
+"""Portfolios in SQL: the hourly total of a portfolio's published forecasts, with intervals from
+the portfolio's own joint errors, and its scores once the readings are in.
+
+A portfolio is a set of buildings: ``all`` (every building) and the operator's named ones
+(table ``portfolios``). Its forecast of an hour is the sum of its buildings' published forecasts
+of that hour; ``n_buildings`` says how many were summed and ``n_buildings_expected`` how many
+the portfolio holds, so a building without a forecast is counted, never silently dropped.
+
+**Intervals: split conformal prediction on summed residuals.** Summing the buildings' bands
+assumes their errors move together in every hour and is far too wide; treating them as
+independent is too narrow. Instead each past hour's errors are first *summed over the
+portfolio's buildings* (an hour in which they err together gives a large sum, one in which they
+cancel a small one), so the sums carry the correlation between buildings, and the bands are the
+split-conformal quantiles of those sums (as each building's own intervals are of its errors,
+:mod:`~wadiro_fleet.tasks.protocol.intervals`): for a level 1 - alpha the half width is the
+ceil((n + 1)(1 - alpha))-th smallest of the n absolute summed errors (Vovk, Gammerman and
+Shafer, *Algorithmic Learning in a Random World*, 2005; Lei et al., *Distribution-free
+predictive inference for regression*, JASA 2018). The past hours of a target week W are
+
+* its *validation week*: the errors of each building's published model on the week before W,
+  forecast from the weeks before that (``validation_errors``), known as soon as W is forecast,
+  so a portfolio has intervals from its first week; and
+* its *track record*: the errors of the forecasts actually published for the
+  :data:`RECORD_WEEKS` weeks before W, against the readings stored now.
+
+The buildings summed are those with a published forecast of W (others do not enter its total).
+An hour counts when the buildings with an error at that hour carry at least
+:data:`MIN_PRESENT_SHARE` of the week's forecast energy; its sum is then scaled up to the whole
+(the missing buildings are assumed to err like the others, in proportion to their size). Fewer
+than :data:`MIN_CALIBRATION` such hours give no interval. Lower bounds never go below zero.
+
+The views read the stored rows when queried: scores follow late or corrected readings at once
+(as building scores are re-scored on ingest), and so does the track record of the weeks after
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+import duckdb
+import pandas as pd
+from wadiro_fleet.tasks.errors import PipelineError
+from wadiro_fleet.tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
+
+ALL = "all"
+"""The portfolio of every building, present in every warehouse."""
+
+RECORD_WEEKS = 8
+"""Earlier published weeks whose errors calibrate a portfolio's intervals (as many as a
+building's track record, :data:`~wadiro_fleet.tasks.protocol.track_record.RECORD_WEEKS`)."""
+
+MIN_PRESENT_SHARE = 0.9
+"""A past hour calibrates a portfolio's intervals when its buildings with an error at that hour
+carry at least this share of the target week's forecast energy."""
+
+_NO_PORTFOLIOS = "(SELECT NULL::VARCHAR AS portfolio_id, NULL::VARCHAR AS building_id WHERE false)"
+_NO_VALIDATION = ("(SELECT NULL::VARCHAR AS building_id, NULL::DATE AS target_week, "
+                  "NULL::TIMESTAMPTZ AS ts, NULL::DOUBLE AS error WHERE false)")
+
+
+def _pct(level: float) -> int:
+    return round(100 * level)
+
+
+def portfolio_members_sql(named: bool = True) -> str:
+    """One row per (portfolio, building): ``all`` holds every building; the named portfolios
+    (``named``: the table exists) their own."""
+    source = "portfolios" if named else _NO_PORTFOLIOS
+    return f"""
+        SELECT '{ALL}' AS portfolio_id, building_id FROM buildings
+        UNION ALL
+        SELECT DISTINCT portfolio_id, building_id FROM {source} WHERE portfolio_id <> '{ALL}'"""
+
+
+def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
+                            record_weeks: int = RECORD_WEEKS, chosen_weeks: bool = False) -> str:
+    """The ``portfolio_forecasts`` rows: per (portfolio, target week, UTC hour) the summed
+    published forecast, its 80 % and 95 % intervals, the buildings summed and expected, the
+    actual total (NULL until every summed building's reading of the hour is stored), the sum of
+    the buildings' own 80 % widths (what adding their bands would give), and what calibrated
+    the intervals: ``n_calibration_hours`` and ``n_record_weeks`` (earlier published weeks
+    among them; 0 in a portfolio's first week). ``named`` / ``validation``: whether the
+    ``portfolios`` / ``validation_errors`` tables exist (a warehouse of an earlier release read
+    without writing has neither). ``record_weeks`` other than :data:`RECORD_WEEKS` (0: every
+    week calibrated as a portfolio's first) is for studying the calibration. With
+    ``chosen_weeks`` only the target weeks of one ``?`` placeholder (a list of dates) are
+    computed: a week's rows read only its own and its record weeks' stored rows, where a
+    filter on the view's ``target_week`` still reads every week's (a query's filter does not
+    reach inside the SQL's shared parts)."""
+    errors = "validation_errors" if validation else _NO_VALIDATION
+    chosen = ("SELECT unnest(?::DATE[]) AS target_week" if chosen_weeks
+              else "SELECT DISTINCT target_week FROM publications")
+    widths = ",\n".join(
+        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN min(error) FILTER (
+                WHERE rank = least(CAST(ceil((n + 1) * {level!r}) AS BIGINT), n)) END
+                AS half_{_pct(level)}""" for level in LEVELS)
+    bounds = ",\n".join(
+        f"""greatest(h.y_hat - w.half_{_pct(level)}, 0.0) AS y_lo_{_pct(level)},
+            h.y_hat + w.half_{_pct(level)} AS y_hi_{_pct(level)}""" for level in LEVELS)
+    return f"""
+        WITH members AS ({portfolio_members_sql(named)}),
+        expected AS (
+            SELECT portfolio_id, count(*) AS n_buildings_expected FROM members GROUP BY ALL
+        ),
+        chosen AS ({chosen}),
+        -- the weeks whose published forecasts are read: the chosen ones and their records
+        wanted AS MATERIALIZED (
+            SELECT DISTINCT target_week - CAST(7 * k AS INTEGER) AS target_week
+            FROM chosen CROSS JOIN range(0, {int(record_weeks) + 1}) AS weeks_back(k)
+        ),
+        publication AS MATERIALIZED (
+            SELECT building_id, target_week, model FROM publications
+            WHERE target_week IN (SELECT target_week FROM wanted)
+        ),
+        -- each building's published hours of those weeks, with its readings
+        hours AS MATERIALIZED (
+            SELECT f.building_id, f.target_week, f.ts, f.y_hat, f.y_hi_80 - f.y_lo_80 AS width_80,
+                   r.kwh
+            FROM forecasts f
+            JOIN publication p USING (building_id, target_week, model)
+            LEFT JOIN meter_readings r USING (building_id, ts)
+            WHERE f.target_week IN (SELECT target_week FROM wanted)
+        ),
+        -- the buildings a chosen week's total sums, each weighted by its forecast energy
+        weights AS MATERIALIZED (
+            SELECT building_id, target_week, avg(y_hat) AS weight
+            FROM hours
+            WHERE target_week IN (SELECT target_week FROM chosen)
+            GROUP BY ALL
+            HAVING count(y_hat) > 0
+        ),
+        summed AS (
+            SELECT m.portfolio_id, w.building_id, w.target_week, w.weight
+            FROM members m JOIN weights w USING (building_id)
+        ),
+        total AS (
+            SELECT portfolio_id, target_week, sum(weight) AS weight FROM summed GROUP BY ALL
+        ),
+        hourly AS (
+            SELECT m.portfolio_id, h.target_week, h.ts,
+                   sum(h.y_hat) AS y_hat,
+                   count(h.y_hat) AS n_buildings,
+                   CASE WHEN count(h.kwh) FILTER (WHERE h.y_hat IS NOT NULL) = count(h.y_hat)
+                        THEN sum(h.kwh) FILTER (WHERE h.y_hat IS NOT NULL) END AS actual_kwh,
+                   sum(h.width_80) AS buildings_width_80
+            FROM members m JOIN hours h USING (building_id)
+            WHERE h.target_week IN (SELECT target_week FROM chosen)
+            GROUP BY ALL
+        ),
+        validation AS (
+            SELECT s.portfolio_id, s.target_week, v.ts, NULL::DATE AS issued_week,
+                   sum(v.error) AS error, sum(s.weight) AS weight
+            FROM summed s JOIN {errors} v USING (building_id, target_week)
+            WHERE v.target_week IN (SELECT target_week FROM chosen)
+            GROUP BY s.portfolio_id, s.target_week, v.ts
+        ),
+        -- the errors of the forecasts published for the record weeks, summed per hour
+        record AS (
+            SELECT s.portfolio_id, s.target_week, h.ts, any_value(h.target_week) AS issued_week,
+                   sum(h.kwh - h.y_hat) AS error, sum(s.weight) AS weight
+            FROM summed s
+            CROSS JOIN range(1, {int(record_weeks) + 1}) AS weeks_back(k)
+            JOIN hours h ON h.building_id = s.building_id
+                        AND h.target_week = s.target_week - CAST(7 * k AS INTEGER)
+            WHERE h.kwh IS NOT NULL AND h.y_hat IS NOT NULL
+            GROUP BY s.portfolio_id, s.target_week, h.ts
+        ),
+        calibration AS (
+            SELECT c.portfolio_id, c.target_week, c.issued_week,
+                   abs(c.error * t.weight / c.weight) AS error
+            FROM (SELECT * FROM validation UNION ALL SELECT * FROM record) c
+            JOIN total t USING (portfolio_id, target_week)
+            WHERE c.weight >= {MIN_PRESENT_SHARE} * t.weight AND t.weight > 0
+        ),
+        ranked AS (
+            SELECT *, row_number() OVER (PARTITION BY portfolio_id, target_week
+                                         ORDER BY error) AS rank,
+                   count(*) OVER (PARTITION BY portfolio_id, target_week) AS n
+            FROM calibration
+        ),
+        widths AS (
+            SELECT portfolio_id, target_week,
+                   any_value(n) AS n_calibration_hours,
+                   count(DISTINCT issued_week) AS n_record_weeks,
+                   {widths}
+            FROM ranked
+            GROUP BY portfolio_id, target_week
+        )
+        SELECT h.portfolio_id, h.target_week, h.ts, h.y_hat,
+               {bounds},
+               h.n_buildings, e.n_buildings_expected, h.actual_kwh, h.buildings_width_80,
+               coalesce(w.n_calibration_hours, 0) AS n_calibration_hours,
+               coalesce(w.n_record_weeks, 0) AS n_record_weeks
+        FROM hourly h
+        JOIN expected e USING (portfolio_id)
+        LEFT JOIN widths w USING (portfolio_id, target_week)"""
+
+
+def portfolio_scores_sql(forecasts: str = "portfolio_forecasts") -> str:
+    """The ``portfolio_scores`` rows: per (portfolio, target week), over the hours whose actual
+    total is known (``n_hours``; 0 before the week's readings arrive): MAE, RMSE and the mean
+    actual (kWh), the MAE in % of the mean actual, the intervals' coverage and mean width, the
+    buildings' own 80 % bands added up (``buildings_width_80``: the width the portfolio's band
+    replaces), and what calibrated the intervals. ``forecasts`` is the relation (or subquery)
+    holding the ``portfolio_forecasts`` rows."""
+    coverage = ",\n".join(
+        f"""avg(CASE WHEN actual_kwh BETWEEN y_lo_{_pct(level)} AND y_hi_{_pct(level)}
+                     THEN 1.0 ELSE 0.0 END) FILTER (WHERE scored AND y_lo_{_pct(level)} IS NOT NULL)
+                AS coverage_{_pct(level)},
+            avg(y_hi_{_pct(level)} - y_lo_{_pct(level)}) FILTER (WHERE scored)
+                AS width_{_pct(level)}""" for level in LEVELS)
+    return f"""
+        SELECT portfolio_id, target_week,
+               count(*) FILTER (WHERE scored) AS n_hours,
+               count(*) AS n_hours_forecast,
+               avg(abs(actual_kwh - y_hat)) FILTER (WHERE scored) AS mae,
+               sqrt(avg((actual_kwh - y_hat) ^ 2) FILTER (WHERE scored)) AS rmse,
+               avg(actual_kwh) FILTER (WHERE scored) AS mean_actual,
+               100.0 * avg(abs(actual_kwh - y_hat)) FILTER (WHERE scored)
+                   / nullif(avg(actual_kwh) FILTER (WHERE scored), 0) AS mae_pct,
+               {coverage},
+               avg(buildings_width_80) FILTER (WHERE scored) AS buildings_width_80,
+               min(n_buildings) AS min_buildings,
+               any_value(n_buildings_expected) AS n_buildings_expected,
+               any_value(n_calibration_hours) AS n_calibration_hours,
+               any_value(n_record_weeks) AS n_record_weeks
+        FROM (SELECT *, actual_kwh IS NOT NULL AS scored FROM {forecasts})
+        GROUP BY portfolio_id, target_week"""
+
+
+class UnknownPortfolioError(PipelineError, LookupError):
+    """Portfolio ids that the warehouse does not hold."""
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [name]).fetchone()[0])
+
+
+def stored_members_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """:func:`portfolio_members_sql` for the tables this warehouse has."""
+    return portfolio_members_sql(named=_has_table(con, "portfolios"))
+
+
+def portfolio_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """``all`` and the named portfolios, in that order (names sorted)."""
+    named = []
+    if _has_table(con, "portfolios"):
+        named = [r[0] for r in con.execute(
+            "SELECT DISTINCT portfolio_id FROM portfolios ORDER BY 1").fetchall()]
+    return [ALL, *named]
+
+
+def checked_portfolio_ids(con: duckdb.DuckDBPyConnection,
+                          wanted: Sequence[str] | None) -> list[str]:
+    """``wanted`` checked to exist (an unknown one refused, naming those there are), or
+    every portfolio."""
+    known = portfolio_ids(con)
+    if wanted is None:
+        return known
+    if not wanted:
+        raise UnknownPortfolioError("an empty list of portfolios was given")
+    unknown = [p for p in wanted if p not in known]
+    if unknown:
+        shown = ", ".join(repr(p) for p in known[:10]) + (" ..." if len(known) > 10 else "")
+        raise UnknownPortfolioError(
+            f"unknown portfolio(s) {', '.join(repr(p) for p in unknown[:10])}; the warehouse "
+            f"holds {shown} (add one with `wadiro ingest portfolios FILE`)")
+    return list(wanted)
+
+
+def _stored_forecasts_sql(con: duckdb.DuckDBPyConnection,
+                          record_weeks: int = RECORD_WEEKS, chosen_weeks: bool = False) -> str:
+    """:func:`portfolio_forecasts_sql` for the tables this warehouse has (a warehouse of an
+    earlier release, opened read-only, has no ``portfolios`` and ``validation_errors``)."""
+    return portfolio_forecasts_sql(named=_has_table(con, "portfolios"),
+                                   validation=_has_table(con, "validation_errors"),
+                                   record_weeks=record_weeks, chosen_weeks=chosen_weeks)
+
+
+def _selected(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str] | None,
+              weeks: Sequence[date] | None, record_weeks: int = RECORD_WEEKS) -> tuple[str, list]:
+    """The ``portfolio_forecasts`` rows of ``portfolios`` and ``weeks`` as a subquery, and its
+    parameters: the weeks given inside the SQL (only their rows are read)."""
+    sql = _stored_forecasts_sql(con, record_weeks, chosen_weeks=weeks is not None)
+    params: list = [list(weeks)] if weeks is not None else []
+    where = "true"
+    if portfolios is not None:
+        where = "portfolio_id IN (SELECT unnest(?::VARCHAR[]))"
+        params.append(list(portfolios))
+    return f"(SELECT * FROM ({sql}) WHERE {where})", params
+
+
+def read_portfolio_forecasts(con: duckdb.DuckDBPyConnection,
+                             portfolios: Sequence[str] | None = None,
+                             weeks: Sequence[date] | None = None) -> pd.DataFrame:
+    """The ``portfolio_forecasts`` rows of ``portfolios`` and ``weeks`` (default: all), by
+    portfolio, week and hour; read from the SQL, so a read-only connection to a warehouse of an
+    earlier release reads them too."""
+    rows, params = _selected(con, portfolios, weeks)
+    return con.execute(f"SELECT * FROM {rows} ORDER BY portfolio_id, target_week, ts",
+                       params).df()
+
+
+def read_portfolio_scores(con: duckdb.DuckDBPyConnection,
+                          portfolios: Sequence[str] | None = None,
+                          weeks: Sequence[date] | None = None, *,
+                          record_weeks: int = RECORD_WEEKS) -> pd.DataFrame:
+    """The ``portfolio_scores`` rows of ``portfolios`` and ``weeks`` (default: all), by
+    portfolio and week (``record_weeks``: see :func:`portfolio_forecasts_sql`)."""
+    rows, params = _selected(con, portfolios, weeks, record_weeks)
+    return con.execute(f"SELECT * FROM ({portfolio_scores_sql(rows)}) "
+                       "ORDER BY portfolio_id, target_week", params).df()
+
+
+CALIBRATION_GROUPS = (("first week (validation week only)", 0, 0),
+                      ("record of 1 to 7 weeks", 1, RECORD_WEEKS - 1),
+                      (f"full record ({RECORD_WEEKS} weeks)", RECORD_WEEKS, RECORD_WEEKS),
+                      ("every week with a record", 1, RECORD_WEEKS))
+"""How :func:`portfolio_calibration` groups a portfolio's scored weeks: by how many earlier
+published weeks calibrated their bands (name, fewest, most)."""
+
+
+def calibration_rows(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per portfolio and group of :data:`CALIBRATION_GROUPS`, over its scored hours: weeks,
+    hours, the 80 % and 95 % bands' coverage, the 80 % band's mean width and the mean width of
+    its buildings' 80 % bands added up, and their ratio (``portfolio_scores`` rows in)."""
+    scored = scores[scores["n_hours"] > 0]
+    rows = []
+    for portfolio, frame in scored.groupby("portfolio_id", sort=False):
+        for name, low, high in CALIBRATION_GROUPS:
+            part = frame[frame["n_record_weeks"].between(low, high)]
+            hours = part["n_hours"].sum()
+            if not hours:
+                continue
+            width = (part["width_80"] * part["n_hours"]).sum() / hours
+            summed = (part["buildings_width_80"] * part["n_hours"]).sum() / hours
+            rows.append({"portfolio_id": portfolio, "weeks": name, "n_weeks": len(part),
+                         "n_hours": int(hours),
+                         "coverage_80": (part["coverage_80"] * part["n_hours"]).sum() / hours,
+                         "coverage_95": (part["coverage_95"] * part["n_hours"]).sum() / hours,
+                         "width_80": width, "buildings_width_80": summed,
+                         "width_ratio_80": width / summed if summed else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def portfolio_calibration(con: duckdb.DuckDBPyConnection,
+                          portfolios: Sequence[str] | None = None, *,
+                          record_weeks: int = RECORD_WEEKS) -> pd.DataFrame:
+    """How well the portfolios' bands were calibrated over every scored week
+    (:func:`calibration_rows` of their scores)."""
+    return calibration_rows(read_portfolio_scores(con, portfolios, record_weeks=record_weeks))
+
+
+__all__ = ["ALL", "CALIBRATION_GROUPS", "MIN_PRESENT_SHARE", "RECORD_WEEKS",
+           "UnknownPortfolioError", "calibration_rows", "checked_portfolio_ids",
+           "portfolio_calibration", "portfolio_forecasts_sql", "portfolio_ids",
+           "portfolio_members_sql", "portfolio_scores_sql", "read_portfolio_forecasts",
+           "read_portfolio_scores", "stored_members_sql"]

@@ -1,0 +1,59 @@
+"""The gradient-boosting model: the library's contract, its floor, and the trees it wraps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+from wadiro_models import GradientBoostingModel, InvalidInputError, make_model
+from wadiro_models.search_spaces import GBR_SPACE, IntUniform, LogUniform
+
+
+def _data(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = 2.0 * X[:, 0] + np.sin(3 * X[:, 1]) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def test_predictions_are_scikit_learns_trees_without_early_stopping():
+    X, y = _data()
+    model = GradientBoostingModel(learning_rate=0.2, max_leaf_nodes=15).fit(X, y)
+    trees = HistGradientBoostingRegressor(
+        loss="absolute_error", learning_rate=0.2, max_leaf_nodes=15, early_stopping=False,
+        random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.predict(X), trees.predict(X))
+    assert model.model_.n_iter_ == 100  # every iteration, whatever the sample size
+    assert model.solver_status_ == "optimal" and model.fit_time_ > 0
+
+
+def test_the_floor_holds_on_every_prediction_and_only_moves_those_below_it():
+    X, y = _data()
+    free = GradientBoostingModel().fit(X, y).predict(X)
+    assert (free < 0).any()  # the data go below zero, so the floor has work to do
+    floored = GradientBoostingModel(lower_bound=0.0).fit(X, y).predict(X)
+    np.testing.assert_array_equal(floored, np.maximum(free, 0.0))
+
+
+def test_a_fit_is_reproducible():
+    X, y = _data(seed=3)
+    first = GradientBoostingModel(max_leaf_nodes=8).fit(X, y).predict(X)
+    again = make_model("gbr", max_leaf_nodes=8).fit(X, y).predict(X)
+    np.testing.assert_array_equal(first, again)
+
+
+def test_bad_input_is_refused_with_the_librarys_error():
+    X, y = _data()
+    X[3, 1] = np.nan
+    with pytest.raises(InvalidInputError):
+        GradientBoostingModel().fit(X, y)
+
+
+def test_its_search_space_is_its_own_parameters_around_scikit_learns_defaults():
+    params = GradientBoostingModel().get_params()
+    assert set(GBR_SPACE) <= set(params)
+    for name, dist in GBR_SPACE.items():
+        assert isinstance(dist, (LogUniform, IntUniform))
+        if name != "l2_regularization":  # 0 by default, a log-uniform range above it
+            assert dist.low <= params[name] <= dist.high, name

@@ -1,0 +1,194 @@
+"""``wadiro export`` on a half-hourly ingest: a week's rows across both clock changes, the
+half-hours of each hour summing to its forecast, shares following the building's own half-hour
+profile (even where its readings came hourly), the hourly file reading back exactly as
+``published_forecasts``, ids a spreadsheet would run escaped."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+from wadiro_fleet.flows.cli import app
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
+
+LONDON = ZoneInfo("Europe/London")
+SPRING, PLAIN, AUTUMN = date(2024, 3, 25), date(2024, 4, 8), date(2024, 10, 21)
+"""The weeks with the spring clock change (167 hours), an ordinary one and the autumn one (169)."""
+SHAPED, HOURLY, FORMULA = "shaped", "hourly", "=HYPERLINK(1)"
+
+
+def invoke(*args: object) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _first_half(local_hour: int) -> float:
+    """The shaped building's share of an hour in its first half-hour: 30 % in working hours."""
+    return 0.3 if 8 <= local_hour < 18 else 0.5
+
+
+def _week_hours(week: date) -> pd.DatetimeIndex:
+    start = datetime(week.year, week.month, week.day, tzinfo=LONDON)
+    end = start + timedelta(days=7)
+    return pd.date_range(start.astimezone(timezone.utc), end.astimezone(timezone.utc),
+                         freq="h", inclusive="left")
+
+
+def _readings(week: date) -> pd.DataFrame:
+    """Four weeks of half-hourly readings of the shaped building before ``week``."""
+    rng = np.random.default_rng(week.toordinal())
+    hours = pd.date_range(pd.Timestamp(week, tz=LONDON).tz_convert("UTC") - pd.Timedelta(weeks=4),
+                          periods=4 * 168, freq="h")
+    energy = rng.uniform(20, 60, len(hours))
+    first = np.array([_first_half(t.tz_convert(LONDON).hour) for t in hours]) * energy
+    ts = np.concatenate([hours, hours + pd.Timedelta(minutes=30)])
+    kwh = np.concatenate([first, energy - first])
+    return pd.DataFrame({"building_id": SHAPED, "ts": ts, "kwh": kwh}).sort_values("ts")
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export")
+    path = folder / "w.duckdb"
+    (folder / "buildings.csv").write_text(
+        "building_id,site_id,timezone,holiday_country\n"
+        + "".join(f"{b},s,Europe/London,GB\n" for b in (SHAPED, HOURLY)))
+    assert invoke("ingest", "buildings", folder / "buildings.csv", "--warehouse", path).exit_code == 0
+    frames = [_readings(week) for week in (SPRING, PLAIN, AUTUMN)]
+    for n, frame in enumerate(frames):
+        file = folder / f"readings{n}.csv"
+        frame.assign(ts=frame["ts"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).to_csv(file, index=False)
+        result = invoke("ingest", "readings", file, "--warehouse", path)
+        assert result.exit_code == 0, result.output
+        assert "30-minute" in result.output
+    with connect(path) as con:
+        for frame in frames:  # what the readings ingest keeps of a sub-hourly file
+            write_sub_hourly(con, recent_sub_hourly(frame, 30), own_transaction=True)
+        for week in (SPRING, PLAIN, AUTUMN):
+            hours = _week_hours(week)
+            for b, level in ((SHAPED, 40.0), (HOURLY, 7.0), (FORMULA, 3.0)):
+                y = level + np.sin(np.arange(len(hours)) / 5.0)
+                con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
+                            "expected_ratio, run_id) VALUES (?, ?, 'gp', 't', 0.9, 'r')", [b, week])
+                con.executemany(
+                    "INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id, "
+                    "y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, 'gp', ?, ?, ?, 'r', ?, ?, ?, ?)",
+                    [[b, week, t.to_pydatetime(), v, v - 1 / 3, v + 2 / 3, max(v - 3, 0), v + 3]
+                     for t, v in zip(hours, y)])
+        con.execute("INSERT INTO buildings VALUES (?, 's', 'Europe/London', 'GB', NULL, NULL, 't')",
+                    [FORMULA])
+    return path
+
+
+def _export(warehouse, out, *args) -> pd.DataFrame:
+    result = invoke("export", "--out", out, "--warehouse", warehouse, *args)
+    assert result.exit_code == 0, result.output
+    return pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
+
+
+def _published(warehouse, week) -> pd.DataFrame:
+    with connect(warehouse, read_only=True) as con:
+        return con.execute("SELECT * FROM published_forecasts WHERE target_week = ? "
+                           "ORDER BY building_id, ts", [week]).df()
+
+
+@pytest.mark.parametrize("week, hours", [(SPRING, 167), (PLAIN, 168), (AUTUMN, 169)])
+def test_half_hours_per_week_and_hour_sums(warehouse, tmp_path, week, hours):
+    rows = _export(warehouse, tmp_path / "e.csv", "--resolution", "30", "--week", week,
+                   "--buildings", f"{SHAPED},{HOURLY}")
+    assert rows.groupby("building_id").size().tolist() == [2 * hours, 2 * hours]
+    rows["hour"] = pd.to_datetime(rows["period_start_utc"], utc=True).dt.floor("h")
+    sums = rows.groupby(["building_id", "hour"], as_index=False)[
+        ["y_hat", "y_lo_80", "y_hi_95"]].sum()
+    published = _published(warehouse, week)
+    published["hour"] = published["ts"].dt.tz_convert("UTC")
+    joined = sums.merge(published[["building_id", "hour", "y_hat", "y_lo_80", "y_hi_95"]],
+                        on=["building_id", "hour"], suffixes=("", "_hour"))
+    assert len(joined) == 2 * hours
+    for column in ("y_hat", "y_lo_80", "y_hi_95"):
+        assert np.abs(joined[column] - joined[f"{column}_hour"]).max() <= 1e-9
+
+
+def test_shares_follow_the_buildings_own_half_hour_profile(warehouse, tmp_path):
+    rows = _export(warehouse, tmp_path / "e.csv", "--resolution", "30", "--week", PLAIN,
+                   "--buildings", f"{SHAPED},{HOURLY}")
+    start = pd.to_datetime(rows["period_start"].str[:19])  # local wall clock of each period
+    rows["first"] = start.dt.minute == 0
+    rows["hour_key"] = rows["period_start_utc"].str[:13]
+    share = rows["y_hat"] / rows.groupby(["building_id", "hour_key"])["y_hat"].transform("sum")
+    first = rows[rows["first"]].assign(share=share[rows["first"]], local_hour=start.dt.hour)
+    shaped = first[first["building_id"] == SHAPED]
+    assert np.allclose(shaped["share"], shaped["local_hour"].map(_first_half), atol=1e-12)
+    assert np.allclose(first[first["building_id"] == HOURLY]["share"], 0.5, atol=1e-12)
+
+
+def test_quarter_hours_split_the_stored_half_hours_evenly(warehouse, tmp_path):
+    rows = _export(warehouse, tmp_path / "q.parquet", "--resolution", "15", "--week", PLAIN,
+                   "--buildings", SHAPED)
+    assert len(rows) == 4 * 168
+    local = pd.to_datetime(rows["period_start"].str[:19])
+    working = rows[(local.dt.hour == 10)]
+    quarters = working.groupby(local.dt.minute)["y_hat"].sum()
+    total = quarters.sum()
+    assert np.allclose(quarters.to_numpy() / total, [0.15, 0.15, 0.35, 0.35])
+
+
+def test_the_hourly_export_reads_back_as_published_forecasts(warehouse, tmp_path):
+    rows = _export(warehouse, tmp_path / "e.csv", "--week", AUTUMN,
+                   "--buildings", f"{SHAPED},{HOURLY}")
+    published = _published(warehouse, AUTUMN)
+    published = published[published["building_id"] != FORMULA].reset_index(drop=True)
+    assert len(rows) == len(published) == 2 * 169
+    instants = pd.to_datetime(rows["period_start"], utc=True)
+    assert (instants == pd.to_datetime(rows["period_start_utc"], utc=True)).all()
+    assert (instants.to_numpy() == published["ts"].dt.tz_convert("UTC").to_numpy()).all()
+    for column in ("y_hat", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"):
+        assert (rows[column].to_numpy() == published[column].to_numpy()).all(), column
+    assert (rows["model"] == published["model"]).all()
+    # the autumn Sunday's 01:00 comes twice, once in summer time, once in winter time
+    repeated = rows[(rows["building_id"] == SHAPED) & (rows["local_time"] == "2024-10-27 01:00")]
+    assert repeated["period_start"].tolist() == ["2024-10-27T01:00:00+01:00",
+                                                 "2024-10-27T01:00:00+00:00"]
+
+
+def test_ids_a_spreadsheet_would_run_are_escaped(warehouse, tmp_path):
+    rows = _export(warehouse, tmp_path / "e.csv", "--week", PLAIN, "--buildings", FORMULA)
+    assert set(rows["building_id"]) == {"'" + FORMULA}
+
+
+def test_the_portfolio_half_hours_sum_to_its_hour(warehouse, tmp_path):
+    rows = _export(warehouse, tmp_path / "p.csv", "--resolution", "30", "--week", PLAIN,
+                   "--portfolios", "all")
+    hourly = _export(warehouse, tmp_path / "h.csv", "--week", PLAIN, "--portfolios", "all")
+    assert len(rows) == 2 * len(hourly) == 2 * 168
+    assert (hourly["n_buildings"] == 3).all() and (hourly["n_buildings_expected"] == 3).all()
+    rows["hour_key"] = rows["period_start_utc"].str[:13]
+    sums = rows.groupby("hour_key")["y_hat"].sum().to_numpy()
+    assert np.abs(sums - hourly["y_hat"].to_numpy()).max() <= 1e-9
+    # the portfolio's first half-hour share: the buildings' shares weighted by their forecasts
+    published = _published(warehouse, PLAIN)
+    hour = published[published["ts"].dt.tz_convert(LONDON).dt.hour == 10].groupby("ts")
+    by_building = hour.apply(lambda f: f.set_index("building_id")["y_hat"], include_groups=False)
+    expected = ((0.3 * by_building[SHAPED] + 0.5 * by_building[HOURLY]
+                 + 0.5 * by_building[FORMULA]) / by_building.sum(axis=1)).to_numpy()
+    first = rows[rows["local_time"].str.endswith("10:00")]["y_hat"].to_numpy()
+    total = hourly[hourly["local_time"].str.endswith("10:00")]["y_hat"].to_numpy()
+    assert np.allclose(first / total, expected)
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--portfolios", "nope"), "unknown portfolio(s) 'nope'"),
+    (("--buildings", "nope"), "nope"),
+    (("--resolution", "20"), "the periods are 60, 30, 15 minutes"),
+    (("--week", "2019-01-07"), "nothing published for the week of 2019-01-07"),
+])
+def test_bad_requests_are_one_line(warehouse, tmp_path, args, says):
+    result = invoke("export", "--out", tmp_path / "x.csv", "--warehouse", warehouse, *args)
+    assert result.exit_code == 1 and result.output.startswith("error: ") and says in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()

@@ -1,0 +1,262 @@
+"""The ``portfolio_forecasts`` and ``portfolio_scores`` views against a plain-Python
+recomputation of what the docs say (sum the buildings' published forecasts; sum their errors per
+past hour, scale hours missing a few buildings, take the split-conformal quantile), and against
+properties computed by hand: errors that cancel between buildings give a band of zero width,
+errors that move together the sum of their bands; a building without a forecast is counted."""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+from wadiro_fleet.tasks.protocol.intervals import half_width
+from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+    MIN_PRESENT_SHARE,
+    RECORD_WEEKS,
+    read_portfolio_forecasts,
+    read_portfolio_scores,
+)
+from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+W0 = date(2024, 1, 1)
+HOURS = 168
+
+
+def _ts(week: date, hour: int) -> datetime:
+    return datetime(week.year, week.month, week.day, tzinfo=timezone.utc) + timedelta(hours=hour)
+
+
+def _week_hours(week: date) -> list[datetime]:
+    return [_ts(week, h) for h in range(HOURS)]
+
+
+def _write(path, *, buildings, portfolios, published, readings, validation):
+    """``published``: {(building, week): y_hat array}; ``readings``: {building: {ts: kwh}};
+    ``validation``: {(building, week): {ts: error}}."""
+    with connect(path) as con:
+        ensure_schema(con)
+        for b in buildings:
+            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
+        for p, members in portfolios.items():
+            con.executemany("INSERT INTO portfolios VALUES (?, ?)", [[p, b] for b in members])
+        rows = []
+        for (b, week), y in published.items():
+            con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
+                        "expected_ratio, run_id) VALUES (?, ?, 'gp', 'test', 0.9, 'r')", [b, week])
+            rows += [[b, week, t, v, v - 2.0, v + 2.0, v - 5.0, v + 5.0]
+                     for t, v in zip(_week_hours(week), y)]
+        con.executemany("INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id,"
+                        " y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, 'gp', ?, ?, ?, 'r', ?, ?, "
+                        "?, ?)", rows)
+        stored = [[b, t, v] for b, hours in readings.items() for t, v in hours.items()]
+        if stored:
+            con.executemany("INSERT INTO meter_readings VALUES (?, ?, ?)", stored)
+        val = [[b, week, t, e] for (b, week), errs in validation.items() for t, e in errs.items()]
+        if val:
+            con.executemany("INSERT INTO validation_errors VALUES (?, ?, 'gp', ?, ?, 'r')", val)
+
+
+def _reference(buildings, portfolios, published, readings, validation) -> pd.DataFrame:
+    """What the docs say, in plain Python: one row per (portfolio, week, hour)."""
+    members = {"all": list(buildings), **portfolios}
+    out = []
+    for p, mem in members.items():
+        for week in sorted({w for _, w in published}):
+            summed = [b for b in mem if (b, week) in published]
+            if not summed:
+                continue
+            weight = {b: float(np.mean(published[b, week])) for b in summed}
+            total = sum(weight.values())
+            samples, record_weeks = [], set()
+            groups = [({t: e for t, e in validation.get((b, week), {}).items()}, b, None)
+                      for b in summed]
+            for k in range(1, RECORD_WEEKS + 1):
+                earlier = week - timedelta(weeks=k)
+                for b in summed:
+                    if (b, earlier) in published:
+                        errs = {t: readings[b][t] - y for t, y in
+                                zip(_week_hours(earlier), published[b, earlier])
+                                if t in readings.get(b, {})}
+                        groups.append((errs, b, earlier))
+            by_source: dict = {}
+            for errs, b, source in groups:
+                for t, e in errs.items():
+                    s = by_source.setdefault((source is None, t), [0.0, 0.0, source])
+                    s[0] += e
+                    s[1] += weight[b]
+            for error, present, source in by_source.values():
+                if present >= MIN_PRESENT_SHARE * total:
+                    samples.append(abs(error * total / present))
+                    if source is not None:
+                        record_weeks.add(source)
+            halves = {lv: half_width(np.array(samples), lv) for lv in (0.8, 0.95)}
+            for h, t in enumerate(_week_hours(week)):
+                y = sum(published[b, week][h] for b in summed)
+                actual = ([readings.get(b, {}).get(t) for b in summed])
+                row = {"portfolio_id": p, "target_week": week, "ts": t, "y_hat": y,
+                       "n_buildings": len(summed), "n_buildings_expected": len(mem),
+                       "actual_kwh": None if None in actual else sum(actual),
+                       "n_calibration_hours": len(samples), "n_record_weeks": len(record_weeks)}
+                for lv, half in halves.items():
+                    pct = round(100 * lv)
+                    row[f"y_lo_{pct}"] = None if half is None else max(y - half, 0.0)
+                    row[f"y_hi_{pct}"] = None if half is None else y + half
+                out.append(row)
+    return pd.DataFrame(out)
+
+
+@pytest.fixture(scope="module")
+def random_fleet(tmp_path_factory):
+    """Four buildings over four weeks: a common and an own error each, some readings missing
+    (one building's whole day: hours then missing 1/6 of the energy, still counted, scaled
+    up), b3 without a forecast of the last week, b2 without validation errors one week."""
+    rng = np.random.default_rng(7)
+    buildings = ["b0", "b1", "b2", "b3"]
+    size = {"b0": 10.0, "b1": 30.0, "b2": 5.0, "b3": 50.0}
+    weeks = [W0 + timedelta(weeks=k) for k in range(4)]
+    published, readings, validation = {}, {b: {} for b in buildings}, {}
+    common = rng.normal(0, 1, (len(weeks) + 1) * HOURS)
+    for b in buildings:
+        for k, week in enumerate(weeks):
+            if b == "b3" and k == 3:
+                continue
+            y = size[b] * (1 + 0.3 * np.sin(np.arange(HOURS) / 24 * 2 * np.pi))
+            published[b, week] = y
+            shared = common[(k + 1) * HOURS:(k + 2) * HOURS]
+            actual = y + size[b] * (0.05 * shared + 0.03 * rng.normal(0, 1, HOURS))
+            for h, t in enumerate(_week_hours(week)):
+                if not (b == "b1" and k == 1 and 24 <= h < 48) and not (b == "b0" and h == 5):
+                    readings[b][t] = float(actual[h])
+            if not (b == "b2" and k == 2):
+                before = _week_hours(week - timedelta(weeks=1))
+                errs = size[b] * (0.05 * common[k * HOURS:(k + 1) * HOURS]
+                                  + 0.03 * rng.normal(0, 1, HOURS))
+                validation[b, week] = {t: float(e) for t, e in zip(before, errs) if t.hour != 3}
+    facts = dict(buildings=buildings, portfolios={"third": ["b1", "b2"], "big": ["b1", "b3"]},
+                 published=published, readings=readings, validation=validation)
+    path = tmp_path_factory.mktemp("portfolio") / "w.duckdb"
+    _write(path, **facts)
+    return path, facts
+
+
+def test_the_view_equals_the_plain_recomputation(random_fleet):
+    path, facts = random_fleet
+    with connect(path, read_only=True) as con:
+        view = read_portfolio_forecasts(con)
+    expected = _reference(**facts)
+    assert len(view) == len(expected) == 3 * 4 * HOURS  # every portfolio, week and hour
+    view = view.assign(ts=view["ts"].dt.tz_convert("UTC"),
+                       target_week=pd.to_datetime(view["target_week"]).dt.date)
+    key = ["portfolio_id", "target_week", "ts"]
+    merged = view.merge(expected.assign(ts=pd.to_datetime(expected["ts"], utc=True)), on=key,
+                        suffixes=("", "_ref"))
+    assert len(merged) == len(view)
+    for column in ("y_hat", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95", "actual_kwh"):
+        got, want = merged[column].astype(float), merged[f"{column}_ref"].astype(float)
+        assert np.allclose(got, want, rtol=1e-12, atol=1e-9, equal_nan=True), column
+    for column in ("n_buildings", "n_buildings_expected", "n_calibration_hours", "n_record_weeks"):
+        assert (merged[column] == merged[f"{column}_ref"]).all(), column
+
+
+def test_a_building_without_a_forecast_is_counted_not_dropped(random_fleet):
+    path, _ = random_fleet
+    with connect(path, read_only=True) as con:
+        last = read_portfolio_forecasts(con, ["all", "big"], [W0 + timedelta(weeks=3)])
+    counts = last.groupby("portfolio_id")[["n_buildings", "n_buildings_expected"]].max()
+    assert counts.loc["all"].tolist() == [3, 4] and counts.loc["big"].tolist() == [1, 2]
+
+
+def test_the_first_week_is_calibrated_by_its_validation_week_alone(random_fleet):
+    path, _ = random_fleet
+    with connect(path, read_only=True) as con:
+        rows = read_portfolio_forecasts(con, ["all"]).drop_duplicates("target_week")
+    # week 0: the validation week's hours (168 less the 7 hours at 03:00 without errors)
+    assert rows["n_record_weeks"].tolist() == [0, 1, 2, 3]
+    assert rows["n_calibration_hours"].iloc[0] == HOURS - 7
+
+
+def test_scores_count_only_hours_whose_every_summed_reading_is_in(random_fleet):
+    path, facts = random_fleet
+    with connect(path, read_only=True) as con:
+        scores = read_portfolio_scores(con, ["third"])
+        rows = read_portfolio_forecasts(con, ["third"])
+    week1 = scores.set_index(pd.to_datetime(scores["target_week"]).dt.date).loc[
+        W0 + timedelta(weeks=1)]
+    assert week1["n_hours"] == HOURS - 24  # b1's missing day
+    scored = rows[rows["actual_kwh"].notna()]
+    by_week = scored.groupby("target_week")
+    inside = ((scored["actual_kwh"] >= scored["y_lo_80"])
+              & (scored["actual_kwh"] <= scored["y_hi_80"])).groupby(scored["target_week"]).mean()
+    assert np.allclose(scores["coverage_80"].to_numpy(), inside.to_numpy())
+    mae = by_week.apply(lambda f: (f["actual_kwh"] - f["y_hat"]).abs().mean(), include_groups=False)
+    assert np.allclose(scores["mae"].to_numpy(), mae.to_numpy())
+    assert np.allclose(scores["buildings_width_80"], 2 * 4.0)  # two buildings, each 4 kWh wide
+
+
+def _paired(tmp_path, sign: float):
+    """Two buildings whose validation errors are e and sign * e at every hour."""
+    hours = _week_hours(W0 - timedelta(weeks=1))
+    errors = np.linspace(-3.0, 3.0, HOURS)
+    facts = dict(buildings=["a", "b"], portfolios={},
+                 published={("a", W0): np.full(HOURS, 20.0), ("b", W0): np.full(HOURS, 20.0)},
+                 readings={}, validation={("a", W0): dict(zip(hours, errors)),
+                                          ("b", W0): dict(zip(hours, sign * errors))})
+    _write(tmp_path / "w.duckdb", **facts)
+    with connect(tmp_path / "w.duckdb", read_only=True) as con:
+        return read_portfolio_forecasts(con, ["all"]).iloc[0]
+
+
+def test_errors_that_cancel_give_a_band_of_no_width(tmp_path):
+    row = _paired(tmp_path, -1.0)
+    assert row["y_hat"] == 40.0 and row["y_lo_80"] == row["y_hi_80"] == 40.0
+
+
+def test_errors_that_move_together_give_the_sum_of_the_bands(tmp_path):
+    row = _paired(tmp_path, 1.0)
+    one = half_width(np.linspace(-3.0, 3.0, HOURS), 0.95)
+    rank = math.ceil((HOURS + 1) * 0.95)  # the 160th smallest |2e|
+    assert one == pytest.approx(sorted(np.abs(np.linspace(-3.0, 3.0, HOURS)))[rank - 1])
+    assert row["y_hi_95"] - row["y_hat"] == pytest.approx(2 * one)
+
+
+def test_a_read_of_chosen_weeks_equals_the_view(random_fleet):
+    """Reading some weeks computes only them (and their records), with the same numbers."""
+    path, _ = random_fleet
+    weeks = [W0 + timedelta(weeks=1), W0 + timedelta(weeks=3)]
+    with connect(path, read_only=True) as con:
+        view = con.execute("SELECT * FROM portfolio_forecasts WHERE target_week IN (?, ?) "
+                           "ORDER BY portfolio_id, target_week, ts", weeks).df()
+        chosen = read_portfolio_forecasts(con, None, weeks)
+        scores = con.execute("SELECT * FROM portfolio_scores ORDER BY portfolio_id, "
+                             "target_week").df()
+        scores_read = read_portfolio_scores(con)
+    pd.testing.assert_frame_equal(view.reset_index(drop=True), chosen.reset_index(drop=True),
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(scores, scores_read, check_dtype=False)
+
+
+def test_a_warehouse_of_an_earlier_release_reads_without_writing(tmp_path):
+    """Read-only, a warehouse made before portfolios has neither their tables nor the views:
+    the reads still give ``all`` (calibrated by its record alone)."""
+    facts = dict(buildings=["a"], portfolios={},
+                 published={("a", W0 + timedelta(weeks=k)): np.full(HOURS, 5.0 + k)
+                            for k in range(2)},
+                 readings={"a": {t: 6.0 + (t.hour % 3) for k in range(2)
+                                 for t in _week_hours(W0 + timedelta(weeks=k))}},
+                 validation={})
+    path = tmp_path / "w.duckdb"
+    _write(path, **facts)
+    with connect(path) as con:
+        for view in ("portfolio_scores", "portfolio_forecasts", "portfolio_members"):
+            con.execute(f"DROP VIEW {view}")
+        con.execute("DROP TABLE portfolios")
+        con.execute("DROP TABLE validation_errors")
+    with connect(path, read_only=True) as con:
+        rows = read_portfolio_forecasts(con)
+    second = rows[pd.to_datetime(rows["target_week"]).dt.date == W0 + timedelta(weeks=1)]
+    assert set(rows["portfolio_id"]) == {"all"} and len(rows) == 2 * HOURS
+    assert (second["n_record_weeks"] == 1).all() and second["y_hi_80"].notna().all()
