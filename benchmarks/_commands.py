@@ -29,8 +29,9 @@ WADIRO = [str(Path(sys.executable).with_name("wadiro"))]  # the installed comman
 def wadiro(*args: str, quiet: bool = False) -> None:
     """Run one ``wadiro`` command; stop the benchmark if it fails."""
     out = subprocess.DEVNULL if quiet else None
+    before = _children()
     subprocess.run([*WADIRO, *args], check=True, stdout=out)
-    _reap_descendants()  # its CPU is not the next measured command's
+    _reap_descendants(before)  # its CPU is not the next measured command's
 
 
 class TreeMemory:
@@ -83,18 +84,30 @@ def _adopt_orphans() -> None:
 _adopt_orphans()
 
 
-def _reap_descendants(within_s: float = 30.0) -> None:
-    """Wait until every process left by the last command has ended (and its CPU is counted)."""
+def _children() -> set[int]:
+    """This process's children now (a caller such as a test run may have its own, unrelated)."""
+    return {child.pid for child in psutil.Process().children()}
+
+
+def _reap_descendants(before: set[int], within_s: float = 30.0) -> None:
+    """Wait until every process left by the last command has ended (and its CPU is counted):
+    the children this process has gained since ``before`` (the command's adopted orphans), not
+    the children it already had."""
     deadline = time.monotonic() + within_s
     while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # none left
-        if pid == 0:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"processes left behind by the command after {within_s:.0f} s")
-            time.sleep(0.05)
+        left = _children() - before
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass  # reaped already, or not ours after all
+        if not _children() - before:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"processes left behind by the command after {within_s:.0f} s")
+        time.sleep(0.05)
 
 
 def children_cpu() -> float:
@@ -114,13 +127,14 @@ class Measured:
 
 def measure(*args: str, quiet: bool = True) -> Measured:
     """Run ``wadiro ARGS`` as a child process and measure it; stop if it fails."""
+    before = _children()
     cpu0, wall0 = children_cpu(), time.perf_counter()
     child = subprocess.Popen([*WADIRO, *args], stdout=subprocess.DEVNULL if quiet else None,
                              stderr=subprocess.DEVNULL if quiet else None)
     memory = TreeMemory(child.pid)
     code = child.wait()
     wall = time.perf_counter() - wall0
-    _reap_descendants()
+    _reap_descendants(before)
     cpu = children_cpu() - cpu0
     memory.stop()
     if code != 0:

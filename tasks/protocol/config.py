@@ -23,6 +23,7 @@ Two protocols are named (``protocol``), and a field left out takes its value fro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
@@ -42,6 +43,7 @@ from wadiro_models.search_spaces import IntUniform
 from wadiro_fleet.tasks.protocol.models import (
     BOOSTING_MODELS,
     DAY_TYPE_NAIVE,
+    SEASONAL_NAIVE,
     ENSEMBLE,
     MODEL_NAMES,
     MODELS,
@@ -56,6 +58,8 @@ TargetWeekFloor = Literal["projection", "program", "none"]
 CertifyScope = Literal["published", "all", "none"]
 CertificateKind = Literal["unit_bounds", "milp"]
 PublicationWeighting = Literal["record", "validation"]
+PublicationPolicy = Literal["choose", "combination"]
+EnsembleMethod = Literal["median", "inverse_error"]
 ScnnTuning = Literal["joint", "separate"]
 
 
@@ -111,12 +115,19 @@ issued forecasts (a residual over what a year of history knows) instead of the h
 persistence. Each choice was measured on the development years 2017-2018
 (docs/benchmarks.md)."""
 
-ENSEMBLE_MEMBERS = ("wadiro_pcscnn", "gp", "svr", "wadiro_linreg", DAY_TYPE_NAIVE,
-                    "seasonal_naive")
-"""The deployed protocol's combination: the constrained network (its unconstrained twin, nearly
-the same forecast, would count it twice), the baselines and both persistence forecasts. Their
-hourly median was 0.896 and 0.829 of seasonal naive's MAE in 2019 and 2020 (10 buildings x 52
-weeks each), against 0.904 and 0.863 for the best single model."""
+ENSEMBLE_MEMBERS = (*BOOSTING_MODELS, "wadiro_pcscnn", "wadiro_linreg")
+"""The deployed protocol's combination: the gradient boosting, the constrained network stacked
+on it (its unconstrained twin, nearly the same forecast, would count it twice) and the linear
+regression over the holiday-aware persistence, weighted by their records (inverse error). On the
+development years 2017-2018 (20 buildings x 52 weeks each, docs/benchmarks.md) it was 0.692 and
+0.689 of seasonal naive's MAE against 0.732 and 0.713 for the gradient boosting alone; adding the
+SVR, the GP or a persistence forecast made it worse (0.698-0.705), and so did a median."""
+
+DEPLOYED_MODELS = (*ENSEMBLE_MEMBERS, "wadiro_scnn", SEASONAL_NAIVE, DAY_TYPE_NAIVE, ENSEMBLE)
+"""The deployed protocol's models: the combination's members, the network's unconstrained twin
+(whose fit serves the constrained one when it meets the floor: the pair costs about one), both
+persistence forecasts and the combination. The SVR and the GP added nothing to the published
+forecast on the development years and left it; the paper's protocol keeps them."""
 
 DEPLOYED_OPTIONS: Mapping[str, Any] = MappingProxyType(_model_options(
     [name for name, spec in MODELS.items() if spec.is_learned],
@@ -133,7 +144,7 @@ optimum as cvxpy + Clarabel), the baselines as scikit-learn and cvxpy solve them
 
 PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "deployed": MappingProxyType({
-        "models": MODEL_NAMES,
+        "models": tuple(m for m in MODEL_NAMES if m in DEPLOYED_MODELS),
         "ensemble_members": ENSEMBLE_MEMBERS,
         "trials": 8,
         "tuning_sample_every": 2,
@@ -150,6 +161,8 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "certificate": "unit_bounds",
         "publication_weighting": "record",
         "record_weeks": 26,
+        "ensemble_method": "inverse_error",
+        "publication": "combination",
         "model_options": DEPLOYED_OPTIONS,
         "model_inputs": DEPLOYED_INPUTS,
     }),
@@ -171,6 +184,8 @@ PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
         "certificate": "milp",
         "publication_weighting": "validation",
         "record_weeks": 8,
+        "ensemble_method": "median",
+        "publication": "choose",
         "model_options": PAPER_OPTIONS,
         "model_inputs": MappingProxyType({}),
     }),
@@ -183,6 +198,8 @@ class ModelInputs(BaseModel):
     history where that was measured to pay (the paper's models keep the run's 12 weeks).
     ``base_model`` names a model whose forecasts, as issued a week ahead, a residual target
     corrects instead of a persistence forecast (when that model is in the run).
+    ``search_bounds`` narrows or moves the range of a tuned hyperparameter (``{"radius": (lo,
+    hi)}``; the distribution keeps its kind).
     ``level_correction`` (0 to 1, default 0) moves the model's forecast of every hour by that
     share of its median error on the validation week (actual minus forecast, known when the
     forecast is issued): a model slow to follow a building's level shifts follows them."""
@@ -194,6 +211,7 @@ class ModelInputs(BaseModel):
     target: Target | None = None
     base_model: str | None = None
     level_correction: float | None = Field(None, ge=0, le=1)
+    search_bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
     @field_validator("feature_set")
     @classmethod
@@ -217,7 +235,8 @@ class ForecastConfig(BaseModel):
         "configuration) or paper (the paper's own protocol, exactly).",
     )
     models: tuple[str, ...] = Field(
-        MODEL_NAMES, description=f"Models to run, among {', '.join(MODEL_NAMES)}."
+        PROTOCOLS["deployed"]["models"],
+        description=f"Models to run, among {', '.join(MODEL_NAMES)}.",
     )
     ensemble_members: tuple[str, ...] = Field(
         PROTOCOLS["deployed"]["ensemble_members"],
@@ -330,6 +349,25 @@ class ForecastConfig(BaseModel):
         "would not); 0 turns certification off.",
     )
 
+    ensemble_method: EnsembleMethod = Field(
+        PROTOCOLS["deployed"]["ensemble_method"],
+        description="How the ensemble combines its trusted members each hour: median, or "
+        "inverse_error (a weighted mean, each member's weight its mean MAE relative to "
+        "seasonal naive over the building's last --ensemble-record-weeks scored weeks to the "
+        "power -ensemble_power; a member without two such weeks weighs as one at 1.0).",
+    )
+    ensemble_power: float = Field(
+        4.0, gt=0, description="The power of the inverse-error weights (higher: the members "
+        "with the better record weigh more).")
+    ensemble_record_weeks: int = Field(
+        8, ge=2, description="Scored weeks of a building the ensemble's weights are learned "
+        "from.")
+    publication: PublicationPolicy = Field(
+        PROTOCOLS["deployed"]["publication"],
+        description="choose: publish the trusted model expected to beat seasonal naive by the "
+        "most (the paper's select-check-deploy); combination: publish the ensemble whenever it "
+        "is formed and expected to beat seasonal naive, else choose.",
+    )
     publication_weighting: PublicationWeighting = Field(
         PROTOCOLS["deployed"]["publication_weighting"],
         description="How a model's expected error is judged for publication: record (its "
@@ -403,10 +441,17 @@ class ForecastConfig(BaseModel):
 
     def search_space(self, model: str) -> Mapping[str, Any]:
         """``model``'s search space in this run: the paper's, with the SCNN family's
-        ``max_neurons`` capped at :attr:`max_neurons`."""
+        ``max_neurons`` capped at :attr:`max_neurons` and the model's own
+        :attr:`ModelInputs.search_bounds`."""
         space = dict(MODELS[model].search_space)
         if "max_neurons" in space:
             space["max_neurons"] = IntUniform(space["max_neurons"].low, self.max_neurons)
+        own = self.model_inputs.get(model)
+        for name, (low, high) in (own.search_bounds if own is not None else {}).items():
+            if name not in space:
+                raise ValueError(f"{model} has no tuned hyperparameter {name!r} to bound")
+            space[name] = replace(space[name], low=type(space[name].low)(low),
+                                  high=type(space[name].high)(high))
         return space
 
     def forecast_config(self) -> ForecastConfig:
@@ -419,8 +464,8 @@ class ForecastConfig(BaseModel):
         own = self.model_inputs.get(model)
         if own is None:
             return self
-        changes = {k: v for k, v in own.model_dump(exclude={"level_correction"}).items()
-                   if v is not None}
+        changes = {k: v for k, v in own.model_dump(
+            exclude={"level_correction", "search_bounds"}).items() if v is not None}
         if changes.get("base_model") not in (None, *self.models):
             del changes["base_model"]  # not in the run: the persistence forecast is the base
         changes = {k: v for k, v in changes.items() if getattr(self, k) != v}
@@ -499,6 +544,8 @@ __all__ = [
     "PROTOCOLS",
     "CertificateKind",
     "CertifyScope",
+    "EnsembleMethod",
+    "PublicationPolicy",
     "PublicationWeighting",
     "ForecastConfig",
     "Persistence",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from typing import Any
@@ -56,7 +56,7 @@ from wadiro_fleet.tasks.protocol.publication import (
 )
 from wadiro_fleet.tasks.protocol.scoring import Scores, mean_absolute, score_forecast
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
-from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels
+from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels, track_ratio
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
 from wadiro_fleet.tasks.protocol.windows import Window, WindowBounds, build_window, window_load_range
 
@@ -409,11 +409,41 @@ MIN_LEARNED_MEMBERS = 2
 would be a persistence forecast (or one model) under another name."""
 
 
+def ensemble_weights(members: Sequence[str], record: TrackRecord | None,
+                     config: ForecastConfig) -> np.ndarray:
+    """Each member's weight in the ensemble, summing to 1: equal under ``median`` (which takes
+    no weights), else its mean MAE relative to seasonal naive over the building's last
+    ``ensemble_record_weeks`` scored weeks to the power ``-ensemble_power`` (1.0 for a member
+    without two such weeks), normalised. Learned from the building's record of issued
+    forecasts, known when the week is issued."""
+    if config.ensemble_method == "median":
+        return np.full(len(members), 1.0 / len(members))
+    ratios = []
+    for member in members:
+        track = track_ratio(member, record or {}, config.ensemble_record_weeks)
+        ratios.append(max(track[0], 1e-3) if track is not None else 1.0)
+    weights = np.asarray(ratios) ** -config.ensemble_power
+    return weights / weights.sum()
+
+
+def _combine(forecasts: np.ndarray, weights: np.ndarray, method: str) -> np.ndarray:
+    """The hourly combination of ``forecasts`` (members x hours; NaN: a member without that
+    hour): their median, or their weighted mean over the members that forecast the hour."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an hour no member forecasts: NaN
+        if method == "median":
+            return np.nanmedian(forecasts, axis=0)
+        present = np.isfinite(forecasts)
+        weighted = np.where(present, forecasts, 0.0) * weights[:, None]
+        return weighted.sum(axis=0) / np.where(present, weights[:, None], 0.0).sum(axis=0)
+
+
 def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[ModelOutcome],
                       config: ForecastConfig, record: TrackRecord | None) -> ModelOutcome:
-    """The hourly median of the run's ensemble members that can be trusted this week (the
-    publication's checks, negative hours aside: the median is clipped at zero), and of their
-    validation forecasts, which calibrate its intervals. It needs at least
+    """The hourly combination (:data:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.
+    ensemble_method`) of the run's ensemble members that can be trusted this week (the
+    publication's checks, negative hours aside: the combination is clipped at zero), and of
+    their validation forecasts, which calibrate its intervals. It needs at least
     :data:`MIN_LEARNED_MEMBERS` trusted learned members, and fails when its forecast is a
     persistence member's own (then that persistence forecast stands for itself)."""
     members = [o for o in outcomes if o.model in config.members
@@ -427,9 +457,9 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
         outcome.error = (f"fewer than {MIN_LEARNED_MEMBERS} trusted learned members to "
                          f"combine ({', '.join(learned) or 'none'})")
         return outcome
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an hour no member forecasts: NaN
-        y_hat = np.fmax(np.nanmedian(np.vstack([o.y_hat for o in members]), axis=0), 0.0)
+    weights = ensemble_weights([o.model for o in members], record, config)
+    y_hat = np.fmax(_combine(np.vstack([o.y_hat for o in members]), weights,
+                             config.ensemble_method), 0.0)
     for member in members:
         if MODELS[member.model].persistence is not None and np.array_equal(
                 y_hat[week.forecastable], member.y_hat[week.forecastable], equal_nan=True):
@@ -438,7 +468,8 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     actual = window.history.set_index(TS)[LABEL].astype(float)
     forecasts = pd.concat([actual.reindex(o.validation_errors.index) - o.validation_errors
                            for o in members], axis=1)
-    errors = (actual.reindex(forecasts.index) - forecasts.median(axis=1)).dropna()
+    combined = _combine(forecasts.to_numpy().T, weights, config.ensemble_method)
+    errors = (actual.reindex(forecasts.index) - combined).dropna()
     _, y_test = window.xy("test")
     outcome.intervals = conformal_intervals(
         y_hat, errors.to_numpy(), levels=adapted_levels(name, record, LEVELS), floor=0.0)
@@ -446,7 +477,9 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     outcome.y_hat, outcome.validation_errors = y_hat, errors
     outcome.validation_mae = mean_absolute(errors)
     outcome.params, outcome.tuned_week, outcome.status = {}, window.week, "ok"
-    outcome.solver = "median of " + ", ".join(o.model for o in members)
+    outcome.solver = ("median of " + ", ".join(o.model for o in members)
+                      if config.ensemble_method == "median" else "weighted mean of " + ", ".join(
+                          f"{o.model} {w:.2f}" for o, w in zip(members, weights)))
     return outcome
 
 
@@ -640,12 +673,15 @@ def forecast_building_week(
         for name, (model, own) in fitted.items():
             _certify(outcomes[name], model, own, config)
 
+    combination = next((n for n in config.models if MODELS[n].combination), None)
+
     def choose() -> Publication | None:
         return choose_publication(
             [_candidate(o, week_known) for o in result.outcomes], week_known.forecastable,
             track_record, config.max_l_eps, week_known.weather_filled,
             config.publication_weighting, config.record_weeks,
-            learned_in_run=any(MODELS[n].is_learned for n in config.models))
+            learned_in_run=any(MODELS[n].is_learned for n in config.models),
+            prefer=combination if config.publication == "combination" else None)
 
     if config.certify == "published" and config.certify_nodes > 0:
         result.publication = publish_certified(

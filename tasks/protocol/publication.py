@@ -116,6 +116,7 @@ def choose_publication(
     weighting: str = "record",
     record_weeks: int = RECORD_WEEKS,
     learned_in_run: bool = True,
+    prefer: str | None = None,
 ) -> Publication | None:
     """The forecast to publish among ``candidates`` (seasonal naive among them), or ``None``
     when not even seasonal naive has a value (last week's load is missing).
@@ -131,6 +132,9 @@ def choose_publication(
     filled in. A persistence forecast published because no learned forecast could be trusted is
     ``degraded`` when the run asked for learned models (``learned_in_run``), else
     ``persistence``: a run of persistence forecasts alone is what it was asked to be.
+    ``prefer`` names a model (the combination) published whenever it is trusted and expected to
+    beat seasonal naive, whatever the others' expectations: on the development years always
+    publishing the combination beat choosing a model per building-week.
     """
     by_model = {c.model: c for c in candidates}
     naive = by_model.get(SEASONAL_NAIVE)
@@ -160,6 +164,11 @@ def choose_publication(
             why += f", {track[0]:.2f}x over the {track[1]} previous weeks"
         scored.append((ratio, candidate.model, why))
     skipped = f"; not trusted: {'; '.join(rejected)}" if rejected else ""
+    preferred = next((entry for entry in scored if entry[1] == prefer), None)
+    if preferred is not None and preferred[0] < 1.0:
+        ratio, model, why = preferred
+        return Publication(model, f"the combination, expected {ratio:.2f}x seasonal naive's "
+                           f"MAE ({why}){skipped}", ratio, LEARNED)
     if not scored:
         return Publication(SEASONAL_NAIVE, f"no learned model to publish{skipped}", 1.0,
                            fallback)

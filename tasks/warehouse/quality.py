@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import duckdb
 import pandas as pd
-from wadiro_fleet.tasks.warehouse.schema import QUALITY_WINDOW_HOURS, data_quality_sql
+from wadiro_fleet.tasks.warehouse.schema import _NOT_FUTURE, QUALITY_WINDOW_HOURS, data_quality_sql
 from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids
 
 WORST_FIRST = ("missing_share_12w DESC NULLS LAST, hours_since_last_reading DESC NULLS FIRST, "
@@ -25,7 +25,7 @@ before one that stopped reporting), then flat lines, negative readings, spikes a
 
 TIME_COLUMNS = ("first_reading", "last_reading", "longest_gap_start")
 """Columns holding an hour (UTC)."""
-COUNT_COLUMNS = ("readings", "missing_hours", "hours_since_last_reading", "longest_gap_hours",
+COUNT_COLUMNS = ("readings", "future_readings", "missing_hours", "hours_since_last_reading", "longest_gap_hours",
                  "longest_flat_hours", "flat_runs_24h", "zero_readings", "longest_zero_hours",
                  "negative_readings", "longest_negative_hours", "spike_readings")
 """Columns holding a count of hours or runs (NULL where undefined, see the view)."""
@@ -93,7 +93,7 @@ def data_quality(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None
     ).df()
     start, end = con.execute(
         f"SELECT greatest(min(ts), max(ts) - INTERVAL {QUALITY_WINDOW_HOURS - 1} HOUR), max(ts) "
-        "FROM meter_readings WHERE kwh IS NOT NULL").fetchone()
+        f"FROM meter_readings WHERE kwh IS NOT NULL AND {_NOT_FUTURE}").fetchone()
     return DataQuality(table,
                        pd.Timestamp(start).tz_convert("UTC") if start is not None else None,
                        pd.Timestamp(end).tz_convert("UTC") if end is not None else None)

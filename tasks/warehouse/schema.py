@@ -362,6 +362,11 @@ ordinary level (106 of the archive's 107 buildings have some; 21 above their 99t
 percentile), none above twice it."""
 
 
+_NOT_FUTURE = "ts <= now() + INTERVAL 1 DAY"
+"""A reading dated more than a day after now (a meter clock or a file with a wrong year) is not
+the fleet's latest hour: it would make every building look silent."""
+
+
 def data_quality_sql(selected: bool = False) -> str:
     """One row per building of ``buildings`` (those without any reading too): how complete and
     how plausible its stored meter readings are. Gaps and runs are found with window functions
@@ -371,11 +376,13 @@ def data_quality_sql(selected: bool = False) -> str:
     A *reading* is a ``meter_readings`` row with a non-NULL ``kwh``; an hour is *missing* when
     its row holds NULL or there is no row for it. The *reference hour* is the latest reading of
     the whole warehouse (every building), so a building that stopped reporting shows as missing
-    up to it. Columns:
+    up to it; a reading dated more than a day after now is not the reference. Columns:
 
     * ``first_reading``, ``last_reading``: the hours (UTC, start) of the building's first and
       last reading; NULL without any.
     * ``readings``: how many hours have a reading.
+    * ``future_readings``: readings dated more than a day after now (the reference hour leaves
+      them out, so one wrong year does not make the fleet look silent).
     * ``missing_hours``: hours without a reading between the first and the last reading.
     * ``hours_since_last_reading``: hours from the building's last reading to the reference
       hour (0: up to date; NULL without any reading).
@@ -423,7 +430,7 @@ def data_quality_sql(selected: bool = False) -> str:
             SELECT max(ts) AS reference_ts,
                    greatest(min(ts), max(ts) - INTERVAL {QUALITY_WINDOW_HOURS - 1} HOUR)
                        AS window_start
-            FROM meter_readings WHERE kwh IS NOT NULL
+            FROM meter_readings WHERE kwh IS NOT NULL AND {_NOT_FUTURE}
         ),
         ordered AS (
             SELECT building_id, ts, kwh,
@@ -451,7 +458,8 @@ def data_quality_sql(selected: bool = False) -> str:
                    coalesce(max(gap_before), 0)             AS longest_gap_hours,
                    arg_max(prev_ts + INTERVAL 1 HOUR, (gap_before, -epoch(prev_ts)))
                        FILTER (WHERE gap_before > 0)        AS longest_gap_start,
-                   count(*) FILTER (WHERE ts >= (SELECT window_start FROM fleet))
+                   count(*) FILTER (WHERE ts >= (SELECT window_start FROM fleet)
+                                    AND ts <= (SELECT reference_ts FROM fleet))
                                                             AS recent_readings,
                    count(*) FILTER (WHERE kwh = 0)          AS zero_readings,
                    count(*) FILTER (WHERE kwh < 0)          AS negative_readings,
@@ -459,7 +467,8 @@ def data_quality_sql(selected: bool = False) -> str:
                    count(*) FILTER (WHERE kwh > {SPIKE_RATIO} * p99)
                                                             AS spike_readings,
                    count(*) FILTER (WHERE kwh > {HIGH_RATIO} * p99)
-                                                            AS high_readings
+                                                            AS high_readings,
+                   count(*) FILTER (WHERE NOT {_NOT_FUTURE}) AS future_readings
             FROM stepped
             GROUP BY building_id
         ),
@@ -547,6 +556,7 @@ def data_quality_sql(selected: bool = False) -> str:
                coalesce(h.high_run_count, 0)                             AS high_runs,
                coalesce(h.longest_high_run, 0)                           AS longest_high_hours,
                coalesce(v.stuck_high_runs, 0)                            AS stuck_high_runs,
+               coalesce(p.future_readings, 0)                            AS future_readings,
                coalesce(p.spike_readings, 0)                             AS spike_readings,
                p.largest_reading
         FROM selection b

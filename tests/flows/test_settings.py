@@ -8,16 +8,18 @@ from typer.testing import CliRunner
 from wadiro_fleet.flows import cli
 from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.models import MODEL_NAMES
+from wadiro_fleet.tasks.protocol.config import DEPLOYED_MODELS
 
 
 def test_the_weekly_run_and_a_backfill_share_the_protocols_defaults():
     weekly, backfill, base = (c().model_dump() for c in (WeeklySettings, BackfillSettings, RunSettings))
     assert weekly == backfill == base
-    assert base["models"] == MODEL_NAMES and base["trials"] == 8 and base["tuning"] == "reuse"
+    assert set(base["models"]) == set(DEPLOYED_MODELS)
+    assert base["trials"] == 8 and base["tuning"] == "reuse"
     paper = BackfillSettings(protocol="paper").model_dump()
     assert paper["tuning"] == "per-window" and paper["trials"] == 15
-    assert "day_type_naive" not in paper["models"]
+    assert "day_type_naive" not in paper["models"] and "gbr" not in paper["models"]
+    assert {"gp", "svr", "wadiro_pcscnn"} <= set(paper["models"])
 
 
 def test_forecast_config_drops_where_and_how_to_run():

@@ -16,7 +16,7 @@ from cli_runs import invoke
 
 BUILDINGS = ("UCam_Building_b0", "UCam_Building_b7")
 WEEK = date(2019, 3, 18)
-MODELS = "wadiro_linreg,svr,seasonal_naive,day_type_naive,ensemble"
+MODELS = "gbr,wadiro_linreg,seasonal_naive,day_type_naive,ensemble"
 INPUTS = ("temperature_c", "irradiance_wm2", "wind_speed_ms", "humidity_pct")
 
 

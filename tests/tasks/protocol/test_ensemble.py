@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
@@ -12,12 +12,14 @@ from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_syntheti
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
 from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
+from wadiro_fleet.tasks.protocol.track_record import WeekScore
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 
 WEEK = date(2024, 4, 8)
 BUILDING = "synthetic_b00001"
 MEMBERS = ("svr", "wadiro_linreg", "seasonal_naive", "day_type_naive")
-CONFIG = ForecastConfig(models=(*MEMBERS, "ensemble"), ensemble_members=MEMBERS, trials=2)
+CONFIG = ForecastConfig(models=(*MEMBERS, "ensemble"), ensemble_members=MEMBERS, trials=2,
+                        ensemble_method="median")
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +30,12 @@ def job(tmp_path_factory):
     return job
 
 
-def _run(job, hours=None):
+def _run(job, hours=None, config=CONFIG, record=None):
     info = job.info
     return forecast_building_week(
         job.hours if hours is None else hours, building_id=BUILDING, timezone=info.timezone,
         holiday_country=info.holiday_country, holiday_subdiv=info.holiday_subdiv, week=WEEK,
-        config=CONFIG)
+        config=config, track_record=record)
 
 
 def test_the_ensemble_is_the_clipped_hourly_median_of_its_members(job):
@@ -54,6 +56,27 @@ def test_the_ensemble_is_the_clipped_hourly_median_of_its_members(job):
     assert ensemble.scores.n_hours == scored.sum()
     lower, upper = ensemble.intervals.bounds(0.8)
     assert np.all(lower <= ensemble.y_hat) and np.all(ensemble.y_hat <= upper)
+
+
+def test_inverse_error_weights_come_from_each_members_record(job):
+    """Weights by hand: each member's mean MAE ratio to seasonal naive over its last weeks,
+    to the power -4, normalised; a member without two weeks of record weighs as a ratio of 1."""
+    config = CONFIG.model_copy(update={"ensemble_method": "inverse_error"})
+    weeks = [WEEK - timedelta(weeks=k) for k in (3, 2, 1)]
+    ratios = {"svr": (0.8, 0.6, 0.7), "wadiro_linreg": (0.9, 1.1, 1.0)}
+    record = {w: {"seasonal_naive": WeekScore(10.0),
+                  **{m: WeekScore(10.0 * r[i]) for m, r in ratios.items()}}
+              for i, w in enumerate(weeks)}
+    result = _run(job, config=config, record=record)
+    outcomes = {o.model: o for o in result.outcomes}
+    raw = np.array([0.7 ** -4, 1.0 ** -4, 1.0, 1.0])  # svr, linreg, both persistence
+    weights = raw / raw.sum()
+    members = np.vstack([outcomes[m].y_hat for m in MEMBERS])
+    np.testing.assert_allclose(outcomes["ensemble"].y_hat,
+                               np.maximum(weights @ members, 0.0), rtol=1e-12)
+    assert outcomes["ensemble"].solver.startswith("weighted mean of svr 0.58, wadiro_linreg 0.14,")
+    assert result.publication.model == "ensemble"  # published whenever trusted and better
+    assert result.publication.reason.startswith("the combination, expected")
 
 
 def test_without_two_trusted_learned_members_persistence_is_published_by_its_own_name(job):
@@ -103,4 +126,7 @@ def test_an_ensemble_needs_two_members_in_the_run():
         ForecastConfig(models=("svr", "ensemble"), ensemble_members=("svr", "gp"))
     with pytest.raises(ValidationError, match="member of itself"):
         ForecastConfig(ensemble_members=("svr", "ensemble"))
-    assert ForecastConfig(models=("svr", "gp", "ensemble")).members == ("gp", "svr")
+    assert ForecastConfig(models=("svr", "gp", "ensemble"),
+                          ensemble_members=("gp", "svr")).members == ("gp", "svr")
+    assert ForecastConfig(models=("gbr", "svr", "wadiro_linreg", "ensemble")).members == (
+        "gbr", "wadiro_linreg")  # the deployed members the run has

@@ -276,6 +276,22 @@ def test_a_warehouse_shorter_than_12_weeks_counts_the_hours_it_holds(tmp_path):
     assert rows.loc["whole", "missing_share_12w"] == 0.0
 
 
+def test_a_reading_dated_2099_is_counted_and_does_not_make_the_fleet_look_silent(tmp_path):
+    fleet = {"ok": {h: base(h) for h in range(48)}, "wrong_year": {h: base(h) for h in range(48)}}
+    path = write_fleet(tmp_path / "w.duckdb", fleet)
+    with connect(path) as con:
+        con.execute("INSERT INTO meter_readings VALUES ('wrong_year', TIMESTAMPTZ "
+                    "'2099-01-01 00:00Z', 5.0)")
+    with connect(path, read_only=True) as con:
+        quality = data_quality(con)
+    rows = quality.table.set_index("building_id")
+    assert quality.period_hours == 48  # the reference is the last true hour, not 2099
+    assert list(rows["hours_since_last_reading"].loc[["ok"]]) == [0]
+    assert list(rows["missing_share_12w"]) == [0.0, 0.0]
+    assert rows.loc["wrong_year", "future_readings"] == 1
+    assert rows.loc["ok", "future_readings"] == 0
+
+
 def test_without_any_reading_the_share_is_unknown(tmp_path):
     with connect(write_fleet(tmp_path / "w.duckdb", {"a": {}, "b": {0: None}}), read_only=True) as con:
         quality = data_quality(con)
