@@ -1,0 +1,83 @@
+"""A model fitted on its own inputs (``ForecastConfig.model_inputs``): the deployed gradient
+boosting on a year of history, the networks stacked on its issued forecasts, and the level
+correction, checked against what the configuration says and against a second run without it."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pandas as pd
+import pytest
+from wadiro_fleet.tasks.protocol.config import ForecastConfig, ModelInputs
+from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
+
+WEEK = date(2024, 6, 3)
+MODELS = ("gbr", "wadiro_linreg", "seasonal_naive")
+
+
+def test_the_deployed_gradient_boosting_reads_a_year_and_the_networks_correct_it():
+    config = ForecastConfig()
+    gbr = config.inputs("gbr")
+    assert (gbr.feature_set, gbr.history_weeks, gbr.target) == ("year", 52, "load")
+    assert config.inputs("wadiro_pcscnn").base_model == "gbr"
+    assert config.inputs("wadiro_linreg") is config  # the paper's models keep the run's inputs
+    groups = [models for _, models in config.input_groups(list(config.models))]
+    assert groups.index(["gbr"]) < next(i for i, g in enumerate(groups) if "wadiro_pcscnn" in g)
+    # without the base model in the run, the networks correct the persistence forecast
+    alone = ForecastConfig(models=("wadiro_pcscnn", "seasonal_naive"), ensemble_members=())
+    assert alone.inputs("wadiro_pcscnn").base_model is None
+
+
+def test_a_model_keeps_its_own_tuning_budget_and_sampling():
+    config = ForecastConfig(models=MODELS, ensemble_members=(), model_inputs={
+        "gbr": ModelInputs(trials=3, tuning_sample_every=4, fit_sample_every=3)})
+    gbr = config.inputs("gbr")
+    assert (gbr.trials, gbr.tuning_sample_every, gbr.fit_sample_every) == (3, 4, 3)
+    assert config.inputs("wadiro_linreg").trials == config.trials
+    assert sorted(map(sorted, (m for _, m in config.input_groups(["gbr", "wadiro_linreg"])))) \
+        == [["gbr"], ["wadiro_linreg"]]
+
+
+def _building(weeks: int = 60, seed: int = 0) -> pd.DataFrame:
+    """Hourly load with a daily and weekly shape, weather, and a level step 3 weeks before the
+    target week."""
+    rng = np.random.default_rng(seed)
+    ts = pd.date_range(pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=weeks),
+                       pd.Timestamp(WEEK, tz="UTC") + pd.Timedelta(weeks=1), freq="h",
+                       inclusive="left")
+    hour, weekday = ts.hour.to_numpy(), ts.dayofweek.to_numpy()
+    temperature = 12 + 8 * np.sin(2 * np.pi * np.arange(len(ts)) / (24 * 365)) \
+        + rng.normal(0, 1, len(ts))
+    load = 50 + 30 * ((hour >= 8) & (hour < 18) & (weekday < 5)) + 0.8 * temperature
+    load = load + np.where(ts >= pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=3), 15, 0)
+    return pd.DataFrame({
+        "ts": ts, "kwh": load + rng.normal(0, 2, len(ts)), "temperature_c": temperature,
+        "irradiance_wm2": np.clip(400 * np.sin(np.pi * (hour - 6) / 12), 0, None),
+        "wind_speed_ms": 3 + rng.normal(0, 0.5, len(ts)),
+        "humidity_pct": 70 + rng.normal(0, 3, len(ts))})
+
+
+def _forecast(frame: pd.DataFrame, config: ForecastConfig):
+    result = forecast_building_week(
+        frame, building_id="b", timezone="UTC", holiday_country="GB", holiday_subdiv="ENG",
+        week=WEEK, config=config)
+    return {o.model: o for o in result.outcomes}
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_level_correction_moves_every_hour_by_its_share_of_the_median_error():
+    frame = _building()
+    plain = ForecastConfig(models=("gbr", "seasonal_naive"), ensemble_members=(), trials=2,
+                           model_inputs={"gbr": ModelInputs(feature_set="year",
+                                                            history_weeks=52, target="load")})
+    corrected = plain.model_copy(update={"model_inputs": {"gbr": ModelInputs(
+        feature_set="year", history_weeks=52, target="load", level_correction=0.5)}})
+    before, after = _forecast(frame, plain)["gbr"], _forecast(frame, corrected)["gbr"]
+    assert before.status == after.status == "ok"
+    shift = 0.5 * float(np.median(before.validation_errors.to_numpy()))
+    assert abs(shift) > 0.1  # a shift to see
+    assert after.level_shift == pytest.approx(shift)
+    np.testing.assert_allclose(after.y_hat, np.fmax(before.y_hat + shift, 0.0))
+    # the intervals are centred on the corrected forecast, the errors corrected alike
+    np.testing.assert_allclose(after.validation_errors, before.validation_errors)
