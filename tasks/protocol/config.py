@@ -253,8 +253,8 @@ class ForecastConfig(BaseModel):
     )
     ensemble_members: tuple[str, ...] = Field(
         PROTOCOLS["deployed"]["ensemble_members"],
-        description="The models whose forecasts the ensemble combines (the hourly median of "
-        "those the run forecasts and that can be trusted that week).",
+        description="The models whose forecasts the ensemble combines (those the run forecasts "
+        "and that can be trusted that week, combined by --ensemble-method).",
     )
     trials: int = Field(PROTOCOLS["deployed"]["trials"], ge=1,
                         description="TPE trials per model (or SCNN family) and tuning.")
