@@ -648,7 +648,12 @@ def forecast_building_week(
                 inputs = inputs.model_copy(update={"base_model": None})
         own = window if inputs is config else _model_window(hours, week, inputs, calendar,
                                                              like=config, base=base)
-        if not own.ok:
+        if not own.ok:  # said, not dropped: a model asked for that could not run
+            outcomes.update({name: ModelOutcome(
+                model=name, status="failed", n_train=len(own.train),
+                error=f"its own window ({inputs.history_weeks} weeks, feature set "
+                      f"{inputs.feature_set}) cannot be used: {own.reason}")
+                for name in models})
             continue
         if base is not None and not _base_covers(own):
             inputs = inputs.model_copy(update={"base_model": None})

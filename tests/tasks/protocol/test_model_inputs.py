@@ -81,3 +81,18 @@ def test_the_level_correction_moves_every_hour_by_its_share_of_the_median_error(
     np.testing.assert_allclose(after.y_hat, np.fmax(before.y_hat + shift, 0.0))
     # the intervals are centred on the corrected forecast, the errors corrected alike
     np.testing.assert_allclose(after.validation_errors, before.validation_errors)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_model_whose_own_window_cannot_be_used_is_reported_failed_not_dropped():
+    frame = _building(weeks=14)
+    hole = pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=4) + pd.Timedelta(hours=5)
+    frame.loc[frame["ts"] == hole, "kwh"] = np.nan  # the load 4 weeks before a target hour
+    config = ForecastConfig(models=("gbr", "wadiro_linreg", "seasonal_naive"),
+                            ensemble_members=(), feature_set="paper", target="load", trials=2,
+                            model_inputs={"gbr": ModelInputs(feature_set="year")})
+    outcomes = _forecast(frame, config)
+    assert outcomes["wadiro_linreg"].status == "ok"  # the run's own window is fine
+    assert outcomes["gbr"].status == "failed"
+    assert "its own window (12 weeks, feature set year) cannot be used" in \
+        outcomes["gbr"].error
