@@ -43,10 +43,10 @@ from wadiro_models.search_spaces import IntUniform
 from wadiro_fleet.tasks.protocol.models import (
     BOOSTING_MODELS,
     DAY_TYPE_NAIVE,
-    SEASONAL_NAIVE,
     ENSEMBLE,
     MODEL_NAMES,
     MODELS,
+    SEASONAL_NAIVE,
     check_model_names,
 )
 
