@@ -484,18 +484,23 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
 
 
 def _model_window(hours: pd.DataFrame, week: date, config: ForecastConfig,
-                  calendar: Mapping[str, Any], like: ForecastConfig | None = None,
+                  calendar: Mapping[str, Any], built: dict[tuple, pd.DataFrame],
+                  like: ForecastConfig | None = None,
                   base: IssuedForecast | None = None) -> Window:
     """The window of ``week`` as ``config`` fits its models: its features and weeks of history,
     and, when a residual target corrects a base model, that model's forecasts as issued
     (``base``, by hour). A window of more history than the run's (``like``) asks of it only the
     run's fit hours, so a building with less history than that still feeds a model that trains
-    on a longer one."""
-    features = build_features(
-        _window_hours(hours, week, calendar["timezone"], config), **calendar,
-        feature_set=config.feature_set, closure_periods=config.closure_periods)
+    on a longer one. ``built`` keeps the features already built this building-week by feature
+    set and history, so models that differ only in their base, trials or sampling share them."""
+    key = (config.feature_set, config.history_weeks, config.closure_periods)
+    if key not in built:
+        built[key] = build_features(
+            _window_hours(hours, week, calendar["timezone"], config), **calendar,
+            feature_set=config.feature_set, closure_periods=config.closure_periods)
+    features = built[key]
     if base is not None:
-        features[ISSUED_BASE] = base.at(features[TS])
+        features = features.assign(**{ISSUED_BASE: base.at(features[TS])})
     fit_share = 0.5
     if like is not None and config.history_weeks > like.history_weeks:
         fit_share *= (like.history_weeks - 1) / (config.history_weeks - 1)
@@ -616,7 +621,8 @@ def forecast_building_week(
     started = time.thread_time()  # this thread's CPU: right under the threads runner too
     calendar = {"timezone": timezone, "holiday_country": holiday_country,
                 "holiday_subdiv": holiday_subdiv}
-    window = _model_window(hours, week, config, calendar)
+    built: dict[tuple, pd.DataFrame] = {}
+    window = _model_window(hours, week, config, calendar, built)
     coverage = {
         "n_train_hours": window.coverage["train"].hours,
         "n_train_labelled": window.coverage["train"].labelled,
@@ -647,7 +653,7 @@ def forecast_building_week(
             if base is None:  # no forecast of it this week: the persistence forecast is the base
                 inputs = inputs.model_copy(update={"base_model": None})
         own = window if inputs is config else _model_window(hours, week, inputs, calendar,
-                                                             like=config, base=base)
+                                                             built, like=config, base=base)
         if not own.ok:  # said, not dropped: a model asked for that could not run
             outcomes.update({name: ModelOutcome(
                 model=name, status="failed", n_train=len(own.train),
