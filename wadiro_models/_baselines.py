@@ -20,11 +20,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ExpSineSquared, Kernel, WhiteKernel
 from sklearn.svm import LinearSVR
+from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._scaling import Standardization
-from ._validation import fit_data, predict_data
+from ._validation import fit_data, predict_data, validated_data_tags
 from .exceptions import SolverError
 
 
@@ -108,6 +109,22 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of features seen during ``fit``; defined only when X has feature names that
         are all strings.
+
+    Examples
+    --------
+    Both methods fit the same model:
+
+    >>> import numpy as np
+    >>> from wadiro_models import GaussianProcessBaseline
+    >>> X = np.linspace(0.0, 6.0, 30).reshape(-1, 1)
+    >>> y = np.sin(X[:, 0])
+    >>> gp = GaussianProcessBaseline(length_scale=1.0, noise_level=1e-2).fit(X, y)
+    >>> fast = GaussianProcessBaseline(length_scale=1.0, noise_level=1e-2,
+    ...                                method="cholesky").fit(X, y)
+    >>> bool(np.allclose(gp.predict(X), fast.predict(X)))
+    True
+    >>> bool(np.abs(gp.predict(X) - y).max() < 0.1)
+    True
     """
 
     _parameter_constraints: dict = {
@@ -147,6 +164,9 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.method = method
         self.sample_every = sample_every
+
+    def __sklearn_tags__(self) -> Tags:
+        return validated_data_tags(super().__sklearn_tags__())
 
     def kernel(self) -> Kernel:
         """The paper's kernel with this estimator's hyperparameters."""
@@ -323,6 +343,18 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of features seen during ``fit``; defined only when X has feature names that
         are all strings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from wadiro_models import LinearSVRBaseline
+    >>> X = np.linspace(-1.0, 1.0, 30).reshape(-1, 1)
+    >>> y = 3.0 * X[:, 0] - 1.0
+    >>> model = LinearSVRBaseline(C=10.0, solver="clarabel").fit(X, y)
+    >>> print(np.round(model.coef_, 2), round(model.intercept_, 2))
+    [3.] -1.0
+    >>> model.solver_status_
+    'optimal'
     """
 
     _parameter_constraints: dict = {
@@ -359,6 +391,10 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         self.tol = tol
         self.random_state = random_state
         self.solver = solver
+
+    def __sklearn_tags__(self) -> Tags:
+        # LinearSVR would take a sparse X; fit_data refuses it (and NaN), as every model here
+        return validated_data_tags(super().__sklearn_tags__())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> LinearSVRBaseline:

@@ -16,10 +16,11 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import fit_data, predict_data
+from ._validation import fit_data, predict_data, validated_data_tags
 
 
 class GradientBoostingModel(RegressorMixin, BaseEstimator):
@@ -79,9 +80,9 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     --------
     >>> import numpy as np
     >>> from wadiro_models import GradientBoostingModel
-    >>> X = np.arange(200, dtype=float).reshape(-1, 1)
+    >>> X = np.arange(100, dtype=float).reshape(-1, 1)
     >>> y = np.sin(X[:, 0] / 10.0)
-    >>> model = GradientBoostingModel(lower_bound=0.0).fit(X, y)
+    >>> model = GradientBoostingModel(max_iter=10, lower_bound=0.0).fit(X, y)
     >>> bool((model.predict(X) >= 0.0).all())
     True
     """
@@ -120,6 +121,10 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
         self.loss = loss
         self.lower_bound = lower_bound
         self.random_state = random_state
+
+    def __sklearn_tags__(self) -> Tags:
+        # the trees would take NaN; fit_data refuses it (and sparse X), as every model here
+        return validated_data_tags(super().__sklearn_tags__())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> GradientBoostingModel:

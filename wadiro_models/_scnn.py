@@ -23,8 +23,8 @@ class SCNN(ConvexNetworkRegressor):
 {MAX_NEURONS_DOC}
     regularizer : {{"lasso", "ridge"}} or None, default=None
         Penalty on (vec nu, vec omega): the l1 norm for ``"lasso"``, the squared l2 norm
-        for ``"ridge"``, none for None (b is never penalised). A penalty needs a solver that
-        implements it (the registry says which).
+        for ``"ridge"``, none for None (b is never penalised). Every registered solver
+        solves it (``"ipm"`` by handing it to the reference path).
 
     lambda_reg : float, default=1e-3
         Weight of the penalty (ignored when ``regularizer`` is None).
@@ -36,6 +36,23 @@ class SCNN(ConvexNetworkRegressor):
     See Also
     --------
     WaDiRoSCNN : The same network trained by Wasserstein DRO.
+
+    Examples
+    --------
+    A stronger lasso penalty gives smaller weights:
+
+    >>> import numpy as np
+    >>> from wadiro_models import SCNN
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(40, 2))
+    >>> y = np.abs(X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> weak = SCNN(max_neurons=8, regularizer="lasso", lambda_reg=1e-3).fit(X, y)
+    >>> strong = SCNN(max_neurons=8, regularizer="lasso", lambda_reg=1e-1).fit(X, y)
+    >>> l1_norm = lambda model: np.abs(model.nu_).sum() + np.abs(model.omega_).sum()
+    >>> bool(l1_norm(strong) < l1_norm(weak))
+    True
+    >>> weak.predict(X[:3]).shape
+    (3,)
     """
 
     _parameter_constraints: dict = {

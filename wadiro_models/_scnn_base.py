@@ -13,6 +13,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -31,9 +32,9 @@ from ._program import (
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
 from ._status import check_solution
-from ._validation import fit_data, predict_data, training_data
+from ._validation import fit_data, predict_data, training_data, validated_data_tags
 from .exceptions import InsufficientDataError, SolverError
-from .solvers import check_supports, configured_solver
+from .solvers import configured_solver
 
 # A fitted point may break a stated constraint by at most this much (program units) before
 # the fit is rejected; the default margin keeps real violations at zero.
@@ -77,6 +78,9 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
     def _objective_terms(self) -> dict:
         """ScnnProgram fields that define the objective (radius, wasserstein, penalty)."""
         raise NotImplementedError
+
+    def __sklearn_tags__(self) -> Tags:
+        return validated_data_tags(super().__sklearn_tags__())
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -127,7 +131,6 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         points = bound_points(bound_X, bound_lower, bound_upper, X.shape[1])
         training = self._training(X, y, points)
         program, scaling = training.program, training.scaling
-        check_supports(self.solver, program)
         solution = None
         if relaxation is not None:
             solution = self._solution_of_relaxation(relaxation, training)

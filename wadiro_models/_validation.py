@@ -1,10 +1,12 @@
-"""Input validation shared by the estimators: scikit-learn's checks, typed errors."""
+"""Input validation shared by the estimators: scikit-learn's checks, typed errors, and the
+scikit-learn tags that state what those checks accept."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+from sklearn.utils import Tags
 from sklearn.utils.validation import check_X_y, validate_data
 
 from .exceptions import InsufficientDataError, InvalidInputError
@@ -40,6 +42,22 @@ def _checked(
             f"got n_samples={X.shape[0]}; at least {MIN_SAMPLES} samples are required"
         )
     return X, y
+
+
+def validated_data_tags(tags: Tags) -> Tags:
+    """``tags`` set to what :func:`fit_data` and :func:`predict_data` accept: a dense,
+    finite, numeric 2-D X (no NaN, no sparse matrix, values of any sign) and a required
+    target of one numeric column (of any sign)."""
+    tags.input_tags.two_d_array = True
+    tags.input_tags.one_d_array = False
+    tags.input_tags.sparse = False
+    tags.input_tags.allow_nan = False
+    tags.input_tags.positive_only = False
+    tags.target_tags.required = True
+    tags.target_tags.single_output = True
+    tags.target_tags.multi_output = False
+    tags.target_tags.positive_only = False
+    return tags
 
 
 def predict_data(estimator: object, X: object) -> np.ndarray:

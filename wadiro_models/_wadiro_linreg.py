@@ -21,12 +21,13 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._scaling import Standardization
 from ._status import check_solution
-from ._validation import fit_data, predict_data
+from ._validation import fit_data, predict_data, validated_data_tags
 from .solvers._clarabel import run_clarabel
 
 
@@ -217,6 +218,18 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
     See Also
     --------
     WaDiRoSCNN : The convex-network counterpart.
+
+    Examples
+    --------
+    On an exact line the l1 loss recovers it; the coefficients are in the data's units.
+
+    >>> import numpy as np
+    >>> from wadiro_models import WaDiRoLinearRegression
+    >>> X = np.linspace(0.0, 1.0, 20).reshape(-1, 1)
+    >>> y = 2.0 * X[:, 0] + 1.0
+    >>> model = WaDiRoLinearRegression(solver="clarabel-direct").fit(X, y)
+    >>> print(np.round(model.coef_, 2), round(model.intercept_, 2))
+    [2.] 1.0
     """
 
     _parameter_constraints: dict = {
@@ -247,6 +260,9 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
         self.solver = solver
         self.solver_options = solver_options
         self.accept_inaccurate = accept_inaccurate
+
+    def __sklearn_tags__(self) -> Tags:
+        return validated_data_tags(super().__sklearn_tags__())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> WaDiRoLinearRegression:

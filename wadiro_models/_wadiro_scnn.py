@@ -37,6 +37,24 @@ class WaDiRoSCNN(ConvexNetworkRegressor):
     --------
     SCNN : The same network without the Wasserstein term, optionally lasso/ridge penalised.
     WaDiRoLinearRegression : The linear counterpart.
+
+    Examples
+    --------
+    The physics-constrained network: ``lower_bound=0.0`` holds every training prediction at
+    or above 0, and the equivalent ReLU network reproduces ``predict``.
+
+    >>> import numpy as np
+    >>> from wadiro_models import WaDiRoSCNN
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(40, 2))
+    >>> y = np.abs(X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> model = WaDiRoSCNN(max_neurons=8, lower_bound=0.0).fit(X, y)
+    >>> model.solver_status_
+    'optimal'
+    >>> bool((model.predict(X) >= 0.0).all())
+    True
+    >>> bool(np.allclose(model.to_relu_network().predict(X), model.predict(X)))
+    True
     """
 
     _parameter_constraints: dict = {

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from lifted_regression import TIGHT, solve_lifted_cvxpy
 
-from wadiro_models import SCNN, SolverNotAvailableError
+from wadiro_models import SCNN
 from wadiro_models._gates import activation_patterns, augment
-from wadiro_models.solvers import SOLVERS, SolverEntry
 
 
 def _data(seed: int = 0, n: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -43,14 +42,6 @@ def test_stronger_penalty_gives_smaller_weights_and_worse_fit(regularizer):
     errors = [np.mean(np.abs(f.predict(X) - y)) for f in fits]
     assert sizes[0] > sizes[1] > sizes[2]
     assert errors[0] <= errors[1] <= errors[2]
-
-
-def test_penalty_needs_a_solver_that_implements_it(monkeypatch):
-    monkeypatch.setitem(SOLVERS, "plain", SolverEntry("wadiro_models.solvers:solve_clarabel"))
-    X, y = _data()
-    with pytest.raises(SolverNotAvailableError, match="'lasso' penalty"):
-        SCNN(regularizer="lasso", solver="plain").fit(X, y)
-    SCNN(regularizer=None, solver="plain", max_neurons=6).fit(X, y)
 
 
 def test_lambda_is_ignored_without_regularizer():

@@ -15,12 +15,7 @@ from wadiro_models import (
     objective_value,
     solve_clarabel,
 )
-from wadiro_models.solvers import (
-    SOLVERS,
-    SolverEntry,
-    check_supports,
-    configured_solver,
-)
+from wadiro_models.solvers import SOLVERS, configured_solver
 
 
 def _program(model: type = WaDiRoSCNN, **params) -> ScnnProgram:
@@ -55,11 +50,18 @@ def test_solution_reports_its_own_objective_and_feasibility():
     assert max_constraint_violation(program, solution.nu, solution.omega, solution.b) < 1e-7
 
 
-def test_check_supports_refuses_a_penalty_for_a_solver_without_it(monkeypatch):
-    monkeypatch.setitem(SOLVERS, "bare", SolverEntry("x:y"))
-    check_supports("bare", _program())
-    with pytest.raises(SolverNotAvailableError, match="ridge"):
-        check_supports("bare", _program(SCNN, regularizer="ridge", lambda_reg=1.0))
+@pytest.mark.parametrize("regularizer", ["lasso", "ridge"])
+@pytest.mark.parametrize("solver", sorted(SOLVERS))
+def test_every_registered_solver_solves_a_penalised_program(solver, regularizer):
+    """What lets the registry hold no per-solver feature flags: each solver reaches the
+    reference optimum of a lasso/ridge program (``ipm`` by handing it to the reference)."""
+    program = _program(SCNN, regularizer=regularizer, lambda_reg=0.05)
+    reference = solve_clarabel(program)
+    solution = configured_solver(solver)(program)
+    assert solution.ok and reference.ok
+    assert solution.objective == pytest.approx(reference.objective, rel=1e-6)
+    assert objective_value(program, solution.nu, solution.omega, solution.b) == pytest.approx(
+        reference.objective, rel=1e-6)
 
 
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}

@@ -17,7 +17,8 @@ fraction of a second, networks of 15 to 35 gates on 8 features leave a gap after
 (README, "Guarantees of a fit").
 
 Parts: the box (:mod:`._domain`), per-unit bounds and ``unit_bounds`` (:mod:`._bounds`), the
-MILP (:mod:`._milp`), attained deviations (:mod:`._witness`), the entry (:mod:`._certificate`).
+MILP (:mod:`._milp`), attained deviations (:mod:`._witness`), the MILP's search until optimal or
+out of limits (:mod:`._search`), the entry (:mod:`._certificate`).
 """
 
 from ._certificate import StabilityCertificate, certify_stability

@@ -1,5 +1,5 @@
-"""The result and the entry point: the unit-sum bound, or the MILP solved (with the l2 ball's
-cuts) until optimal or out of limits."""
+"""The result and the entry point: nothing moving, the unit-sum bound, or the MILP's search
+(:mod:`._search`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 from .._gated import GatedNetwork, gated_form, relu_form
 from .._relu_network import ReluNetwork
 from ..exceptions import InvalidInputError
-from ._bounds import _trivial_bound, _unit_bounds, _unit_sum_bound
-from ._domain import _domain
-from ._milp import _L2_MAX_CUTS, _L2_TOLERANCE, _add_l2_cut, _build_milp, _l2_excess, _solve
-from ._witness import _sampled_lower, _witness
+from ._bounds import _unit_bounds, _unit_sum_bound
+from ._domain import _Domain, _domain
+from ._search import _Bound, _by_milp
+from ._witness import _sampled_lower
 
 Norm = Literal["inf", "1", "2"]
 Form = Literal["gated", "relu"]
@@ -155,66 +155,37 @@ def certify_stability(
     """
     started = time.perf_counter()
     net = _network(model, form)
-
-    def certificate(l_eps: float, lower: float, status: str, x: np.ndarray | None,
-                    xp: np.ndarray | None, **fields) -> StabilityCertificate:
-        """The result, with the fields that every outcome fills in the same way."""
-        return StabilityCertificate(
-            l_eps=float(l_eps), lower=float(lower), status=status,
-            solve_time=time.perf_counter() - started, form="relu" if net.continuous else "gated",
-            norm=norm, x=x, x_perturbed=xp, n_units=net.n_units, **fields,
-        )
-
-    if domain is None:
-        if not hasattr(model, "feature_min_"):
-            raise InvalidInputError("give a domain: this model does not store its training range")
-        domain = (model.feature_min_, model.feature_max_)
-    dom = _domain(net, domain, eps, norm)
+    dom = _domain(net, _given_or_training_range(model, domain), eps, norm)
     if not np.any(dom.z_radius > 0):  # nothing moves: f(x + 0) = f(x)
-        return certificate(0.0, 0.0, "optimal", dom.center, dom.center)
-    if method == "unit_bounds":
-        bound = _unit_sum_bound(_unit_bounds(net, dom), dom)
-        lower, x, xp = _sampled_lower(net, dom)
-        return certificate(max(bound * net.scale, lower), lower, "unit_bounds", x, xp,
-                           method=method)
-    if method != "milp":
+        found = _Bound(0.0, 0.0, "optimal", dom.center, dom.center)
+    elif method == "unit_bounds":
+        found = _by_unit_bounds(net, dom)
+    elif method == "milp":
+        found = _by_milp(net, dom, started, time_limit, node_limit)
+    else:
         raise InvalidInputError(f"method must be 'milp' or 'unit_bounds', not {method!r}")
-    problem = _build_milp(net, dom)
-    n_binaries = int(np.sum(problem.bounds.ub[problem.igam] > problem.bounds.lb[problem.igam])
-                     + np.sum(problem.bounds.ub[problem.ieta] > problem.bounds.lb[problem.ieta]))
-    node_count, status = 0, "optimal"
-    best_bound = _trivial_bound(problem.units)
-    lower, x, xp = _sampled_lower(net, dom)
-    while True:
-        remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
-        if remaining is not None and remaining <= 0:
-            status = "time_limit"
-            break
-        result = _solve(problem, remaining, node_limit)
-        node_count += int(getattr(result, "mip_node_count", 0) or 0)
-        stopped = result.status == 1 or (result.status == 4 and "limit" in result.message)
-        if result.status not in (0, 1) and not stopped:
-            raise RuntimeError(f"stability MILP failed: {result.message}")
-        dual = result.mip_dual_bound if result.mip_dual_bound is not None else result.fun
-        if dual is not None and np.isfinite(dual):
-            # every solve's bound is valid (each outer approximation contains the ball)
-            best_bound = min(best_bound, -float(dual))
-        if result.x is not None:
-            found, wx, wxp = _witness(net, problem, result.x)
-            if found > lower:
-                lower, x, xp = found, wx, wxp
-        if stopped:
-            out_of_time = time_limit is not None and time.perf_counter() - started >= time_limit
-            status = "time_limit" if out_of_time or node_limit is None else "node_limit"
-            break
-        z, zp = result.x[problem.ix], result.x[problem.ixp]
-        if norm != "2" or _l2_excess(problem, z, zp) <= 1 + _L2_TOLERANCE:
-            break
-        if len(problem.cuts) >= _L2_MAX_CUTS:
-            status = "cut_limit"
-            break
-        _add_l2_cut(problem, z, zp)
-    # an attained deviation is a floor for L_eps: it absorbs the solver's round-off
-    l_eps = max(best_bound * net.scale, lower)
-    return certificate(l_eps, lower, status, x, xp, n_binaries=n_binaries,
-                       node_count=node_count, n_cuts=len(problem.cuts))
+    return StabilityCertificate(
+        l_eps=float(found.l_eps), lower=float(found.lower), status=found.status,
+        solve_time=time.perf_counter() - started, form="relu" if net.continuous else "gated",
+        norm=norm, x=found.x, x_perturbed=found.x_perturbed, n_units=net.n_units,
+        n_binaries=found.n_binaries, node_count=found.node_count, n_cuts=found.n_cuts,
+        method=found.method,
+    )
+
+
+def _given_or_training_range(model: object, domain: object) -> object:
+    """``domain``, or when None the model's training range."""
+    if domain is not None:
+        return domain
+    if not hasattr(model, "feature_min_"):
+        raise InvalidInputError("give a domain: this model does not store its training range")
+    return (model.feature_min_, model.feature_max_)
+
+
+def _by_unit_bounds(net: GatedNetwork, dom: _Domain) -> _Bound:
+    """The sum of the units' largest changes (see ``method`` of :func:`certify_stability`),
+    never below a deviation attained at sampled pairs."""
+    bound = _unit_sum_bound(_unit_bounds(net, dom), dom)
+    lower, x, x_perturbed = _sampled_lower(net, dom)
+    return _Bound(max(bound * net.scale, lower), lower, "unit_bounds", x, x_perturbed,
+                  method="unit_bounds")

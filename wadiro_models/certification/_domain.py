@@ -50,7 +50,8 @@ def _domain(net: GatedNetwork, domain, eps, norm: str) -> _Domain:
     try:
         lower, upper = (np.asarray(bound, dtype=float) for bound in domain)
     except (TypeError, ValueError):
-        raise InvalidInputError("domain must be a pair (lower, upper) of per-feature bounds")
+        raise InvalidInputError(
+            "domain must be a pair (lower, upper) of per-feature bounds") from None
     lower, upper = np.broadcast_to(lower, (d,)).copy(), np.broadcast_to(upper, (d,)).copy()
     radius = np.broadcast_to(np.asarray(eps, dtype=float), (d,)).copy()
     if not (np.isfinite(lower).all() and np.isfinite(upper).all()):

@@ -55,7 +55,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from .._gated import GatedNetwork
-from ._bounds import _UnitBounds, _flip_bounds, _unit_bounds
+from ._bounds import _flip_bounds, _unit_bounds, _UnitBounds
 from ._domain import _Domain
 
 _MIP_REL_GAP = 1e-6
@@ -138,13 +138,26 @@ class _StabilityMilp:
         return v
 
 
-def _build_milp(net: GatedNetwork, dom: _Domain) -> _StabilityMilp:
-    units = _unit_bounds(net, dom)
-    d, P = net.n_features, net.n_units
-    zr = dom.z_radius
-    moving = zr > 0
-    n_moving = int(moving.sum())
-    use_abs = dom.norm in ("1", "2") and n_moving > 0
+@dataclass(frozen=True)
+class _Layout:
+    """Where each variable of the MILP sits in the variable vector."""
+
+    ix: np.ndarray  # x (internal units)
+    ixp: np.ndarray  # x'
+    iabs: np.ndarray | None  # |x'_k - x_k| of the moving features (l1 and l2 only)
+    igam: np.ndarray  # gamma: the units' activations at x
+    ieta: np.ndarray  # eta: at x'
+    it: np.ndarray  # t: the units' gated values at x
+    itp: np.ndarray  # t': at x'
+    il11: np.ndarray  # the pattern pair of each unit, (gamma, eta) = (1, 1), (0, 1), (1, 0)
+    il01: np.ndarray
+    il10: np.ndarray
+    n_vars: int
+
+
+def _layout(n_features: int, n_units: int, n_abs: int | None) -> _Layout:
+    """Consecutive index blocks in the order of :class:`_Layout`'s fields (``n_abs`` None:
+    no |x' - x| variables)."""
     next_index = 0
 
     def take(n: int) -> np.ndarray:
@@ -153,101 +166,132 @@ def _build_milp(net: GatedNetwork, dom: _Domain) -> _StabilityMilp:
         next_index += n
         return idx
 
-    ix, ixp = take(d), take(d)
-    iabs = take(n_moving) if use_abs else None
-    igam, ieta, it, itp = take(P), take(P), take(P), take(P)
-    # the pattern pair of each unit, (gamma, eta) = (1, 1), (0, 1), (1, 0): lambda11, 01, 10
-    il11, il01, il10 = take(P), take(P), take(P)
-    n_vars = next_index
+    ix, ixp = take(n_features), take(n_features)
+    iabs = take(n_abs) if n_abs is not None else None
+    igam, ieta, it, itp = (take(n_units) for _ in range(4))
+    il11, il01, il10 = (take(n_units) for _ in range(3))
+    return _Layout(ix, ixp, iabs, igam, ieta, it, itp, il11, il01, il10, n_vars=next_index)
 
-    lb = np.full(n_vars, -np.inf)
-    ub = np.full(n_vars, np.inf)
-    lb[ix], ub[ix] = dom.z_lower, dom.z_upper
-    lb[ixp], ub[ixp] = dom.z_lower, dom.z_upper
-    if iabs is not None:
-        lb[iabs], ub[iabs] = 0.0, 2.0
-    for gam in (igam, ieta, il11):  # lambda11 (both active) is fixed where gamma and eta are
+
+def _variable_bounds(v: _Layout, units: _UnitBounds, dom: _Domain) -> tuple[Bounds, np.ndarray]:
+    """Each variable's range (its activations fixed where a gate has one sign on the domain)
+    and the integrality of gamma and eta."""
+    lb = np.full(v.n_vars, -np.inf)
+    ub = np.full(v.n_vars, np.inf)
+    lb[v.ix], ub[v.ix] = dom.z_lower, dom.z_upper
+    lb[v.ixp], ub[v.ixp] = dom.z_lower, dom.z_upper
+    if v.iabs is not None:
+        lb[v.iabs], ub[v.iabs] = 0.0, 2.0
+    for gam in (v.igam, v.ieta, v.il11):  # lambda11 (both active) is fixed where gamma and eta are
         lb[gam] = np.where(units.always_on, 1.0, 0.0)
         ub[gam] = np.where(units.always_off, 0.0, 1.0)
-    for t in (it, itp):  # t is 0 or a value of the unit where its gate is >= 0
+    for t in (v.it, v.itp):  # t is 0 or a value of the unit where its gate is >= 0
         lb[t] = np.where(units.always_off, 0.0, np.minimum(units.h_on_lo, 0.0))
         ub[t] = np.where(units.always_off, 0.0, np.maximum(units.h_on_hi, 0.0))
     fixed = units.always_on | units.always_off
-    for lam in (il01, il10):
+    for lam in (v.il01, v.il10):
         lb[lam], ub[lam] = 0.0, np.where(fixed, 0.0, 1.0)
-    integrality = np.zeros(n_vars, dtype=int)
-    integrality[igam] = integrality[ieta] = 1
+    integrality = np.zeros(v.n_vars, dtype=int)
+    integrality[v.igam] = integrality[v.ieta] = 1
+    return Bounds(lb, ub), integrality
 
-    rows = _Rows()
-    # the perturbation set
+
+def _add_perturbation_rows(rows: _Rows, v: _Layout, dom: _Domain) -> None:
+    """x' - x in E: a held feature does not move; a box per feature (inf, and l2's first
+    cut); for l1 and l2, |x' - x| and the sum of its scaled entries."""
+    zr = dom.z_radius
+    moving = zr > 0
     k_abs = 0
-    for k in range(d):
+    for k in range(len(v.ix)):
         if not moving[k]:
-            rows.add({int(ixp[k]): 1.0, int(ix[k]): -1.0}, 0.0, 0.0)
+            rows.add({int(v.ixp[k]): 1.0, int(v.ix[k]): -1.0}, 0.0, 0.0)
             continue
         if dom.norm in ("inf", "2"):  # l2: the enclosing box is a valid first cut
-            rows.add({int(ixp[k]): 1.0, int(ix[k]): -1.0}, -zr[k], zr[k])
-        if use_abs:
-            a = int(iabs[k_abs])
-            rows.add({a: 1.0, int(ixp[k]): -1.0, int(ix[k]): 1.0}, 0.0, np.inf)
-            rows.add({a: 1.0, int(ixp[k]): 1.0, int(ix[k]): -1.0}, 0.0, np.inf)
+            rows.add({int(v.ixp[k]): 1.0, int(v.ix[k]): -1.0}, -zr[k], zr[k])
+        if v.iabs is not None:
+            a = int(v.iabs[k_abs])
+            rows.add({a: 1.0, int(v.ixp[k]): -1.0, int(v.ix[k]): 1.0}, 0.0, np.inf)
+            rows.add({a: 1.0, int(v.ixp[k]): 1.0, int(v.ix[k]): -1.0}, 0.0, np.inf)
             k_abs += 1
-    if use_abs:
+    if v.iabs is not None:
         # l1: sum |e_k| / rho_k <= 1; l2: the same sum <= sqrt(m) holds on the ball
-        limit = 1.0 if dom.norm == "1" else float(np.sqrt(n_moving))
-        rows.add({int(a): 1.0 / zr[moving][j] for j, a in enumerate(iabs)}, -np.inf, limit)
+        limit = 1.0 if dom.norm == "1" else float(np.sqrt(moving.sum()))
+        rows.add({int(a): 1.0 / zr[moving][j] for j, a in enumerate(v.iabs)}, -np.inf, limit)
 
-    # the units, for both points
-    A, W = units.A, units.W
-    for xs, gam, t in ((ix, igam, it), (ixp, ieta, itp)):
-        for i in range(P):
-            gate = [(int(xs[k]), A[k, i]) for k in range(d)]
-            value = [(int(xs[k]), -W[k, i]) for k in range(d)]
-            g_i, t_i = int(gam[i]), int(t[i])
-            if units.always_off[i] or units.always_on[i]:
-                # gamma is fixed; t = h where always on (t = 0 by its bounds where always off)
-                if units.always_on[i]:
-                    rows.add([(t_i, 1.0), *value], units.w0[i], units.w0[i])
-                continue
-            lg, ug = units.g_lo[i], units.g_hi[i]
-            rows.add([*gate, (g_i, lg)], lg - units.a0[i], np.inf)  # g >= Lg (1 - gamma)
-            rows.add([*gate, (g_i, -ug)], -np.inf, -units.a0[i])  # g <= Ug gamma
-            rows.add([(t_i, 1.0), (g_i, -units.h_on_hi[i])], -np.inf, 0.0)
-            rows.add([(t_i, 1.0), (g_i, -units.h_on_lo[i])], 0.0, np.inf)
-            # t <= h - Lh- (1 - gamma)  and  t >= h - Uh- (1 - gamma)
-            rows.add([(t_i, 1.0), *value, (g_i, -units.h_off_lo[i])], -np.inf,
-                     units.w0[i] - units.h_off_lo[i])
-            rows.add([(t_i, 1.0), *value, (g_i, -units.h_off_hi[i])],
-                     units.w0[i] - units.h_off_hi[i], np.inf)
 
-    # each unit's change t' - t, bounded per pattern pair: both on, W^T e <= |W|_E; a flip
-    # 0 -> 1 needs 0 <= g(x') <= Delta (Delta = the most e can move the gate), where
-    # h(x') <= Uh01; a flip 1 -> 0 needs 0 <= g(x) <= Delta, where -h(x) <= Uh10
+def _add_unit_rows(rows: _Rows, v: _Layout, units: _UnitBounds) -> None:
+    """t_i = gamma_i h_i(x) for every unit, at x (gamma, t) and then at x' (eta, t')."""
+    for xs, gam, t in ((v.ix, v.igam, v.it), (v.ixp, v.ieta, v.itp)):
+        for i in range(len(gam)):
+            _add_gated_value_rows(rows, units, i, xs, int(gam[i]), int(t[i]))
+
+
+def _add_gated_value_rows(
+    rows: _Rows, units: _UnitBounds, i: int, xs: np.ndarray, g_i: int, t_i: int
+) -> None:
+    """The big-M rows of the module docstring for unit ``i`` at the point ``xs``."""
+    d = len(xs)
+    gate = [(int(xs[k]), units.A[k, i]) for k in range(d)]
+    value = [(int(xs[k]), -units.W[k, i]) for k in range(d)]
+    if units.always_off[i] or units.always_on[i]:
+        # gamma is fixed; t = h where always on (t = 0 by its bounds where always off)
+        if units.always_on[i]:
+            rows.add([(t_i, 1.0), *value], units.w0[i], units.w0[i])
+        return
+    lg, ug = units.g_lo[i], units.g_hi[i]
+    rows.add([*gate, (g_i, lg)], lg - units.a0[i], np.inf)  # g >= Lg (1 - gamma)
+    rows.add([*gate, (g_i, -ug)], -np.inf, -units.a0[i])  # g <= Ug gamma
+    rows.add([(t_i, 1.0), (g_i, -units.h_on_hi[i])], -np.inf, 0.0)
+    rows.add([(t_i, 1.0), (g_i, -units.h_on_lo[i])], 0.0, np.inf)
+    # t <= h - Lh- (1 - gamma)  and  t >= h - Uh- (1 - gamma)
+    rows.add([(t_i, 1.0), *value, (g_i, -units.h_off_lo[i])], -np.inf,
+             units.w0[i] - units.h_off_lo[i])
+    rows.add([(t_i, 1.0), *value, (g_i, -units.h_off_hi[i])],
+             units.w0[i] - units.h_off_hi[i], np.inf)
+
+
+def _add_change_rows(rows: _Rows, v: _Layout, units: _UnitBounds, dom: _Domain) -> None:
+    """Each unit's change t' - t, bounded per pattern pair (the valid rows of the module
+    docstring): both on, W^T e <= |W|_E; a flip 0 -> 1 needs 0 <= g(x') <= Delta (Delta = the
+    most e can move the gate), where h(x') <= Uh01; a flip 1 -> 0 needs 0 <= g(x) <= Delta,
+    where -h(x) <= Uh10."""
     flips = _flip_bounds(units, dom)
     for i in np.flatnonzero(~(units.always_on | units.always_off)):
-        l11, l01, l10 = int(il11[i]), int(il01[i]), int(il10[i])
-        rows.add({l10: 1.0, l11: 1.0, int(igam[i]): -1.0}, 0.0, 0.0)
-        rows.add({l01: 1.0, l11: 1.0, int(ieta[i]): -1.0}, 0.0, 0.0)
+        l11, l01, l10 = int(v.il11[i]), int(v.il01[i]), int(v.il10[i])
+        rows.add({l10: 1.0, l11: 1.0, int(v.igam[i]): -1.0}, 0.0, 0.0)
+        rows.add({l01: 1.0, l11: 1.0, int(v.ieta[i]): -1.0}, 0.0, 0.0)
         rows.add({l01: 1.0, l10: 1.0, l11: 1.0}, -np.inf, 1.0)
-        rows.add({int(itp[i]): 1.0, int(it[i]): -1.0, l11: -flips.both[i],
+        rows.add({int(v.itp[i]): 1.0, int(v.it[i]): -1.0, l11: -flips.both[i],
                   l01: -flips.up[i], l10: -flips.down[i]}, -np.inf, 0.0)
         delta, lg, ug = flips.reach[i], units.g_lo[i], units.g_hi[i]
-        for xs, lam in ((ix, l10), (ixp, l01)):  # the flipping side lies in the slab
-            gate = [(int(xs[k]), A[k, i]) for k in range(d)]
+        for xs, lam in ((v.ix, l10), (v.ixp, l01)):  # the flipping side lies in the slab
+            gate = [(int(xs[k]), units.A[k, i]) for k in range(len(xs))]
             if ug > delta:
                 rows.add([*gate, (lam, ug - delta)], -np.inf, ug - units.a0[i])
-        for xs, lam in ((ixp, l10), (ix, l01)):  # the other side within Delta below 0
-            gate = [(int(xs[k]), A[k, i]) for k in range(d)]
+        for xs, lam in ((v.ixp, l10), (v.ix, l01)):  # the other side within Delta below 0
+            gate = [(int(xs[k]), units.A[k, i]) for k in range(len(xs))]
             if lg < -delta:
                 rows.add([*gate, (lam, lg + delta)], lg - units.a0[i], np.inf)
 
-    c = np.zeros(n_vars)
-    c[it], c[itp] = 1.0, -1.0  # minimise sum t - sum t'
+
+def _build_milp(net: GatedNetwork, dom: _Domain) -> _StabilityMilp:
+    """The MILP of the module docstring for ``net`` on ``dom`` (no l2 cuts yet)."""
+    units = _unit_bounds(net, dom)
+    moving = dom.z_radius > 0
+    n_moving = int(moving.sum())
+    use_abs = dom.norm in ("1", "2") and n_moving > 0
+    v = _layout(net.n_features, net.n_units, n_moving if use_abs else None)
+    bounds, integrality = _variable_bounds(v, units, dom)
+    rows = _Rows()
+    _add_perturbation_rows(rows, v, dom)
+    _add_unit_rows(rows, v, units)
+    _add_change_rows(rows, v, units, dom)
+    c = np.zeros(v.n_vars)
+    c[v.it], c[v.itp] = 1.0, -1.0  # minimise sum t - sum t'
     return _StabilityMilp(
-        units=units, dom=dom, n_vars=n_vars, ix=ix, ixp=ixp, iabs=iabs, igam=igam, ieta=ieta,
-        it=it, itp=itp, il11=il11, il01=il01, il10=il10, c=c, bounds=Bounds(lb, ub),
-        integrality=integrality, rows=rows,
-        perturbed=moving,
+        units=units, dom=dom, n_vars=v.n_vars, ix=v.ix, ixp=v.ixp, iabs=v.iabs, igam=v.igam,
+        ieta=v.ieta, it=v.it, itp=v.itp, il11=v.il11, il01=v.il01, il10=v.il10, c=c,
+        bounds=bounds, integrality=integrality, rows=rows, perturbed=moving,
     )
 
 

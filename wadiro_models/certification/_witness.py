@@ -11,7 +11,7 @@ from scipy.optimize import Bounds, milp
 
 from .._gated import GatedNetwork
 from ._domain import _Domain
-from ._milp import _Rows, _StabilityMilp, _l2_excess
+from ._milp import _l2_excess, _Rows, _StabilityMilp
 
 _NUDGES = (1e-9, 1e-7, 1e-5, 1e-3, 1e-2, 0.1, 0.5, 1.0)
 

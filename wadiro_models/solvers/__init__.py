@@ -7,7 +7,7 @@ it cannot solve accurately to the reference path. An estimator picks one by name
 """
 
 from ._clarabel import FORMULATIONS, solve_clarabel
-from ._registry import SOLVERS, SolverEntry, check_supports, configured_solver, get_solver
+from ._registry import SOLVERS, SolverEntry, configured_solver, get_solver
 from .ipm import IpmOptions, solve_ipm
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "SOLVERS",
     "IpmOptions",
     "SolverEntry",
-    "check_supports",
     "configured_solver",
     "get_solver",
     "solve_clarabel",

@@ -1,8 +1,8 @@
 """Solver registry: a name -> a callable that solves a :class:`ScnnProgram`.
 
 Solvers are imported lazily, so a missing optional module only fails when it is asked for.
-Each entry also states which optional program features it implements; a program that needs
-one it lacks is refused up front instead of being solved wrongly.
+A registered solver solves every :class:`ScnnProgram` (penalty, bounds, ramps and bound points
+included), if need be by handing it to the reference path as ``"ipm"`` does.
 """
 
 from __future__ import annotations
@@ -11,24 +11,21 @@ import functools
 import importlib
 from dataclasses import dataclass
 
-from .._program import ScnnProgram, ScnnSolver
+from .._program import ScnnSolver
 from ..exceptions import SolverNotAvailableError
 
 
 @dataclass(frozen=True)
 class SolverEntry:
-    """Where a solver lives (``"module:attribute"``) and the optional features it supports."""
+    """Where a solver lives (``"module:attribute"``)."""
 
     target: str
-    supports_penalty: bool = False
 
 
 SOLVERS: dict[str, SolverEntry] = {
-    "clarabel": SolverEntry(
-        "wadiro_models.solvers._clarabel:solve_clarabel", supports_penalty=True
-    ),
-    # the fast path hands penalised programs to the reference path itself
-    "ipm": SolverEntry("wadiro_models.solvers.ipm:solve_ipm", supports_penalty=True),
+    "clarabel": SolverEntry("wadiro_models.solvers._clarabel:solve_clarabel"),
+    # the fast path hands penalised and radius-0 programs to the reference path itself
+    "ipm": SolverEntry("wadiro_models.solvers.ipm:solve_ipm"),
 }
 
 
@@ -56,16 +53,6 @@ def get_solver(name: str) -> ScnnSolver:
         raise SolverNotAvailableError(
             f"solver {name!r}: module {module_name!r} has no attribute {attribute!r}"
         ) from None
-
-
-def check_supports(name: str, program: ScnnProgram) -> None:
-    """Raise if solver ``name`` does not implement a feature ``program`` uses."""
-    if program.has_penalty and not _entry(name).supports_penalty:
-        capable = sorted(n for n, e in SOLVERS.items() if e.supports_penalty)
-        raise SolverNotAvailableError(
-            f"solver {name!r} does not implement the {program.regularizer!r} penalty; "
-            f"use one of {capable}"
-        )
 
 
 def configured_solver(name: str, options: dict | None = None) -> ScnnSolver:

@@ -331,7 +331,7 @@ def centrality_correctors(
         rk -= v
         np.maximum(rk, -band * target, out=rk)
         correction = solve(cones.divide(lam, r))
-        candidate = tuple(a + b for a, b in zip(direction[:-2], correction[:-2]))
+        candidate = tuple(a + b for a, b in zip(direction[:-2], correction[:-2], strict=True))
         new_alpha = step_of(candidate)
         if new_alpha < 1.01 * alpha:
             break

@@ -27,9 +27,10 @@ nonnegative, except the last one for l2) are::
 (omega's sign in beta does not matter for either norm). The gate cone rows are stored
 gate-major as one ``2P x N`` block (the nu rows of gate 0 for every sample, ..., then the omega
 rows) so that ``G`` and ``G^T`` touch them with one matrix product each and every elementwise
-operation on them runs along the samples (numpy is slow on short inner axes). ``y_hat_B = X_hat_B vec(nu - omega) + b`` is the output at the bound points
-(only those with a finite bound are kept); their rows touch no ``t`` and no cone, so they
-enter the Newton system exactly as extra rows of the output block (see :mod:`._newton`).
+operation on them runs along the samples (numpy is slow on short inner axes).
+``y_hat_B = X_hat_B vec(nu - omega) + b`` is the output at the bound points (only those with a
+finite bound are kept); their rows touch no ``t`` and no cone, so they enter the Newton system
+exactly as extra rows of the output block (see :mod:`._newton`).
 """
 
 from __future__ import annotations
