@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -83,7 +83,8 @@ class _UserFormatter(logging.Formatter):
 
 @app.callback()
 def main(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's run logs.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show Prefect's run logs.")] = False,
 ) -> None:
     """Fleet-scale week-ahead load forecasting."""
     STOP.reset()
@@ -135,7 +136,8 @@ def run_guarded(call: Callable[[], T]) -> T:
             return call()
     except PipelineError as error:
         if STOP.requested is not None:
-            code = error.exit_code if isinstance(error, RunStoppedError) else STOP.requested.exit_code
+            code = (error.exit_code if isinstance(error, RunStoppedError)
+                    else STOP.requested.exit_code)
             hard_exit(code, str(error))
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=getattr(error, "exit_code", 1)) from None
@@ -176,19 +178,24 @@ def _ingest(label: str, warehouse: Path, **parameters: Any) -> None:
     summary: _IngestSummary = run_guarded(
         lambda: _run_flow(flow, warehouse=str(warehouse), **parameters))
     total = time.perf_counter() - began
-    typer.echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
+    typer.echo(f"{label}: {summary.line()} in {total:.1f} s "
+               f"(ingest itself {summary.seconds:.1f} s)")
 
 
 @ingest_commands.command("cambridge")
 @with_settings("wadiro_fleet.tasks.ingest.cambridge_archive:ArchiveSelection")
-def ingest_cambridge(settings: ArchiveSelection, warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+def ingest_cambridge(
+    settings: ArchiveSelection, warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
     """Ingest the real Cambridge archive (electricity and Bedford weather)."""
     _ingest("cambridge", warehouse, selection=settings)
 
 
 @ingest_commands.command("synthetic")
 @with_settings("wadiro_fleet.tasks.ingest.synthetic_fleet:FleetSpec")
-def ingest_synthetic(settings: FleetSpec, warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE)) -> None:
+def ingest_synthetic(
+    settings: FleetSpec, warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
     """Generate and ingest a synthetic fleet of non-residential buildings."""
     _ingest("synthetic", warehouse, spec=settings)
 
@@ -203,8 +210,8 @@ def _paragraphs(text: str) -> str:
     return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
 
 
-_BUILDINGS_HELP = """Add or update buildings from a file with columns building_id, site_id, timezone,
-    holiday_country and optionally holiday_subdiv, building_type.
+_BUILDINGS_HELP = """Add or update buildings from a file with columns building_id, site_id,
+    timezone, holiday_country and optionally holiday_subdiv, building_type.
 
     A building already stored is updated. Unknown IANA time zones and holiday calendars are
     refused naming the line."""
@@ -275,9 +282,8 @@ def ingest_portfolios(settings: CsvFormat, file: SourceFile,
 
 def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     """Run a forecasting flow; print its summary, its failures and its leaderboard."""
-    from wadiro_fleet.tasks.report import read_run_leaderboard
-
     from wadiro_fleet.tasks.errors import DegradedRunError
+    from wadiro_fleet.tasks.report import read_run_leaderboard
 
     def strictly() -> tuple[RunSummary, DegradedRunError | None]:
         try:
@@ -306,7 +312,6 @@ def _report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
 def _print_issued(warehouse: str, run_id: str) -> None:
     """A week not yet over: what was published for it, and how the models did last week."""
     import pandas as pd
-
     from wadiro_fleet.tasks.report import read_issued
 
     published, validation = run_guarded(lambda: read_issued(warehouse, run_id))
@@ -327,8 +332,9 @@ def _print_issued(warehouse: str, run_id: str) -> None:
 @with_settings(f"{_SETTINGS}:WeeklySettings")
 def forecast(
     settings: WeeklySettings,
-    week: Annotated[Optional[datetime], _day_option(
-        "--week", "Target week's local Monday (default: the latest week that can be forecast).")] = None,
+    week: Annotated[datetime | None, _day_option(
+        "--week",
+        "Target week's local Monday (default: the latest week that can be forecast).")] = None,
 ) -> None:
     """Forecast one target week for the fleet (the weekly run) and score it where actuals exist."""
     from wadiro_fleet.flows.forecast import weekly_forecast_flow
@@ -405,7 +411,7 @@ def runs(
 @commands.command("report")
 def report(
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("reports"),
-    buildings: Annotated[Optional[str], typer.Option(
+    buildings: Annotated[str | None, typer.Option(
         "--buildings", help="Buildings to plot (default: the first three with scores).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
@@ -433,13 +439,13 @@ _EXPORT_HELP = """Write a week's published forecasts (default: the latest foreca
 @commands.command("export", help=_paragraphs(_EXPORT_HELP))
 def export(
     out: Annotated[Path, typer.Option("--out", help="File to write: .csv or .parquet.")],
-    week: Annotated[Optional[datetime], _day_option(
+    week: Annotated[datetime | None, _day_option(
         "--week", "Target week's local Monday (default: the latest forecast week).")] = None,
     resolution: Annotated[int, typer.Option(
         "--resolution", help="Period length in minutes: 60, 30 or 15.")] = 60,
-    buildings: Annotated[Optional[str], typer.Option(
+    buildings: Annotated[str | None, typer.Option(
         "--buildings", help="Buildings to export, comma-separated (default: every one).")] = None,
-    portfolios: Annotated[Optional[str], typer.Option(
+    portfolios: Annotated[str | None, typer.Option(
         "--portfolios", help="Export these portfolios' forecasts instead, comma-separated "
         "('all' is every building).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
@@ -458,11 +464,12 @@ def export(
 
 @commands.command("quality")
 def quality(
-    buildings: Annotated[Optional[str], typer.Option(
-        "--buildings", help="Buildings to show, comma-separated (default: every building).")] = None,
-    csv: Annotated[Optional[Path], typer.Option(
+    buildings: Annotated[str | None, typer.Option(
+        "--buildings",
+        help="Buildings to show, comma-separated (default: every building).")] = None,
+    csv: Annotated[Path | None, typer.Option(
         "--csv", help="Also write the table, every column, to this CSV file.")] = None,
-    limit: Annotated[Optional[int], typer.Option(
+    limit: Annotated[int | None, typer.Option(
         "--limit", min=1, help="Print only the N worst buildings (the CSV has all).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
@@ -491,8 +498,9 @@ def quality(
 @commands.command("demo")
 def demo(
     buildings: Annotated[int, typer.Option("--buildings", min=1, help="Demo fleet size.")] = 6,
-    trials: Annotated[Optional[int], typer.Option(
-        "--trials", min=1, help="TPE trials per model and window (default: the weekly run's).")] = None,
+    trials: Annotated[int | None, typer.Option(
+        "--trials", min=1,
+        help="TPE trials per model and window (default: the weekly run's).")] = None,
     warehouse: NewWarehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The whole job as the weekly deployment runs it, on the embedded default: a generated

@@ -25,7 +25,7 @@ import types
 import typing
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import Annotated, Any, Literal, Optional, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import click
 import typer
@@ -98,7 +98,7 @@ def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parame
     option = typer.Option(flag, help=help_text, **formats)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default,
-        annotation=Annotated[annotation if required else Optional[annotation], option])
+        annotation=Annotated[annotation if required else annotation | None, option])
 
 
 def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Columns: ``portfolio_id, building_id``, one row per building of a portfolio; a b
 in several portfolios. Every portfolio the file names is replaced by the file's buildings (a
 building left out of it leaves the portfolio); portfolios the file does not name are kept; all
 in one transaction. The portfolio ``all`` (every building) exists in every warehouse and cannot
-be defined by a file. What a portfolio's forecast is: :mod:`~wadiro_fleet.tasks.warehouse.portfolio_sql`.
+be defined by a file. What a portfolio's forecast is:
+:mod:`~wadiro_fleet.tasks.warehouse.portfolio_sql`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def load_portfolios(path: str | Path, form: CsvFormat | None = None) -> pa.Table
         if "," in name:
             raise source.error(row, "portfolio_id", f"portfolio id {name!r} holds a comma, "
                                "which separates ids on the command line; rename it")
-    pairs = list(zip(portfolio, building))
+    pairs = list(zip(portfolio, building, strict=True))
     seen: dict[tuple[str, str], int] = {}
     for row, pair in enumerate(pairs):
         if pair in seen:

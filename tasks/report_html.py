@@ -24,13 +24,12 @@ import base64
 import html
 import io
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import duckdb
 import jinja2
 import pandas as pd
-
 from wadiro_fleet.tasks.warehouse.manager_summary import (
     building_peaks,
     data_problems,
@@ -206,7 +205,8 @@ def _band_plot(frame: pd.DataFrame, name: str, detail: str, timezone_name: str,
 
 def _img(data: str, alt: str, caption: str = "") -> str:
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
-    return f"<figure><img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>{cap}</figure>"
+    return (f"<figure><img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>"
+            f"{cap}</figure>")
 
 
 def _zone(con: duckdb.DuckDBPyConnection, building_id: str | None = None) -> str:
@@ -253,7 +253,8 @@ def _quality_section(quality: DataQuality) -> list[str]:
     count = {
         "miss more than 10 % of the recent hours": int((table["missing_share_12w"] > 0.1).sum()),
         "have no reading at all": int((table["readings"] == 0).sum()),
-        f"have a flat line of {FLAT_RUN_ALERT_HOURS} h or more": int((table["flat_runs_24h"] > 0).sum()),
+        f"have a flat line of {FLAT_RUN_ALERT_HOURS} h or more":
+            int((table["flat_runs_24h"] > 0).sum()),
         "hold negative readings": int((table["negative_readings"] > 0).sum()),
         f"hold spikes (readings over {SPIKE_RATIO} times their own 99th percentile)":
             int((table["spike_readings"] > 0).sum()),
@@ -299,7 +300,8 @@ def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]
     out = [f"<h2 id='next-week'>Next week ({week}), per portfolio</h2>"]
     if portfolios.empty:
         return [*out, "<p>No published forecast for that week.</p>"]
-    shown = portfolios.rename(columns={"peak_lo_80": "peak 80 % low", "peak_hi_80": "peak 80 % high",
+    shown = portfolios.rename(columns={"peak_lo_80": "peak 80 % low",
+                                       "peak_hi_80": "peak 80 % high",
                                        "record_weeks": "weeks of record in its bands"})
     out.append(_table(_kwh(shown, ["week_kwh", "peak_kwh", "peak 80 % low", "peak 80 % high"]),
                       row_class=dict.fromkeys(portfolios["portfolio_id"], "portfolio")))
@@ -334,7 +336,8 @@ def _manager_accuracy(con: duckdb.DuckDBPyConnection) -> list[str]:
         shown = portfolios[["portfolio_id", "target_week", "mae_pct", "coverage_80", "coverage_95",
                             "width_80", "buildings_width_80"]].copy()
         shown["target_week"] = pd.to_datetime(shown["target_week"]).dt.strftime("%Y-%m-%d")
-        shown = shown.rename(columns={"mae_pct": "error % of load", "coverage_80": "80 % band covered",
+        shown = shown.rename(columns={"mae_pct": "error % of load",
+                                      "coverage_80": "80 % band covered",
                                       "coverage_95": "95 % band covered",
                                       "width_80": "80 % band width kWh",
                                       "buildings_width_80": "buildings' bands added kWh"})
@@ -363,7 +366,8 @@ def _manager_problems(con: duckdb.DuckDBPyConnection, quality: DataQuality,
     items = []
     for p in problems:
         ids = ", ".join(p.buildings[:PROBLEM_IDS])
-        more = f" and {len(p.buildings) - PROBLEM_IDS} more" if len(p.buildings) > PROBLEM_IDS else ""
+        more = (f" and {len(p.buildings) - PROBLEM_IDS} more"
+                if len(p.buildings) > PROBLEM_IDS else "")
         items.append(f"<li><b>{len(p.buildings)} building(s): {html.escape(p.what)}</b> "
                      f"({html.escape(ids + more)}). "
                      f"{html.escape(p.action[:1].upper() + p.action[1:])}.</li>")
@@ -407,7 +411,7 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
     ).df()
     span = con.execute("SELECT min(target_week), max(target_week), count(DISTINCT building_id) "
                        "FROM scores").fetchone()
-    made = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    made = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     sections = [
         f"<h1 id='manager'>Week-ahead load forecasts: the week of {week or '(none yet)'}</h1>",
         f"<p class='note'>Made {made}. The forecast an operator uses (the <b>published</b> one "

@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.provenance": set(),
     "tasks.protocol": {"wadiro_models", "tasks.errors", "tasks.protocol"},
     "tasks.warehouse": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},
-    "tasks.ingest": {"tasks.errors", "tasks.warehouse", "tasks.ingest"},
+    "tasks.ingest": {"tasks.errors", "tasks.protocol", "tasks.warehouse", "tasks.ingest"},
     "tasks.report": {"tasks.errors", "tasks.warehouse", "tasks.report_html"},
     "tasks.portfolios": {"tasks.errors", "tasks.ingest", "tasks.warehouse"},
     "tasks.export": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},

@@ -40,7 +40,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -188,9 +188,9 @@ def select_buildings(available: Sequence[str], requested: Sequence[str] | None) 
 
 def utc_range(start: date | None, end: date | None) -> tuple[datetime | None, datetime | None]:
     """Inclusive UTC dates -> [start 00:00, day after end 00:00) as aware datetimes."""
-    lo = datetime(start.year, start.month, start.day, tzinfo=timezone.utc) if start else None
+    lo = datetime(start.year, start.month, start.day, tzinfo=UTC) if start else None
     hi = (
-        datetime(end.year, end.month, end.day, tzinfo=timezone.utc) + timedelta(days=1)
+        datetime(end.year, end.month, end.day, tzinfo=UTC) + timedelta(days=1)
         if end
         else None
     )
@@ -209,8 +209,8 @@ def _year_files(directory: Path, pattern: re.Pattern[str]) -> dict[int, Path]:
 
 
 def _overlaps(year: int, lo: datetime | None, hi: datetime | None) -> bool:
-    year_start = datetime(year, 1, 1, tzinfo=timezone.utc)
-    year_end = datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    year_start = datetime(year, 1, 1, tzinfo=UTC)
+    year_end = datetime(year + 1, 1, 1, tzinfo=UTC)
     return (lo is None or lo < year_end) and (hi is None or hi > year_start)
 
 
@@ -241,11 +241,11 @@ def _check_full_year(path: Path, year: int, ts: pa.ChunkedArray) -> None:
     seconds = ts.cast(pa.int64()).to_numpy()
     if np.any(seconds % 3600):
         raise MalformedSourceError(f"{path}: timestamps not on the hour")
-    lo = int(datetime(year, 1, 1, tzinfo=timezone.utc).timestamp())
-    hi = int(datetime(year + 1, 1, 1, tzinfo=timezone.utc).timestamp())
+    lo = int(datetime(year, 1, 1, tzinfo=UTC).timestamp())
+    hi = int(datetime(year + 1, 1, 1, tzinfo=UTC).timestamp())
     unique, counts = np.unique(seconds, return_counts=True)
     if unique.size < seconds.size:
-        first = datetime.fromtimestamp(int(unique[counts > 1][0]), tz=timezone.utc)
+        first = datetime.fromtimestamp(int(unique[counts > 1][0]), tz=UTC)
         raise DuplicateTimestampError(
             f"{path}: duplicate timestamps ({seconds.size - unique.size} repeated), first at "
             f"{first:%Y-%m-%d %H:%M}"

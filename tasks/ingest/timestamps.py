@@ -32,9 +32,8 @@ fleet look silent or stale.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
@@ -43,6 +42,7 @@ from pandas.tseries.api import guess_datetime_format
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.source_files import SourceRows, SourceTable
+from wadiro_fleet.tasks.protocol.weeks import resolve_timezone
 
 __all__ = [
     "DAYS_AHEAD",
@@ -53,7 +53,6 @@ __all__ = [
     "TimeReader",
     "TimeZoneName",
     "accepted_until",
-    "check_zone",
     "localise",
     "utc_instants",
 ]
@@ -78,25 +77,15 @@ _NO_OFFSET_HINT = (
 )
 
 
-def check_zone(name: str) -> str:
-    """``name`` if it is an IANA time zone :mod:`zoneinfo` knows, else ``ValueError``."""
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as error:
-        raise ValueError(
-            f"unknown time zone {name!r} (not an IANA zone, e.g. Europe/London)"
-        ) from error
-    return name
-
-
-TimeZoneName = Annotated[str, AfterValidator(check_zone)]
-"""An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; :func:`check_zone`)."""
+TimeZoneName = Annotated[str, AfterValidator(lambda name: resolve_timezone(name).key)]
+"""An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; the check is
+:func:`~wadiro_fleet.tasks.protocol.weeks.resolve_timezone`)."""
 
 
 def accepted_until(days_ahead: int, now: datetime | None = None) -> pd.Timestamp:
     """The latest instant a timestamp may name: ``days_ahead`` days after ``now`` (default:
     the clock's now)."""
-    return pd.Timestamp(now or datetime.now(dt_timezone.utc)).tz_convert("UTC") + timedelta(
+    return pd.Timestamp(now or datetime.now(UTC)).tz_convert("UTC") + timedelta(
         days=days_ahead)
 
 
@@ -276,7 +265,7 @@ def localise(
     """Naive wall-clock times ``wall`` (one per row of the file, in file order) in
     ``timezone`` as UTC instants, by the module's clock-change rules; ``series`` (aligned)
     pairs the repeated times of each series."""
-    zone = ZoneInfo(check_zone(timezone))
+    zone = resolve_timezone(timezone)
     utc = wall.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
     odd = np.flatnonzero(utc.isna().to_numpy())
     if odd.size == 0:

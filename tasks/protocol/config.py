@@ -38,8 +38,6 @@ from wadiro_fleet.tasks.protocol.features import (
     FEATURES,
     get_feature_set,
 )
-from wadiro_models.search_spaces import IntUniform
-
 from wadiro_fleet.tasks.protocol.models import (
     BOOSTING_MODELS,
     DAY_TYPE_NAIVE,
@@ -49,6 +47,8 @@ from wadiro_fleet.tasks.protocol.models import (
     SEASONAL_NAIVE,
     check_model_names,
 )
+
+from wadiro_models.search_spaces import IntUniform
 
 TuningMode = Literal["per-window", "reuse"]
 Target = Literal["load", "residual"]
@@ -86,14 +86,9 @@ def parse_perturbation(value: Mapping[str, Any] | Sequence[str]) -> dict[str, fl
     return radii
 
 
-def _model_options(fast: Sequence[str], extra: Mapping[str, Mapping[str, Any]] | None = None
-                   ) -> dict[str, dict[str, Any]]:
-    """Per model: its fast solver options when it is among ``fast``, then ``extra``."""
-    options = {name: dict(MODELS[name].fast_options) for name in fast
-               if MODELS[name].fast_options}
-    for name, more in (extra or {}).items():
-        options[name] = {**options.get(name, {}), **more}
-    return options
+def _model_options(fast: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per model: its fast solver options when it is among ``fast``."""
+    return {name: dict(MODELS[name].fast_options) for name in fast if MODELS[name].fast_options}
 
 
 PAPER_MODELS = tuple(name for name in MODEL_NAMES
@@ -108,6 +103,7 @@ DEPLOYED_INPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     **{name: MappingProxyType({"base_model": BOOSTING_MODELS[0],
                                "search_bounds": {"radius": (1.0, 20.1)}})
        for name in ("wadiro_pcscnn", "wadiro_scnn")},
+    "gp": MappingProxyType({"tuning_sample_every": 4, "fit_sample_every": 4}),
 })
 """The deployed protocol's models beyond the paper's: gradient boosting fits a year of history
 (the paper's models keep its 12 weeks) on the ``year`` features, the load itself as target, and
@@ -120,7 +116,11 @@ persistence, with their Wasserstein radius searched on [1, 20.1] instead of the 
 published forecast 0.658 -> 0.653). The gradient boosting's six trials fit every fourth hour of
 its year and its final fit every third (a year sampled thinly still holds more hours than 12
 weeks): on the same buildings and year it forecast as well (0.683 -> 0.682) at about half the
-CPU. Each choice was measured on the development years 2017-2018 (docs/benchmarks.md)."""
+CPU. The GP, whose work grows with the cube of its rows, fits every fourth hour of its window in
+its trials and its final fit: half the hours the run's other models fit (every second), as
+accurate on 50 real windows at a fifth of the CPU (its final fit on every second hour was
+measured and left out). Each choice was measured on the development years 2017-2018
+(docs/benchmarks.md)."""
 
 ENSEMBLE_MEMBERS = (*BOOSTING_MODELS, "wadiro_pcscnn", "wadiro_linreg")
 """The deployed protocol's combination: the gradient boosting, the constrained network stacked
@@ -137,12 +137,12 @@ persistence forecasts and the combination. The SVR and the GP added nothing to t
 forecast on the development years and left it; the paper's protocol keeps them."""
 
 DEPLOYED_OPTIONS: Mapping[str, Any] = MappingProxyType(_model_options(
-    [name for name, spec in MODELS.items() if spec.is_learned],
-    {"gp": {"sample_every": 2}}))
+    [name for name, spec in MODELS.items() if spec.is_learned]))
 """The deployed protocol's model options: every model's fast solver (the same program with less
 work: one factorisation for the GP, the SVR's l1 program solved exactly, the linear program
-handed to Clarabel as matrices, the structured interior point for the networks), and the GP fitted
-on every second hour of its window (as accurate on 50 real windows, a fifth of the CPU)."""
+handed to Clarabel as matrices, the structured interior point for the networks). Which hours a
+model is fitted on is the protocol's (``tuning_sample_every``, ``fit_sample_every`` and
+:data:`DEPLOYED_INPUTS`), never an estimator's option."""
 
 PAPER_OPTIONS: Mapping[str, Any] = MappingProxyType(_model_options(
     ["wadiro_pcscnn", "wadiro_scnn"]))

@@ -7,7 +7,8 @@ touches the models. ``paper`` is the paper's eight features (Table "features", S
 the paper's order and the default.
 
 Lag features (``kwh_lag_168``, ``kwh_lag_336``) take the load at the same LOCAL wall-clock
-hour one and two weeks earlier (:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`).
+hour one and two weeks earlier
+(:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`).
 """
 
 from __future__ import annotations

@@ -58,7 +58,12 @@ from wadiro_fleet.tasks.protocol.scoring import Scores, mean_absolute, score_for
 from wadiro_fleet.tasks.protocol.seeding import stable_seed
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels, track_ratio
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
-from wadiro_fleet.tasks.protocol.windows import Window, WindowBounds, build_window, window_load_range
+from wadiro_fleet.tasks.protocol.windows import (
+    Window,
+    WindowBounds,
+    build_window,
+    window_load_range,
+)
 
 
 @dataclass(frozen=True)
@@ -479,7 +484,7 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     outcome.params, outcome.tuned_week, outcome.status = {}, window.week, "ok"
     outcome.solver = ("median of " + ", ".join(o.model for o in members)
                       if config.ensemble_method == "median" else "weighted mean of " + ", ".join(
-                          f"{o.model} {w:.2f}" for o, w in zip(members, weights)))
+                          f"{o.model} {w:.2f}" for o, w in zip(members, weights, strict=True)))
     return outcome
 
 
@@ -601,8 +606,9 @@ def forecast_building_week(
 ) -> BuildingWeekResult:
     """Run the protocol for one building and target week on its hourly frame.
 
-    ``hours`` is the building's hourly frame (:func:`~wadiro_fleet.tasks.warehouse.hours.load_many_building_hours`)
-    covering at least the window and the feature set's lookback. ``stored_params`` holds the
+    ``hours`` is the building's hourly frame
+    (:func:`~wadiro_fleet.tasks.warehouse.hours.load_many_building_hours`) covering at least the
+    window and the feature set's lookback. ``stored_params`` holds the
     latest tuning results per model: ``--tuning reuse`` refits with them; entries older than
     ``config.reuse_max_age_weeks`` are not reused (the model is tuned again, starting from them
     when ``config.warm_start``). ``track_record`` is

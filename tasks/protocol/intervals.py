@@ -66,7 +66,9 @@ def conformal_intervals(
     return out
 
 
-def coverage(y_true: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> tuple[float, float] | None:
+def coverage(
+    y_true: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+) -> tuple[float, float] | None:
     """Share of hours with an actual inside ``[lower, upper]`` and the mean width, over the
     hours where the actual and the bounds exist (``None`` when there is none)."""
     y_true = np.asarray(y_true, dtype=float)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
 from wadiro_fleet.tasks.protocol.models import MODELS, SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.scoring import count_violations
 from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS, TrackRecord, track_ratio

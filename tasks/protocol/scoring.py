@@ -38,7 +38,9 @@ def count_violations(y_hat: np.ndarray, lower: float = 0.0) -> int:
 
 
 def mean_absolute(errors: ArrayLike) -> float | None:
-    """The mean absolute error of ``errors`` (``None`` when there are none)."""
+    """The mean absolute error of ``errors`` (``None`` when there are none): the one MAE of
+    scoring, tuning and the validation record. The caller leaves out the hours without an
+    actual; a NaN left in (a forecast missing at a scored hour) makes the result NaN."""
     return float(np.mean(np.abs(np.asarray(errors, dtype=float)))) if len(errors) else None
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
-
 from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
 
 RECORD_WEEKS = 8

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+from wadiro_fleet.tasks.protocol.scoring import mean_absolute
 
 from wadiro_models.search_spaces import Categorical, IntUniform, LogUniform
 
@@ -78,11 +79,6 @@ def _inside(point: Mapping[str, Any], space: Mapping[str, Any]) -> bool:
     return True
 
 
-def mean_absolute_error(y_true: np.ndarray, y_hat: np.ndarray) -> float:
-    mask = np.isfinite(y_true)
-    return float(np.mean(np.abs(y_hat[mask] - y_true[mask])))
-
-
 def tune(
     make_model: Callable[..., Any],
     space: Mapping[str, Any],
@@ -122,10 +118,10 @@ def tune_together(
     """One seeded TPE study over ``space`` that tunes several models on the same trials.
 
     ``evaluate(params)`` fits every model of ``models`` with ``params`` and returns each one's
-    validation predictions, or the exception that stopped it on that trial. The sampler is guided by the
-    first model's validation MAE; every model then takes its own best trial, so a model is never
-    worse on validation than it would be on the first model's choice. A model whose every trial
-    failed gets a :class:`TuningFailedError` instead of a result (raised when it is the only
+    validation predictions, or the exception that stopped it on that trial. The sampler is guided
+    by the first model's validation MAE; every model then takes its own best trial, so a model is
+    never worse on validation than it would be on the first model's choice. A model whose every
+    trial failed gets a :class:`TuningFailedError` instead of a result (raised when it is the only
     model).
 
     ``start_from`` warm-starts the study: those points (e.g. the best hyperparameters of an
@@ -135,6 +131,9 @@ def tune_together(
     """
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+    scored = np.isfinite(y_val)  # hours without an actual are left out of the MAE
+    if not scored.any():
+        raise ValueError("y_val has no actual to score a trial on")
     primary = models[0]
     seeds = [dict(point) for point in start_from if _inside(point, space)][:n_trials]
     sampler = optuna.samplers.TPESampler(
@@ -163,7 +162,7 @@ def tune_together(
                                      else f"{type(prediction).__name__}: {prediction}")
                 continue
             prediction = np.asarray(prediction, dtype=float)
-            value = mean_absolute_error(y_val, prediction)
+            value = mean_absolute(prediction[scored] - y_val[scored])
             values[model].append(value)
             errors[model].append(None)
             if value < best[model][0]:  # strictly: the first of equal trials, as optuna picks

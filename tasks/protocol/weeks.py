@@ -30,11 +30,14 @@ class InvalidTimezoneError(PipelineError, ValueError):
 
 
 def resolve_timezone(timezone: str) -> ZoneInfo:
-    """The IANA zone called ``timezone``, or :class:`InvalidTimezoneError`."""
+    """The IANA zone called ``timezone``, or :class:`InvalidTimezoneError`: the one check of a
+    time zone name, for the protocol and for ingest (``timestamps.TimeZoneName``)."""
     try:
         return ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
-        raise InvalidTimezoneError(f"unknown time zone {timezone!r}") from exc
+        raise InvalidTimezoneError(
+            f"unknown time zone {timezone!r} (not an IANA zone, e.g. Europe/London)"
+        ) from exc
 
 
 def _as_date(week: WeekLike) -> date:

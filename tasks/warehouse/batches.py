@@ -50,7 +50,8 @@ def load_jobs(
         start, _ = config.load_range(weeks[0], tz)
         _, end = config.load_range(weeks[-1], tz)
         # A day of slack on both sides covers buildings in other time zones of the batch.
-        hours = load_many_building_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
+        hours = load_many_building_hours(con, ids, start - timedelta(days=1),
+                                         end + timedelta(days=1))
         reuse = config.tuning == "reuse"
         stored = load_stored_params(con, ids, config.models, weeks[0]) if reuse else {}
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
@@ -73,7 +74,7 @@ def _by_building(hours: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     ids = hours["building_id"].to_numpy()
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     body = hours.drop(columns="building_id")
-    for start, end in zip(starts, [*starts[1:], len(ids)]):
+    for start, end in zip(starts, [*starts[1:], len(ids)], strict=True):
         yield ids[start], body.iloc[start:end].reset_index(drop=True)
 
 

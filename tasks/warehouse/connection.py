@@ -30,8 +30,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-from tenacity import stop_after_delay
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+)
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.warehouse.refusals import (
     MACHINE_ERRORS,

@@ -117,7 +117,7 @@ def load_many_building_hours(
                        pa.timestamp("us", tz="UTC")),
         "kwh": pa.array(kwh.ravel(), from_pandas=True),
         **{name: pa.array(values[site_of].ravel(), from_pandas=True)
-           for name, values in zip(_WEATHER, site_weather)},
+           for name, values in zip(_WEATHER, site_weather, strict=True)},
         "weather_kind": pa.DictionaryArray.from_arrays(
             pa.array(kind, mask=np.isnan(kind)).cast(pa.int8()),
             pa.array(_WEATHER_KINDS)).cast(pa.string()),
@@ -144,7 +144,7 @@ def _on_grid(rows: pa.Table, key: str, keys: list[str], n_hours: int,
     position = {k: i for i, k in enumerate(keys)}
     row_of = np.array([position[k] for k in codes.dictionary.to_pylist()], dtype=np.int64)
     places = (row_of[codes.indices.to_numpy()], rows["hour"].to_numpy())
-    for grid, column in zip(grids, columns):
+    for grid, column in zip(grids, columns, strict=True):
         grid[places] = rows[column].to_numpy()
     return grids
 
@@ -285,7 +285,8 @@ def next_week_inputs(
     hours = int((end - start) / pd.Timedelta(hours=1))
     n, *each = covered if covered is not None else (0, *[0] * len(WEATHER_COLUMNS))
     return WeekInputs(next_week=week, hours=hours, weather_hours=int(n),
-                      blank={col: hours - int(k) for col, k in zip(WEATHER_COLUMNS, each)})
+                      blank={col: hours - int(k)
+                             for col, k in zip(WEATHER_COLUMNS, each, strict=True)})
 
 
 def _distinct_ids(building_ids: Sequence[str]) -> list[str]:

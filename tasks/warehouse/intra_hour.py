@@ -75,9 +75,10 @@ def write_sub_hourly(con: duckdb.DuckDBPyConnection, rows: pa.Table, *,
                     FROM __wadiro_sub_hourly GROUP BY building_id) AS r
                 WHERE sub_hourly_readings.building_id = r.building_id
                   AND sub_hourly_readings.ts BETWEEN r.lo AND r.hi""")
-            inserted = con.execute("INSERT INTO sub_hourly_readings (building_id, ts, minutes, kwh) "
-                                   "SELECT building_id, ts, minutes, kwh FROM __wadiro_sub_hourly"
-                                   ).fetchone()[0]
+            inserted = con.execute(
+                "INSERT INTO sub_hourly_readings (building_id, ts, minutes, kwh) "
+                "SELECT building_id, ts, minutes, kwh FROM __wadiro_sub_hourly"
+            ).fetchone()[0]
             con.execute(f"""
                 DELETE FROM sub_hourly_readings USING (
                     SELECT building_id, max(ts) AS latest FROM sub_hourly_readings
@@ -126,7 +127,7 @@ def period_shares(con: duckdb.DuckDBPyConnection, buildings: Sequence[str],
     for (building, hour), group in stored.groupby(["building_id", "local_hour"], sort=False):
         width = int(group["stored_minutes"].iloc[0])
         energy = np.zeros(60)
-        for start, kwh in zip(group["start_minute"], group["kwh"]):
+        for start, kwh in zip(group["start_minute"], group["kwh"], strict=True):
             energy[int(start):int(start) + width] += kwh / width
         total = energy.sum()
         if group["hours"].min() < MIN_HOURS or not total > 0:

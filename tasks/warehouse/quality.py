@@ -25,9 +25,10 @@ before one that stopped reporting), then flat lines, negative readings, spikes a
 
 TIME_COLUMNS = ("first_reading", "last_reading", "longest_gap_start")
 """Columns holding an hour (UTC)."""
-COUNT_COLUMNS = ("readings", "future_readings", "missing_hours", "hours_since_last_reading", "longest_gap_hours",
-                 "longest_flat_hours", "flat_runs_24h", "zero_readings", "longest_zero_hours",
-                 "negative_readings", "longest_negative_hours", "spike_readings")
+COUNT_COLUMNS = ("readings", "future_readings", "missing_hours", "hours_since_last_reading",
+                 "longest_gap_hours", "longest_flat_hours", "flat_runs_24h", "zero_readings",
+                 "longest_zero_hours", "negative_readings", "longest_negative_hours",
+                 "spike_readings")
 """Columns holding a count of hours or runs (NULL where undefined, see the view)."""
 _CELL_FORMATS = {**dict.fromkeys(TIME_COLUMNS, "{:%Y-%m-%d %H:%M}".format),
                  **dict.fromkeys(COUNT_COLUMNS, lambda v: str(int(v))),

@@ -3,8 +3,9 @@
 A batch of :class:`~wadiro_fleet.tasks.protocol.forecasting.BuildingWeekResult` becomes one
 Arrow table per result table (:func:`result_tables`, the form a run stages it in), written in
 ONE short transaction that, for each target week, replaces the slice (those buildings x that
-week x the run's models) in every result table. Rerunning a week or resuming a killed backfill therefore replaces rows and
-never duplicates them, and a model that produced nothing this time leaves no stale row behind.
+week x the run's models) in every result table. Rerunning a week or resuming a killed backfill
+therefore replaces rows and never duplicates them, and a model that produced nothing this time
+leaves no stale row behind.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ def write_result_tables(
     ``tables["window_status"]`` (per model: ``models``) with ``tables``' rows; rows inserted."""
     weeks: dict[date, list[str]] = defaultdict(list)
     status = tables.get("window_status", pa.table({"building_id": [], "target_week": []}))
-    for building, week in zip(status["building_id"].to_pylist(), status["target_week"].to_pylist()):
+    for building, week in zip(status["building_id"].to_pylist(),
+                              status["target_week"].to_pylist(), strict=True):
         weeks[week].append(building)
     inserted = 0
     with transaction(con):
@@ -308,7 +310,7 @@ def load_issued_forecasts(
     y_hat = rows["y_hat"].to_numpy()  # a NULL becomes NaN
     run_ids = rows["run_id"].take(pa.array(starts, pa.int64())).to_pylist()
     issued: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
-    for start, end, run_id in zip(starts, [*starts[1:], len(block)], run_ids):
+    for start, end, run_id in zip(starts, [*starts[1:], len(block)], run_ids, strict=True):
         building_id, model = buildings[b[start]], models[m[start]]
         found = made.get((building_id, model, run_id))
         if found is not None:
@@ -357,5 +359,5 @@ def load_track_record(
     record: dict[str, dict[date, dict[str, WeekScore]]] = defaultdict(lambda: defaultdict(dict))
     for building_id, week, model, mae, *covered in rows:
         record[building_id][week][model] = WeekScore(
-            mae, {level: c for level, c in zip(LEVELS, covered) if c is not None})
+            mae, {level: c for level, c in zip(LEVELS, covered, strict=True) if c is not None})
     return {b: dict(weeks_) for b, weeks_ in record.items()}

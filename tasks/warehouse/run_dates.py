@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 from wadiro_fleet.tasks.errors import PipelineError
@@ -44,7 +44,7 @@ class ImplausibleWeekError(PipelineError, ValueError):
 
 def latest_plausible_week(today: date | None = None) -> date:
     """The last Monday a run accepts as a target week."""
-    today = today or datetime.now(timezone.utc).date()
+    today = today or datetime.now(UTC).date()
     latest = today + timedelta(weeks=WEEKS_AHEAD)
     return latest - timedelta(days=latest.weekday())
 
@@ -63,7 +63,7 @@ def check_plausible_weeks(weeks: Iterable[date], today: date | None = None) -> N
 
 def readings_cutoff(now: datetime | None = None) -> datetime:
     """The latest reading time the week choice believes: now plus :data:`FUTURE_MARGIN`, UTC."""
-    return (now or datetime.now(timezone.utc)) + FUTURE_MARGIN
+    return (now or datetime.now(UTC)) + FUTURE_MARGIN
 
 
 @dataclass(frozen=True)

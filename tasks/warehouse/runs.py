@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
@@ -156,7 +156,7 @@ def record_run_start(
         con.execute(
             "INSERT INTO runs (run_id, flow, started_at, status, parameters, code_version) "
             "VALUES (?, ?, ?, 'running', ?, ?)",
-            [run_id, flow, datetime.now(timezone.utc), to_json(parameters), code_version],
+            [run_id, flow, datetime.now(UTC), to_json(parameters), code_version],
         )
 
 
@@ -176,7 +176,7 @@ def record_run_end(
         "n_skipped = ?, n_failed = ?, message = ?, n_learned = ?, n_persistence = ?, "
         "n_degraded = ?, n_unpublished = ? WHERE run_id = ?",
         [
-            datetime.now(timezone.utc), status, counts["building_weeks"], counts["ok"],
+            datetime.now(UTC), status, counts["building_weeks"], counts["ok"],
             counts["skipped"], counts["failed"], message, counts["learned"],
             counts["persistence"], counts["degraded"], counts["unpublished"], summary.run_id,
         ],

@@ -219,20 +219,22 @@ model or a combination of at least two; 'persistence': a persistence forecast ch
 trusted learned models; 'degraded': a persistence forecast because no learned forecast could be
 trusted that week) and ``ensemble_members``, the models the week's ensemble combined,
 comma-separated (NULL: no ensemble that week). ``window_status.left_out`` names the weather
-inputs the window left out of the week's features and why (NULL: none). ``validation_errors`` holds the
-published model's errors on its validation week (kWh, actual minus the forecast made from the
-weeks before it, per UTC hour): with the published forecasts' own errors, what a portfolio's
-intervals are calibrated on (:mod:`~wadiro_fleet.tasks.warehouse.portfolios`). The SCNN family's guarantees
-(``tasks.protocol.certification``) are in ``model_fits``: ``l_eps`` (kWh, a certified upper
-bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' | 'node_limit' |
-'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other models, for fits
-not certified (``--certify published`` certifies the published one) or with certification off.
+inputs the window left out of the week's features and why (NULL: none). ``validation_errors``
+holds the published model's errors on its validation week (kWh, actual minus the forecast made
+from the weeks before it, per UTC hour): with the published forecasts' own errors, what a
+portfolio's intervals are calibrated on (:mod:`~wadiro_fleet.tasks.warehouse.portfolios`). The
+SCNN family's guarantees (``tasks.protocol.certification``) are in ``model_fits``: ``l_eps``
+(kWh, a certified upper bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' |
+'node_limit' | 'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other
+models, for fits not certified (``--certify published`` certifies the published one) or with
+certification off.
 ``tuning_time_s``, ``fit_time_s`` (the final fit on the whole history) and ``certify_time_s``
 are CPU seconds of the worker thread; under joint SCNN tuning the family's shared fits count
-where they were solved (a constrained network that took its twin's optimum spent none). ``window_status.n_test_weather_observed`` / ``n_test_weather_forecast`` count
-the target week's hours whose weather was an observation / a forecast, ``weather_source`` is
-'observed' | 'forecast' | 'mixed' (NULL: neither, or the building-week failed before its window
-was built); the week's other hours had their weather filled or missing (``reason`` says).
+where they were solved (a constrained network that took its twin's optimum spent none).
+``window_status.n_test_weather_observed`` / ``n_test_weather_forecast`` count the target week's
+hours whose weather was an observation / a forecast, ``weather_source`` is 'observed' |
+'forecast' | 'mixed' (NULL: neither, or the building-week failed before its window was built);
+the week's other hours had their weather filled or missing (``reason`` says).
 ``window_status.compute_time_s`` is the CPU seconds the protocol spent on the building-week in
 its worker (features, tuning, fits, certificates, scoring; not reading or writing the
 warehouse), so a run's total CPU minus their sum is what orchestration and storage cost."""
@@ -534,30 +536,30 @@ def data_quality_sql(selected: bool = False) -> str:
         SELECT b.building_id,
                p.first_reading,
                p.last_reading,
-               coalesce(p.readings, 0)                                   AS readings,
+               coalesce(p.readings, 0)                                  AS readings,
                p.missing_hours,
                CAST(round((epoch(f.reference_ts) - epoch(p.last_reading)) / 3600) AS BIGINT)
-                                                                         AS hours_since_last_reading,
+                                                                        AS hours_since_last_reading,
                1.0 - coalesce(p.recent_readings, 0)
                    / ((epoch(f.reference_ts) - epoch(f.window_start)) / 3600 + 1)
-                                                                         AS missing_share_12w,
+                                                                        AS missing_share_12w,
                p.longest_gap_hours,
                p.longest_gap_start,
-               coalesce(v.longest_flat_hours, 0)                         AS longest_flat_hours,
-               coalesce(v.flat_runs_24h, 0)                              AS flat_runs_24h,
-               coalesce(p.zero_readings, 0)                              AS zero_readings,
+               coalesce(v.longest_flat_hours, 0)                        AS longest_flat_hours,
+               coalesce(v.flat_runs_24h, 0)                             AS flat_runs_24h,
+               coalesce(p.zero_readings, 0)                             AS zero_readings,
                coalesce(v.longest_zero_run, CASE WHEN p.zero_readings > 0 THEN 1 ELSE 0 END)
-                                                                         AS longest_zero_hours,
-               coalesce(p.negative_readings, 0)                          AS negative_readings,
+                                                                        AS longest_zero_hours,
+               coalesce(p.negative_readings, 0)                         AS negative_readings,
                coalesce(n.longest_negative_run,
                         CASE WHEN p.negative_readings > 0 THEN 1 ELSE 0 END)
-                                                                         AS longest_negative_hours,
-               coalesce(p.high_readings, 0)                              AS high_readings,
-               coalesce(h.high_run_count, 0)                             AS high_runs,
-               coalesce(h.longest_high_run, 0)                           AS longest_high_hours,
-               coalesce(v.stuck_high_runs, 0)                            AS stuck_high_runs,
-               coalesce(p.future_readings, 0)                            AS future_readings,
-               coalesce(p.spike_readings, 0)                             AS spike_readings,
+                                                                        AS longest_negative_hours,
+               coalesce(p.high_readings, 0)                             AS high_readings,
+               coalesce(h.high_run_count, 0)                            AS high_runs,
+               coalesce(h.longest_high_run, 0)                          AS longest_high_hours,
+               coalesce(v.stuck_high_runs, 0)                           AS stuck_high_runs,
+               coalesce(p.future_readings, 0)                           AS future_readings,
+               coalesce(p.spike_readings, 0)                            AS spike_readings,
                p.largest_reading
         FROM selection b
         CROSS JOIN fleet f
@@ -607,7 +609,8 @@ VIEWS: dict[str, str] = {
         GROUP BY building_id, model""",
     # Per building: first and last reading, gaps, recent missing share, flat, zero and
     # negative runs (data_quality_sql's docstring defines every column).
-    "building_data_quality": f"CREATE OR REPLACE VIEW building_data_quality AS {data_quality_sql()}",
+    "building_data_quality": "CREATE OR REPLACE VIEW building_data_quality AS "
+                             f"{data_quality_sql()}",
     # Portfolios: ``all`` and the named ones, their hourly forecasts with intervals from their
     # joint errors, and their scores (portfolio_sql's docstrings define every column).
     "portfolio_members": f"CREATE OR REPLACE VIEW portfolio_members AS {portfolio_members_sql()}",

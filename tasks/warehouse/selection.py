@@ -26,7 +26,9 @@ def has_buildings(warehouse: str | Path) -> bool:
         return bool(known) and con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0
 
 
-def ids_not_in_buildings(con: duckdb.DuckDBPyConnection, column: str, ids: Sequence[str]) -> list[str]:
+def ids_not_in_buildings(
+    con: duckdb.DuckDBPyConnection, column: str, ids: Sequence[str],
+) -> list[str]:
     """The ``ids`` (in their order) that no ``buildings`` row has in ``column``
     (``building_id`` or ``site_id``)."""
     if column not in ("building_id", "site_id"):
@@ -43,7 +45,9 @@ def shown_ids(ids: Sequence[str], limit: int = 10) -> str:
     return ", ".join(repr(i) for i in ids[:limit]) + more
 
 
-def fleet_building_ids(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> list[str]:
+def fleet_building_ids(
+    con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
+) -> list[str]:
     """The given ids (checked to exist) or, by default, every building in the warehouse."""
     if buildings is not None:
         if not buildings:

@@ -21,6 +21,7 @@ from wadiro_fleet.tasks.warehouse.batches import load_jobs
 WEEK = date(2024, 4, 8)
 BUILDING = "synthetic_b00001"
 LINREG = {"radius": 0.01, "wasserstein": "l1"}
+GP = {"length_scale": 2.85, "periodicity": 17.4, "length_scale_sine": 1.53, "noise_level": 4.4}
 
 
 @pytest.fixture(scope="module")
@@ -31,25 +32,28 @@ def job(tmp_path_factory):
     return job
 
 
-def _config(every: int) -> ForecastConfig:
-    return ForecastConfig(models=("wadiro_linreg", "seasonal_naive"), tuning="reuse",
-                          fit_sample_every=every)
+def _config(every: int | None, model: str = "wadiro_linreg") -> ForecastConfig:
+    sampling = {} if every is None else {"fit_sample_every": every}
+    return ForecastConfig(models=(model, "seasonal_naive"), ensemble_members=(), tuning="reuse",
+                          **sampling)
 
 
-def _linreg(job, every: int):
-    config = _config(every)
+def _linreg(job, every: int | None, model: str = "wadiro_linreg", params=LINREG):
+    config = _config(every, model)
     result = forecast_building_week(
         job.hours, building_id=BUILDING, timezone=job.info.timezone,
         holiday_country=job.info.holiday_country, holiday_subdiv=job.info.holiday_subdiv,
         week=WEEK, config=config,
-        stored_params={"wadiro_linreg": StoredParams(LINREG, WEEK - timedelta(weeks=1))})
-    return next(o for o in result.outcomes if o.model == "wadiro_linreg")
+        stored_params={model: StoredParams(params, WEEK - timedelta(weeks=1))})
+    return next(o for o in result.outcomes if o.model == model)
 
 
-def _by_hand(job, part: str, forecasts: str, every: int) -> tuple[np.ndarray, np.ndarray]:
+def _by_hand(job, part: str, forecasts: str, every: int, model: str = "wadiro_linreg",
+             params=LINREG, config: ForecastConfig | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The forecast (load) of part ``forecasts`` by the estimator fitted on every ``every``-th
     row of ``part``, picked here, and that part's actual load."""
-    config = _config(every)
+    config = config or _config(every)
     info = job.info
     features = build_features(job.hours, timezone=info.timezone,
                               holiday_country=info.holiday_country,
@@ -58,8 +62,7 @@ def _by_hand(job, part: str, forecasts: str, every: int) -> tuple[np.ndarray, np
     rows, target = window_part(window, part, config), window_part(window, forecasts, config)
     picked = np.arange(len(rows.target))[::-1][::every][::-1]
     assert picked[-1] == len(rows.target) - 1 and len(picked) == -(-len(rows.target) // every)
-    estimator = MODELS["wadiro_linreg"].estimator(**config.model_options["wadiro_linreg"],
-                                                   **LINREG)
+    estimator = MODELS[model].estimator(**config.model_options.get(model, {}), **params)
     estimator.fit(rows.X[picked], rows.target[picked])
     correction = np.where(target.keep_base, 0.0, estimator.predict(target.X))
     return target.base + correction, target.load
@@ -87,3 +90,21 @@ def test_a_sampled_fit_is_another_forecast(job):
 def test_the_deployed_protocol_samples_and_the_papers_does_not():
     assert ForecastConfig().fit_sample_every == 2
     assert ForecastConfig(protocol="paper").fit_sample_every == 1
+
+
+def test_the_deployed_gp_fits_every_fourth_hour_as_the_protocol_says(job):
+    """The deployed GP's sampling is the protocol's alone (its estimator fits every row it is
+    given): every fourth hour, counted back from the latest, in its trials and its fits -- the
+    hours it fitted when its estimator halved the run's every second hour."""
+    config = _config(None, "gp")
+    gp = config.inputs("gp")
+    assert (gp.tuning_sample_every, gp.fit_sample_every) == (4, 4)
+    assert (config.tuning_sample_every, config.fit_sample_every) == (2, 2)
+    assert "sample_every" not in config.model_options.get("gp", {})
+    outcome = _linreg(job, None, "gp", GP)
+    assert outcome.status == "ok" and outcome.validation_source == "refit"
+    forecast, _ = _by_hand(job, "train", "test", 4, "gp", GP, config)
+    np.testing.assert_allclose(outcome.y_hat, forecast, rtol=1e-6, atol=1e-6)
+    validation, actual = _by_hand(job, "fit", "validation", 4, "gp", GP, config)
+    assert outcome.validation_mae == pytest.approx(np.nanmean(np.abs(validation - actual)),
+                                                   rel=1e-6)

@@ -40,7 +40,15 @@ def test_missing_validation_labels_are_excluded():
     y_val[:5] = np.nan
     result = tune(Ridge, {"alpha": LogUniform(1e-3, 1.0)}, X_fit, y_fit, X_val, y_val,
                   n_trials=2, seed=0)
-    assert np.isfinite(result.best_value)
+    refit = Ridge(**result.best_params).fit(X_fit, y_fit)
+    assert result.best_value == pytest.approx(
+        np.mean(np.abs(refit.predict(X_val)[5:] - y_val[5:])))
+
+
+def test_a_validation_week_without_actuals_is_refused():
+    X_fit, y_fit, X_val, y_val = _data()
+    with pytest.raises(ValueError, match="no actual"):
+        tune(Ridge, SPACE, X_fit, y_fit, X_val, np.full_like(y_val, np.nan), n_trials=2, seed=0)
 
 
 class _Fragile(Ridge):
