@@ -2,12 +2,13 @@
 
 The flows are written once, against :class:`Engine`, and run two ways:
 
-* :class:`PrefectEngine` -- the flows as Prefect flows, each step a Prefect task run, the work on
-  a Prefect task runner. Used by deployments (a worker runs the flow), and by the command line
-  whenever a Prefect server is configured (``PREFECT_API_URL``, from the environment or the
-  active Prefect profile): every run is then in that server's history and UI.
-* :class:`LocalEngine` -- the same flow functions and task functions called directly, the work
-  on a ``concurrent.futures`` executor (processes, threads, or a Dask cluster's). No Prefect API
+* :class:`PrefectEngine` -- the flows as Prefect flows, each batch's compute a Prefect task
+  run on a Prefect task runner. Used by deployments (a worker runs the flow), and by the
+  command line whenever a Prefect server is configured (``PREFECT_API_URL``, from the
+  environment or the active Prefect profile): every run is then in that server's history and
+  UI.
+* :class:`LocalEngine` -- the same flow functions called directly, the batches' compute on a
+  ``concurrent.futures`` executor (processes, threads, or a Dask cluster's). No Prefect API
   is contacted and no temporary server is started, so a command starts in about a second and
   several commands at once on a loaded machine cannot time out waiting for one. The run's
   history is the warehouse's ``runs`` table, as it always is.
@@ -19,7 +20,6 @@ answer: a configured server that is down is an error, never silently skipped), l
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib
 import logging
 import multiprocessing
 import os
@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from wadiro_fleet.flows.stopping import (
@@ -78,8 +79,8 @@ def server_answers(api_url: str, timeout_s: float = SERVER_CHECK_TIMEOUT_S) -> b
 
 
 class Engine(ABC):
-    """How a flow's steps run. ``step`` is always one of the pipeline's Prefect tasks; a
-    :class:`LocalEngine` calls its function (``step.fn``)."""
+    """How a flow's compute step runs: on a Prefect task runner as task runs, or on a
+    ``concurrent.futures`` executor. Storage steps are plain calls in the flow's process."""
 
     prefect: bool
 
@@ -88,13 +89,9 @@ class Engine(ABC):
         """The id of the run being executed (the flow run's id under Prefect)."""
 
     @abstractmethod
-    def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a storage step in this process (it waits for a locked warehouse itself)."""
-
-    @abstractmethod
-    def submit(self, step: Any, *args: Any) -> Any:
-        """Send a compute step to the task runner; a future with ``add_done_callback``,
-        ``result`` and ``cancel``."""
+    def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> Any:
+        """Send a batch's compute step (a Prefect task) to the task runner; a future with
+        ``add_done_callback``, ``result`` and ``cancel``."""
 
     @abstractmethod
     def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
@@ -122,18 +119,12 @@ class PrefectEngine(Engine):
 
         return str(runtime.flow_run.id or uuid.uuid4())
 
-    def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        return step(*args, **kwargs)
-
-    def submit(self, step: Any, *args: Any) -> Any:
-        return step.submit(*args)
+    def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> Any:
+        return compute.submit(jobs, config, label)
 
     def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
-        from wadiro_fleet.flows.runners import make_task_runner, shared_local_api
-
-        task_runner = make_task_runner(settings.runner, max_workers=settings.workers,
-                                       dask_address=settings.dask_address)
-        with shared_local_api():
+        task_runner = RUNNERS[settings.runner].prefect(settings)
+        with _shared_local_api():
             return flow.with_options(task_runner=task_runner)(*args)
 
     def log(self, level: int, message: str, *args: Any) -> None:
@@ -223,10 +214,9 @@ class _ServerWatch:
                 return
 
 
-WORKER_PRELOAD = ("__main__", "wadiro_fleet.flows.engine", "wadiro_fleet.tasks.protocol.batch",
-                  *LOADED_ON_FIRST_USE)
-"""What the fork server imports once for all worker processes: the command's own module, this
-one (:func:`_call_step`), the protocol a batch runs and what that imports on first use."""
+WORKER_PRELOAD = ("__main__", "wadiro_fleet.tasks.protocol.batch", *LOADED_ON_FIRST_USE)
+"""What the fork server imports once for all worker processes: the command's own module, the
+protocol a batch runs and what that imports on first use."""
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:
@@ -245,15 +235,105 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _call_step(module: str, name: str, *args: Any) -> Any:
-    """Run a step's function by its module and name (how a worker process finds it): the
-    module that defines the function, which need not be the one that made it a Prefect task."""
-    found = getattr(importlib.import_module(module), name)
-    return getattr(found, "fn", found)(*args)
+def _workers(settings: Any) -> int:
+    """Solver-heavy work pins BLAS to one thread itself: one worker per core by default."""
+    return settings.workers or os.cpu_count() or 1
+
+
+@contextmanager
+def _stoppable(executor: cf.Executor) -> Iterator[cf.Executor]:
+    try:
+        yield executor
+    finally:  # a stopped run does not wait for the work in flight (its workers are ended)
+        executor.shutdown(wait=STOP.requested is None, cancel_futures=True)
+
+
+def _thread_pool(settings: Any) -> AbstractContextManager[cf.Executor]:
+    return _stoppable(cf.ThreadPoolExecutor(max_workers=_workers(settings)))
+
+
+def _process_pool(settings: Any) -> AbstractContextManager[cf.Executor]:
+    quiet_abandoned_futures()
+    return _stoppable(cf.ProcessPoolExecutor(max_workers=_workers(settings),
+                                             mp_context=_worker_context(),
+                                             initializer=worker_init))
+
+
+@contextmanager
+def _dask_cluster(settings: Any) -> Iterator[cf.Executor]:
+    from distributed import Client
+
+    with Client(settings.dask_address) as client:
+        executor = client.get_executor(pure=False)
+        try:
+            yield executor
+        finally:  # a stop cancels what is running
+            executor.shutdown(wait=STOP.requested is None)
+
+
+def _prefect_threads(settings: Any) -> Any:
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=_workers(settings))
+
+
+def _prefect_processes(settings: Any) -> Any:
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    quiet_abandoned_futures()
+    return ProcessPoolTaskRunner(max_workers=_workers(settings), initializer=worker_init)
+
+
+def _prefect_dask(settings: Any) -> Any:
+    from prefect_dask import DaskTaskRunner  # only this runner needs it
+
+    return DaskTaskRunner(address=settings.dask_address)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Where the per-building work runs, without Prefect (an executor, as a context manager)
+    and with it (a Prefect task runner)."""
+
+    local: Callable[[Any], AbstractContextManager[cf.Executor]]
+    prefect: Callable[[Any], Any]
+
+
+RUNNERS: dict[str, Runner] = {
+    # Processes are the default: tuning spends much of its time in Python (optuna, the
+    # solvers' iteration logic), which threads share under one interpreter lock. Worker
+    # processes leave Ctrl-C to the run's process and end with it.
+    "processes": Runner(_process_pool, _prefect_processes),
+    "threads": Runner(_thread_pool, _prefect_threads),
+    "dask": Runner(_dask_cluster, _prefect_dask),  # an existing scheduler, by address
+}
+"""The task runners by the settings' ``runner``."""
+
+
+@contextmanager
+def _shared_local_api() -> Iterator[None]:
+    """Make worker processes use this process's temporary Prefect server.
+
+    Without a configured server (no ``PREFECT_API_URL``), Prefect starts a temporary local one
+    on first use, in every process that needs one: each worker of the processes runner would
+    start its own and keep it busy. This points the settings that the runner hands to its
+    workers at the server already running here. With a configured server it does nothing.
+    """
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer  # the temporary server's handle
+
+    server = SubprocessASGIServer()
+    server.start()  # already running once a flow has started; starts it otherwise
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield
 
 
 class LocalEngine(Engine):
-    """Steps as plain function calls; compute steps on a ``concurrent.futures`` executor."""
+    """Storage steps as plain calls; compute steps on a ``concurrent.futures`` executor."""
 
     prefect = False
 
@@ -263,49 +343,23 @@ class LocalEngine(Engine):
     def run_id(self) -> str:
         return str(uuid.uuid4())  # asked once per run
 
-    def call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        return step.fn(*args, **kwargs)
-
-    def submit(self, step: Any, *args: Any) -> cf.Future:
+    def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> cf.Future:
+        """The step's own function (the protocol's), not the Prefect task: a worker process
+        imports the protocol only."""
         if self._executor is None:
             raise RuntimeError("no executor: submit() belongs inside run_subflow()")
-        return self._executor.submit(_call_step, step.fn.__module__, step.fn.__name__, *args)
+        return self._executor.submit(getattr(compute, "fn", compute), jobs, config, label)
 
     def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
-        with self._executor_for(settings) as executor:
+        if settings.runner not in RUNNERS:
+            raise ValueError(f"unknown task runner {settings.runner!r}; expected "
+                             f"{', '.join(RUNNERS)}")
+        with RUNNERS[settings.runner].local(settings) as executor:
             self._executor = executor
             try:
                 return flow.fn(*args)
             finally:
                 self._executor = None
-
-    @contextmanager
-    def _executor_for(self, settings: Any) -> Iterator[cf.Executor]:
-        workers = settings.workers or os.cpu_count() or 1
-        if settings.runner == "threads":
-            executor: cf.Executor = cf.ThreadPoolExecutor(max_workers=workers)
-        elif settings.runner == "processes":
-            quiet_abandoned_futures()
-            executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context(),
-                                              initializer=worker_init)
-        elif settings.runner == "dask":
-            from distributed import Client
-
-            client = Client(settings.dask_address)
-            executor = client.get_executor(pure=False)
-            try:
-                yield executor
-            finally:
-                executor.shutdown(wait=STOP.requested is None)  # a stop cancels what is running
-                client.close()
-            return
-        else:
-            raise ValueError(f"unknown task runner {settings.runner!r}")
-        try:
-            yield executor
-        finally:
-            # A stopped run does not wait for the work in flight (its workers are ended).
-            executor.shutdown(wait=STOP.requested is None, cancel_futures=True)
 
 
 _ENGINE: ContextVar[Engine | None] = ContextVar("wadiro_engine", default=None)
@@ -344,11 +398,13 @@ def on_engine(call: Callable[[], R], engine: Engine) -> R:
 
 
 __all__ = [
+    "RUNNERS",
     "USER_LOG",
     "Engine",
     "LocalEngine",
     "PrefectEngine",
     "PrefectServerError",
+    "Runner",
     "choose_engine",
     "configured_api_url",
     "current_engine",

@@ -1,43 +1,49 @@
 """Prefect flows that fill the warehouse's input tables (run through Prefect or directly,
-:mod:`~wadiro_fleet.flows.engine`)."""
+:mod:`~wadiro_fleet.flows.engine`): each reads and checks its source first, writing nothing on
+any error, then writes it in one transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+import duckdb
 from prefect import flow
-from wadiro_fleet.flows.engine import current_engine
 from wadiro_fleet.tasks.ingest.buildings_file import (
     BuildingsSummary,
-    load_buildings_task,
-    write_buildings_task,
+    load_buildings,
+    write_buildings,
 )
-from wadiro_fleet.tasks.ingest.cambridge import (
-    IngestSummary,
-    load_cambridge_task,
-    write_cambridge_task,
-)
-from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
-from wadiro_fleet.tasks.ingest.source_files import FileOptions
+from wadiro_fleet.tasks.ingest.cambridge import IngestSummary, write_cambridge
+from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection, load_cambridge
 from wadiro_fleet.tasks.ingest.readings_file import (
     ReadingsOptions,
     ReadingsSummary,
-    load_readings_task,
-    write_readings_task,
+    load_readings,
+    write_readings,
 )
-from wadiro_fleet.tasks.ingest.synthetic_fleet import (
-    FleetSpec,
-    SyntheticSummary,
-    ingest_synthetic_task,
-)
+from wadiro_fleet.tasks.ingest.source_files import FileOptions
+from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic
 from wadiro_fleet.tasks.ingest.weather_file import (
     WeatherOptions,
     WeatherSummary,
-    load_weather_task,
-    write_weather_task,
+    load_weather,
+    write_weather,
 )
-from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE
+from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect
 
 __all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_readings_flow",
            "ingest_synthetic_flow", "ingest_weather_flow"]
+
+B = TypeVar("B")
+S = TypeVar("S")
+
+
+def _write(warehouse: str, write: Callable[[duckdb.DuckDBPyConnection, B], S], batch: B,
+           *, create: bool = True) -> S:
+    """Write a checked batch into ``warehouse`` (created when ``create``, else it must exist)."""
+    with connect(warehouse, create=create) as con:
+        return write(con, batch)
 
 
 @flow(name="ingest-cambridge")
@@ -45,15 +51,15 @@ def ingest_cambridge_flow(
     selection: ArchiveSelection, warehouse: str = DEFAULT_WAREHOUSE
 ) -> IngestSummary:
     """Read and check the Cambridge archive selection, then write it in one transaction."""
-    engine = current_engine()
-    batch = engine.call(load_cambridge_task, selection)
-    return engine.call(write_cambridge_task, warehouse, batch)
+    batch = load_cambridge(selection.path, selection.buildings, selection.start, selection.end,
+                           selection.implausible)
+    return _write(warehouse, write_cambridge, batch)
 
 
 @flow(name="ingest-synthetic")
 def ingest_synthetic_flow(spec: FleetSpec, warehouse: str = DEFAULT_WAREHOUSE) -> SyntheticSummary:
     """Generate a synthetic fleet and write it in one transaction."""
-    return current_engine().call(ingest_synthetic_task, warehouse, spec)
+    return ingest_synthetic(warehouse, spec)
 
 
 @flow(name="ingest-buildings")
@@ -61,9 +67,7 @@ def ingest_buildings_flow(
     path: str, warehouse: str = DEFAULT_WAREHOUSE, form: FileOptions = FileOptions()
 ) -> BuildingsSummary:
     """Read and check an operator's buildings file, then add or update its buildings."""
-    engine = current_engine()
-    batch = engine.call(load_buildings_task, path, form)
-    return engine.call(write_buildings_task, warehouse, batch)
+    return _write(warehouse, write_buildings, load_buildings(path, form))
 
 
 @flow(name="ingest-readings")
@@ -72,9 +76,7 @@ def ingest_readings_flow(
 ) -> ReadingsSummary:
     """Read, check and sum to hours an operator's meter export, then replace each of its
     buildings' range of hours in one transaction."""
-    engine = current_engine()
-    batch = engine.call(load_readings_task, path, options)
-    return engine.call(write_readings_task, warehouse, batch)
+    return _write(warehouse, write_readings, load_readings(path, options), create=False)
 
 
 @flow(name="ingest-weather")
@@ -83,6 +85,4 @@ def ingest_weather_flow(
 ) -> WeatherSummary:
     """Read and check an operator's weather feed (observed or forecast), then write it in one
     transaction."""
-    engine = current_engine()
-    batch = engine.call(load_weather_task, path, options)
-    return engine.call(write_weather_task, warehouse, batch)
+    return _write(warehouse, write_weather, load_weather(path, options), create=False)

@@ -55,13 +55,6 @@ class RunSettings(ForecastConfig):
         "worker four, at most 10 buildings each: few runs when models are cheap, so that "
         "reading and writing each batch costs little, and enough to spread the work).")
     max_in_flight: int = Field(8, ge=1, description="Task runs submitted at a time.")
-    load_every_seconds: float = Field(
-        30.0, ge=0,
-        description="How often a run loads its finished batches into the warehouse while it "
-        "computes (and once at its end): SQL sees a running run's results at most this late. "
-        "Each batch is kept beside the warehouse as soon as it finishes; each load opens the "
-        "warehouse for writing, so fewer loads cost less. 0 loads every batch at once.",
-    )
     strict: bool = Field(
         False,
         description="End the run in error (exit code 3; a failed flow run under Prefect) when "

@@ -1,23 +1,19 @@
-"""The Prefect tasks a forecasting run is wired from.
+"""The storage steps of a forecasting run, as plain functions; its compute step as a Prefect
+task; its Prefect artifacts.
 
-The storage side of a run -- open it, read a batch, write a batch, close it, score earlier
-forecasts again -- runs in the flow's own process, the warehouse's single writer. Each storage
-task either only reads or changes the warehouse in one transaction that replaces what it owns,
-so running it again is safe. A step that finds the warehouse locked by another process waits
-for it (:func:`~wadiro_fleet.tasks.warehouse.connection.connect`'s one retry policy) at most the
-run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so. Writing results is the
-exception: computed results are never thrown away because another process holds the warehouse,
-so each batch is staged as Parquet beside the warehouse first and loaded from there by the run's
-next load (at most every ``--load-every-seconds``, and at its end) or, when the warehouse stays
-locked past a short wait, as soon as the lock clears
-(:mod:`~wadiro_fleet.tasks.warehouse.pending`). The compute task, :func:`forecast_batch`,
-receives its data as arguments and returns plain results, so the task runner may send it to a
-thread, a process or a Dask worker.
+They run in the flow's own process, the warehouse's single writer: open the run, read batches
+of buildings, choose the weekly run's week, score earlier forecasts again, list what was not
+forecast. Each either only reads or changes the warehouse in one transaction that replaces
+what it owns, so running it again is safe. A step that finds the warehouse locked by another
+process waits for it (:func:`~wadiro_fleet.tasks.warehouse.connection.connect`'s one retry
+policy) at most the run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so.
+Results are written by the run's :class:`~wadiro_fleet.tasks.warehouse.pending.RunWriter`,
+which never throws them away because another process holds the warehouse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
@@ -33,18 +29,15 @@ from wadiro_fleet.tasks.provenance import code_version
 from wadiro_fleet.tasks.report import run_leaderboard
 from wadiro_fleet.tasks.warehouse.batches import load_batches
 from wadiro_fleet.tasks.warehouse.connection import (
-    WarehouseLockedError,
     connect,
     require_warehouse,
 )
 from wadiro_fleet.tasks.warehouse.issued import validation_leaderboard
 from wadiro_fleet.tasks.warehouse.pending import (
+    WRITE_WAIT_S,
     LoadReport,
+    RunWriter,
     load_staged,
-    pending_root,
-    stage_closing,
-    stage_results,
-    staged_building_weeks,
     staged_runs,
 )
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
@@ -67,15 +60,6 @@ from wadiro_fleet.tasks.warehouse.selection import (
     fleet_building_ids,
 )
 
-_STORAGE: dict[str, Any] = {"cache_policy": NO_CACHE}
-"""Storage tasks always run (never served from a cache) and are never retried by Prefect: they
-wait for a locked warehouse inside :func:`~wadiro_fleet.tasks.warehouse.connection.connect`
-(``wait_s``), so that a run waits the same way with or without Prefect."""
-
-WRITE_WAIT_S = 2.0
-"""How long a batch's write (then the batch stays staged) and the run's closing report wait for
-a locked warehouse."""
-
 
 @dataclass(frozen=True)
 class OpenRun:
@@ -90,12 +74,8 @@ class OpenRun:
     earlier_pending: tuple[str, ...] = ()
     """Runs whose results are staged beside the warehouse, not loaded (``wadiro load-pending``)."""
     lock_wait_s: float = 600.0
-    """How long a step waits for a warehouse another process keeps locked (``--lock-wait-minutes``)."""
-
-    @property
-    def pending_folder(self) -> str:
-        """Where this run stages its results."""
-        return str(pending_root(self.warehouse) / self.run_id)
+    """How long a step waits for a warehouse another process keeps locked
+    (``--lock-wait-minutes``)."""
 
     @property
     def n_building_weeks(self) -> int:
@@ -117,7 +97,6 @@ class Batch:
     unreadable: list[BuildingWeekResult]
 
 
-@task(name="open-run", **_STORAGE)
 def open_run(
     warehouse: str,
     run_id: str,
@@ -141,66 +120,26 @@ def open_run(
                    lock_wait_s=lock_wait_s)
 
 
-@task(name="read-batches", **_STORAGE)
+forecast_batch = task(name="forecast-batch", task_run_name="forecast-batch-{label}",
+                      cache_policy=NO_CACHE)(run_batch)
+"""The compute step, the one Prefect task of a run (a task run per batch in Prefect's UI). No
+input caching: hashing a batch's hourly frames would cost more than it could save, and a rerun
+must recompute. Its function is the protocol's own (``forecast_batch.fn``): a worker process
+that runs it without Prefect imports the protocol, not Prefect or this module."""
+
+
+def run_writer(run: OpenRun, tell: Callable[[str], None]) -> RunWriter:
+    """The run's one writer of results and of its closing record."""
+    return RunWriter(run.warehouse, run.run_id, run.config.models, run.lock_wait_s, tell)
+
+
 def read_batches(run: OpenRun, groups: list[list[str]]) -> list[Batch]:
     """The hours and stored tuning of each of ``groups``' buildings, read in one short
     read-only connection."""
     loaded = load_batches(run.warehouse, groups, list(run.weeks), run.config,
                           lock_wait_s=run.lock_wait_s)
     return [Batch(f"{ids[0]}+{len(ids) - 1}", jobs, unreadable)
-            for ids, (jobs, unreadable) in zip(groups, loaded)]
-
-
-# No input caching: hashing each batch's hourly frames would cost more than it could save, and
-# a rerun must recompute (the warehouse slice is replaced, never served from a cache). The
-# function is the protocol's own: a worker process that runs it imports the protocol, not
-# Prefect or this module.
-forecast_batch = task(name="forecast-batch", task_run_name="forecast-batch-{label}",
-                      cache_policy=NO_CACHE)(run_batch)
-
-
-@dataclass(frozen=True)
-class WriteOutcome:
-    """What a write did: building-weeks loaded into the warehouse, and, when another process
-    (``holder``) kept it ``locked`` or no load was ``tried`` (the batch only staged),
-    building-weeks left staged beside it."""
-
-    written: int
-    pending: int = 0
-    locked: bool = False
-    holder: str = ""
-    tried: bool = True
-
-
-@task(name="write-batch", cache_policy=NO_CACHE)
-def write_batch(run: OpenRun, results: list[BuildingWeekResult],
-                wait_s: float | None = None, load: bool = True) -> WriteOutcome:
-    """Stage the batch, then (with ``load``) load everything the run has staged, in order,
-    waiting for a locked warehouse at most ``wait_s`` (:data:`WRITE_WAIT_S`); what stays staged
-    is loaded by a later write."""
-    if results:
-        stage_results(run.warehouse, run.run_id, results, run.config.models)
-    staged = staged_building_weeks(run.warehouse, run.run_id)
-    if not load:
-        return WriteOutcome(0, staged, tried=False)
-    try:
-        with connect(run.warehouse, wait_s=WRITE_WAIT_S if wait_s is None else wait_s) as con:
-            load_staged(con, run.warehouse, run.run_id)
-    except WarehouseLockedError as locked:
-        return WriteOutcome(0, staged, True, locked.holder)
-    return WriteOutcome(staged)
-
-
-@task(name="close-run", cache_policy=NO_CACHE)
-def close_run(
-    run: OpenRun, summary: RunSummary, error: BaseException | None = None
-) -> tuple[str, WriteOutcome]:
-    """Record the run's counts and final status after its results; returns the status and what
-    stays staged. Waits for a locked warehouse at most the run's ``lock_wait_s`` (after an
-    error, only briefly)."""
-    status, message = summary.final_status(error)
-    stage_closing(run.warehouse, summary, status, message)
-    return status, write_batch.fn(run, [], run.lock_wait_s if error is None else None)
+            for ids, (jobs, unreadable) in zip(groups, loaded, strict=True)]
 
 
 def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
@@ -223,7 +162,6 @@ def load_pending_results(warehouse: str) -> LoadReport:
         return load_staged(con, warehouse)
 
 
-@task(name="latest-forecastable-week", **_STORAGE)
 def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None,
                              lock_wait_s: float = 600.0) -> ChosenWeek:
     """The weekly run's default target week (:func:`choose_week`), chosen from the readings
@@ -242,7 +180,6 @@ def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None,
     return replace(chosen, why=f"{chosen.why}; {future.warning()}", complete=False)
 
 
-@task(name="not-forecast", cache_policy=NO_CACHE)
 def not_forecast(run: OpenRun) -> list[NotForecast]:
     """The run's building-weeks that could not be forecast by the learned models, and why.
     A report at the run's end: it waits for a locked warehouse only briefly (raising
@@ -255,7 +192,6 @@ NOT_FORECAST_ARTIFACT_ROWS = 1000
 """Rows of the not-forecast artifact at most (a large backfill's are all in ``window_status``)."""
 
 
-@task(name="publish-not-forecast", cache_policy=NO_CACHE)
 def publish_not_forecast(run: OpenRun, rows: list[NotForecast]) -> None:
     """The run's building-weeks that could not be forecast as a Prefect table artifact
     (``<label>-not-forecast``; an empty table when every one could)."""
@@ -273,7 +209,6 @@ def publish_not_forecast(run: OpenRun, rows: list[NotForecast]) -> None:
     )
 
 
-@task(name="rescore-forecasts", **_STORAGE)
 def rescore_earlier_forecasts(warehouse: str, since: date, lock_wait_s: float = 600.0) -> int:
     """Score stored forecasts from ``since`` on again where their readings changed since."""
     with connect(warehouse, wait_s=lock_wait_s) as con:
@@ -281,7 +216,6 @@ def rescore_earlier_forecasts(warehouse: str, since: date, lock_wait_s: float = 
         return rescore_forecasts(con, since)
 
 
-@task(name="publish-outcomes", cache_policy=NO_CACHE)
 def publish_outcomes(run: OpenRun, summary: RunSummary) -> None:
     """What the run published, as a Prefect table artifact (``<label>-outcomes``): building-weeks
     by outcome (learned, persistence, degraded and why, not published, failed) and the weather
@@ -302,7 +236,6 @@ def publish_outcomes(run: OpenRun, summary: RunSummary) -> None:
                           description=f"What run {run.run_id} published: {summary.line()}")
 
 
-@task(name="publish-leaderboard", cache_policy=NO_CACHE)
 def publish_leaderboard(run: OpenRun) -> None:
     """This run's leaderboard as a Prefect table artifact (``<label>-leaderboard``): its scores
     or, for a week not yet over (the weekly run's: nothing to score yet), how each model did on
@@ -323,16 +256,14 @@ def publish_leaderboard(run: OpenRun) -> None:
 
 
 __all__ = [
-    "WRITE_WAIT_S",
     "Batch",
     "ChosenWeek",
     "LoadReport",
     "NotForecast",
     "OpenRun",
     "RunSummary",
-    "WriteOutcome",
+    "RunWriter",
     "check_plausible_weeks",
-    "close_run",
     "forecast_batch",
     "latest_forecastable_week",
     "load_pending_results",
@@ -345,5 +276,5 @@ __all__ = [
     "read_batches",
     "rescore_earlier_forecasts",
     "run_history",
-    "write_batch",
+    "run_writer",
 ]

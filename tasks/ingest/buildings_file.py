@@ -22,8 +22,6 @@ import duckdb
 import holidays
 import pandas as pd
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter, ValidationError
 from wadiro_fleet.tasks.ingest.identifiers import check_ids
 from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions, SourceTable, read_source
@@ -176,18 +174,5 @@ def ingest_buildings(warehouse: str | Path, path: str | Path,
                      form: CsvFormat | None = None) -> BuildingsSummary:
     """Load and check the file, then write it to the warehouse file."""
     batch = load_buildings(path, form)
-    with connect(warehouse) as con:
-        return write_buildings(con, batch)
-
-
-@task(name="load-buildings-file", cache_policy=NO_CACHE)
-def load_buildings_task(path: str, form: CsvFormat | None = None) -> BuildingsBatch:
-    """Prefect wrapper of :func:`load_buildings`."""
-    return load_buildings(path, form)
-
-
-@task(name="write-buildings-file", cache_policy=NO_CACHE)
-def write_buildings_task(warehouse: str, batch: BuildingsBatch) -> BuildingsSummary:
-    """Prefect wrapper: open the warehouse and :func:`write_buildings` the batch."""
     with connect(warehouse) as con:
         return write_buildings(con, batch)

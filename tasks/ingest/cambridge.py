@@ -1,7 +1,8 @@
 """Ingest of the Cambridge archive into the warehouse.
 
-The archive is read and checked first (:func:`~wadiro_fleet.tasks.ingest.cambridge_archive.load_cambridge`,
-nothing written on any error); the warehouse is then changed in one transaction that replaces
+The archive is read and checked first
+(:func:`~wadiro_fleet.tasks.ingest.cambridge_archive.load_cambridge`, nothing written on any
+error); the warehouse is then changed in one transaction that replaces
 the selected buildings' rows and every hour of readings and weather the archive holds in the
 asked range, so a rerun leaves the same rows. Hours the archive does not hold (a year without a
 file, weather sent from elsewhere for later years) are never touched. The scores of stored
@@ -18,10 +19,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.compute as pc
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from wadiro_fleet.tasks.ingest.cambridge_archive import (
-    ArchiveSelection,
     CambridgeBatch,
     load_cambridge,
 )
@@ -70,7 +68,8 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
     ids = list(batch.building_ids)
     with transaction(con):
         replace_slice(
-            con, "buildings", batch.buildings, Slice(where_in={"building_id": ids}), own_transaction=False
+            con, "buildings", batch.buildings, Slice(where_in={"building_id": ids}),
+            own_transaction=False,
         )
         write_key_hours(con, "meter_readings", batch.readings, "building_id",
                         own_transaction=False)
@@ -102,19 +101,5 @@ def ingest_cambridge(
 ) -> IngestSummary:
     """Load the archive selection, then write it to the warehouse file in one transaction."""
     batch = load_cambridge(path, buildings, start, end, implausible)
-    with connect(warehouse) as con:
-        return write_cambridge(con, batch)
-
-
-@task(name="load-cambridge-archive", cache_policy=NO_CACHE)
-def load_cambridge_task(selection: ArchiveSelection) -> CambridgeBatch:
-    """Prefect wrapper of :func:`load_cambridge`."""
-    return load_cambridge(selection.path, selection.buildings, selection.start, selection.end,
-                          selection.implausible)
-
-
-@task(name="write-cambridge-archive", cache_policy=NO_CACHE)
-def write_cambridge_task(warehouse: str, batch: CambridgeBatch) -> IngestSummary:
-    """Prefect wrapper: open the warehouse and :func:`write_cambridge` the batch."""
     with connect(warehouse) as con:
         return write_cambridge(con, batch)

@@ -51,8 +51,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import Field, model_validator
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
@@ -64,7 +62,11 @@ from wadiro_fleet.tasks.ingest.hourly import (
     kwh_factor,
     sum_to_hours,
 )
-from wadiro_fleet.tasks.ingest.identifiers import check_id_names, unprintable_at, unprintable_problem
+from wadiro_fleet.tasks.ingest.identifiers import (
+    check_id_names,
+    unprintable_at,
+    unprintable_problem,
+)
 from wadiro_fleet.tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
@@ -649,18 +651,5 @@ def ingest_readings(
 ) -> ReadingsSummary:
     """Load and check the file, then write it to the warehouse file in one transaction."""
     batch = load_readings(path, options)
-    with connect(warehouse, create=False) as con:
-        return write_readings(con, batch)
-
-
-@task(name="load-readings-file", cache_policy=NO_CACHE)
-def load_readings_task(path: str, options: ReadingsOptions) -> ReadingsBatch:
-    """Prefect wrapper of :func:`load_readings`."""
-    return load_readings(path, options)
-
-
-@task(name="write-readings-file", cache_policy=NO_CACHE)
-def write_readings_task(warehouse: str, batch: ReadingsBatch) -> ReadingsSummary:
-    """Prefect wrapper: open the warehouse and :func:`write_readings` the batch."""
     with connect(warehouse, create=False) as con:
         return write_readings(con, batch)

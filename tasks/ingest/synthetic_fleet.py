@@ -11,9 +11,10 @@ The model (also described in ``data/README.md``):
 * Buildings: a type (office, school, retail, lab, hospital, warehouse) sets the opening hours,
   Saturday/Sunday/holiday activity, base load share and the heating and cooling slopes; each
   building jitters them, has a log-normal peak load, and serves one site. Load =
-  peak * (base + (1 - base) * occupancy + heating * max(0, T_heat - T) + cooling * max(0, T - T_cool)
-  * (0.3 + 0.7 occupancy)) * (1 + AR(1) noise + white noise). Public holidays follow the fleet's
-  calendar (GB/ENG by default); schools also close in the summer, Christmas and Easter breaks.
+  peak * (base + (1 - base) * occupancy + heating * max(0, T_heat - T)
+  + cooling * max(0, T - T_cool) * (0.3 + 0.7 occupancy)) * (1 + AR(1) noise + white noise).
+  Public holidays follow the fleet's calendar (GB/ENG by default); schools also close in the
+  summer, Christmas and Easter breaks.
 * Data faults: meter outages (runs of missing hours), scattered single missing hours, and rare
   outliers (spikes of 2.5-5x, dips to 5-20%).
 * The coming weeks (``forecast_weeks``): no readings yet, and their weather as a forecast issued
@@ -30,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -39,8 +40,6 @@ import holidays
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
@@ -103,7 +102,8 @@ class FleetSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     buildings: int = Field(ge=1, description="Number of buildings.")
-    start: date = Field(description="Start date; the fleet begins on the first local Monday on or after it.")
+    start: date = Field(
+        description="Start date; the fleet begins on the first local Monday on or after it.")
     weeks: int = Field(ge=1, description="Number of weeks with readings.")
     forecast_weeks: int = Field(
         0, ge=0, description="Weeks after them with a weather forecast and no readings yet.")
@@ -193,14 +193,15 @@ def fleet_hours(spec: FleetSpec) -> _Calendar:
     """The UTC hours of the spec's local weeks with their local-time calendar."""
     zone = ZoneInfo(spec.timezone)
     monday = first_monday(spec.start)
-    begin = datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(timezone.utc)
+    begin = datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(UTC)
     last = monday + timedelta(weeks=spec.weeks)
-    end = datetime(last.year, last.month, last.day, tzinfo=zone).astimezone(timezone.utc)
+    end = datetime(last.year, last.month, last.day, tzinfo=zone).astimezone(UTC)
     utc = pd.date_range(begin, end, freq="h", inclusive="left")
     local = utc.tz_convert(zone)
     local_days = local.normalize().tz_localize(None)
     calendar = holidays.country_holidays(
-        spec.holiday_country, subdiv=spec.holiday_subdiv, years=range(local.year.min(), local.year.max() + 1)
+        spec.holiday_country, subdiv=spec.holiday_subdiv,
+        years=range(local.year.min(), local.year.max() + 1),
     )
     holiday_days = pd.DatetimeIndex(list(calendar.keys()))
     return _Calendar(
@@ -263,7 +264,8 @@ def _weather_arrays(spec: FleetSpec, cal: _Calendar) -> dict[str, np.ndarray]:
     solar_hour = cal.utc_hour[None, :] + sites.longitude[:, None] / 15.0
     hour_angle = np.radians(15.0 * (solar_hour - 12.0))
     lat = np.radians(sites.latitude)[:, None]
-    sin_elev = np.sin(lat) * np.sin(declination) + np.cos(lat) * np.cos(declination) * np.cos(hour_angle)
+    sin_elev = (np.sin(lat) * np.sin(declination)
+                + np.cos(lat) * np.cos(declination) * np.cos(hour_angle))
     sin_elev = np.clip(sin_elev, 0.0, None)
     with np.errstate(divide="ignore"):
         clear_sky = np.where(sin_elev > 0.01, 1098.0 * sin_elev * np.exp(-0.057 / sin_elev), 0.0)
@@ -272,14 +274,18 @@ def _weather_arrays(spec: FleetSpec, cal: _Calendar) -> dict[str, np.ndarray]:
     seasonal = sites.mean_temp[:, None] - sites.annual_amp[:, None] * np.cos(
         2 * np.pi * (cal.day_of_year - 20.0) / 365.25
     )
-    daily = sites.daily_amp[:, None] * (1.0 - 0.6 * cloud) * np.cos(2 * np.pi * (solar_hour - 15.0) / 24.0)
+    daily = (sites.daily_amp[:, None] * (1.0 - 0.6 * cloud)
+             * np.cos(2 * np.pi * (solar_hour - 15.0) / 24.0))
     temperature = seasonal + daily + _ar1(rng, (n, hours), 0.985, 2.6)
 
     wind = sites.mean_wind[:, None] * np.exp(
-        _ar1(rng, (n, hours), 0.95, 0.45) - 0.1 + 0.15 * np.cos(2 * np.pi * (solar_hour - 14.0) / 24.0)
+        _ar1(rng, (n, hours), 0.95, 0.45) - 0.1
+        + 0.15 * np.cos(2 * np.pi * (solar_hour - 14.0) / 24.0)
     )
     humidity = np.clip(
-        80.0 + 12.0 * cloud - 2.2 * (temperature - seasonal) + rng.normal(0, 3.0, (n, hours)), 20.0, 100.0
+        80.0 + 12.0 * cloud - 2.2 * (temperature - seasonal) + rng.normal(0, 3.0, (n, hours)),
+        20.0,
+        100.0,
     )
     return {
         "temperature_c": np.round(temperature, 2),
@@ -517,7 +523,8 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
     try:
         with transaction(con):
             replace_slice(
-                con, "buildings", fleet_buildings(spec), Slice(where_in={"building_id": ids}), own_transaction=False
+                con, "buildings", fleet_buildings(spec), Slice(where_in={"building_id": ids}),
+                own_transaction=False,
             )
             replace_slice(
                 con,
@@ -564,9 +571,3 @@ def ingest_synthetic(warehouse: str | Path, spec: FleetSpec) -> SyntheticSummary
     """Open the warehouse file and :func:`write_fleet` into it."""
     with connect(warehouse) as con:
         return write_fleet(con, spec)
-
-
-@task(name="ingest-synthetic-fleet", cache_policy=NO_CACHE)
-def ingest_synthetic_task(warehouse: str, spec: FleetSpec) -> SyntheticSummary:
-    """Prefect wrapper of :func:`ingest_synthetic`."""
-    return ingest_synthetic(warehouse, spec)

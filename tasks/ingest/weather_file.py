@@ -38,8 +38,6 @@ from typing import Literal
 import duckdb
 import pandas as pd
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import Field, model_validator
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
@@ -352,18 +350,5 @@ def ingest_weather(
 ) -> WeatherSummary:
     """Load and check the feed, then write it to the warehouse file in one transaction."""
     batch = load_weather(path, options)
-    with connect(warehouse, create=False) as con:
-        return write_weather(con, batch)
-
-
-@task(name="load-weather-file", cache_policy=NO_CACHE)
-def load_weather_task(path: str, options: WeatherOptions) -> WeatherBatch:
-    """Prefect wrapper of :func:`load_weather`."""
-    return load_weather(path, options)
-
-
-@task(name="write-weather-file", cache_policy=NO_CACHE)
-def write_weather_task(warehouse: str, batch: WeatherBatch) -> WeatherSummary:
-    """Prefect wrapper: open the warehouse and :func:`write_weather` the batch."""
     with connect(warehouse, create=False) as con:
         return write_weather(con, batch)

@@ -1,24 +1,22 @@
-"""Results staged as Parquet beside the warehouse, and the one function that loads them.
+"""A run's one writer: results straight into the warehouse, staged beside it only while locked.
 
 DuckDB admits one writing process, and an analyst's open connection -- even a read-only one --
 keeps a writer out for as long as it stays open. A run must not throw away what it computed
-because of that, so its results never go straight into the warehouse: each finished batch is
-first *staged*, one Parquet file per batch in a folder beside the warehouse
-(``<warehouse>.pending/<run_id>/batch-<number>-<building-weeks>.parquet``), and
-:func:`load_staged` writes what is staged, in the order it was staged (several batches in one
-transaction), once it has the warehouse: at the run's next load (at most every
-``--load-every-seconds``) when it is free, else at a later one or at the run's end, or with
-``wadiro load-pending``. The run's closing record (its counts and final status) is staged and
-loaded the same way (``closing.parquet``).
+because of that. :class:`RunWriter` writes each finished batch into the warehouse at once when
+its lock is free; when it is not, the batch is *staged*: plain Parquet files of the result
+tables' own rows, one folder per batch
+(``<warehouse>.pending/<run_id>/batch-<number>-<building-weeks>/<table>.parquet``, the run's
+models in the files' metadata). :func:`load_staged` has DuckDB read them (``read_parquet``) and
+replaces each batch's slices in one transaction, in the order they were staged, deleting the
+folder once that has committed: at the run's next try (every :data:`PENDING_RETRY_S` while it
+computes), at its end, or with ``wadiro load-pending``. The run's closing record (its counts
+and status) is staged the same way (``closing.parquet``) when the warehouse stays locked.
 
-A file holds one row: per table, the list of its rows (``SELECT unnest(window_status,
-recursive := true) FROM 'batch-....parquet'`` shows them); the run's models are in its
-metadata. Loading batches replaces their slices in one transaction and deletes their files only
-once that has committed, so loading twice changes nothing; building-weeks that a run started
-later has written since are left out (their rows are newer). What is loaded is scored again
-against the readings stored at that moment, so readings ingested while the run computed count.
-A file that cannot be read stops the load with one line naming it, and stays, with every file
-staged after it.
+Every write, direct or staged, leaves out the building-weeks that a run started later has
+written since (their rows are newer), and scores what it writes again against the readings
+stored at that moment, so readings ingested while the run computed count. Loading twice
+changes nothing. A file that cannot be read stops the load with one line naming it, and stays,
+with every batch staged after it.
 """
 
 from __future__ import annotations
@@ -26,24 +24,38 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+import shutil
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_start
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.warehouse.connection import WarehouseError, transaction
+from wadiro_fleet.tasks.warehouse.connection import (
+    WarehouseError,
+    WarehouseLockedError,
+    connect,
+    transaction,
+)
 from wadiro_fleet.tasks.warehouse.refusals import resource_error
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
 from wadiro_fleet.tasks.warehouse.results import result_tables, write_result_tables
 from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_end
 
-_BATCH = "batch-{:06d}-{}.parquet"
-"""A staged batch's file: its number in the run, and how many building-weeks it holds."""
+WRITE_WAIT_S = 2.0
+"""How long a batch's write (then the batch is staged) and a stopped run's closing record wait
+for a locked warehouse."""
+
+PENDING_RETRY_S = 10.0
+"""How often a run with staged results tries to load them while it computes."""
+
+_BATCH = "batch-{:06d}-{}"
+"""A staged batch's folder: its number in the run, and how many building-weeks it holds."""
 _CLOSING = "closing.parquet"
 
 
@@ -72,21 +84,127 @@ class LoadReport:
                 f"{len(self.runs)} run(s){skipped}")
 
 
+class RunWriter:
+    """Writes one run's results and closes it: straight into the warehouse while its lock is
+    free, staged beside it while it is not (loaded as soon as it is free again). ``tell``
+    receives what the user must know: the warehouse locked, free again."""
+
+    def __init__(self, warehouse: str, run_id: str, models: Sequence[str], lock_wait_s: float,
+                 tell: Callable[[str], None]) -> None:
+        self.warehouse, self.run_id, self.models = warehouse, run_id, list(models)
+        self.lock_wait_s = lock_wait_s
+        self.tell = tell
+        self.locked = False
+        self.status: str | None = None
+        """The run's final status once closed (a run is closed once)."""
+        self._last_try = time.monotonic()
+
+    @property
+    def pending(self) -> int:
+        """Building-weeks staged, not yet in the warehouse."""
+        return staged_building_weeks(self.warehouse, self.run_id)
+
+    @property
+    def pending_folder(self) -> Path:
+        return pending_root(self.warehouse) / self.run_id
+
+    def write(self, results: Sequence[BuildingWeekResult]) -> None:
+        """Write a finished batch, or stage it while the warehouse is locked."""
+        tables = result_tables(results, self.run_id)
+        if not self.locked:
+            try:
+                with connect(self.warehouse, wait_s=WRITE_WAIT_S) as con:
+                    write_now(con, tables, self.run_id, self.models)
+                return
+            except WarehouseLockedError as locked:
+                self._now_locked(locked)
+        stage_tables(self.warehouse, self.run_id, tables, self.models)
+
+    def retry(self) -> None:
+        """Load what a locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
+        if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
+            self._load(WRITE_WAIT_S)
+
+    def close(self, summary: RunSummary, error: BaseException | None = None) -> str:
+        """Record the run's counts and final status after its results; returns the status.
+        Waits for a locked warehouse at most ``lock_wait_s`` (after an error, only briefly);
+        what stays staged then is loaded later (:meth:`how_to_load`). Closes once."""
+        if self.status is not None:
+            return self.status
+        status, message = summary.final_status(error)
+        self.status = status
+        stage_closing(self.warehouse, summary, status, message)
+        self._load(self.lock_wait_s if error is None else WRITE_WAIT_S)
+        return status
+
+    def how_to_load(self) -> str:
+        return (f"{self.pending} building-week(s) of run {self.run_id} are kept in "
+                f"{self.pending_folder}; load them with `wadiro load-pending --warehouse "
+                f"{self.warehouse}` once the warehouse is free")
+
+    def _load(self, wait_s: float) -> None:
+        self._last_try = time.monotonic()
+        try:
+            with connect(self.warehouse, wait_s=wait_s) as con:
+                report = load_staged(con, self.warehouse, self.run_id)
+        except WarehouseLockedError as locked:
+            self._now_locked(locked)
+            return
+        if self.locked:
+            self.tell(f"warehouse free again: wrote the {report.building_weeks} kept "
+                      "building-week(s)")
+        self.locked = False
+
+    def _now_locked(self, locked: WarehouseLockedError) -> None:
+        self._last_try = time.monotonic()
+        if not self.locked:
+            holder = f" ({locked.holder})" if locked.holder else ""
+            self.tell(f"warehouse {self.warehouse} is locked by another process{holder}: "
+                      f"finished results are kept in {self.pending_folder} and written as soon "
+                      "as it is free")
+        self.locked = True
+
+
+def write_now(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], run_id: str,
+              models: Sequence[str]) -> tuple[int, int]:
+    """Replace the slices of ``tables``' building-weeks in one transaction, leaving out those a
+    run started after ``run_id`` has written since; score them again against the readings
+    stored now. Returns (building-weeks written, left out). Call it holding ``con``, the one
+    writer."""
+    kept, superseded = _not_superseded(con, tables, run_id)
+    write_result_tables(con, kept, models)
+    _rescore_written(con, kept.get("window_status"))
+    status = kept.get("window_status")
+    return (0 if status is None else status.num_rows), superseded
+
+
+def stage_tables(warehouse: str | Path, run_id: str, tables: dict[str, pa.Table],
+                 models: Sequence[str]) -> Path:
+    """Stage a batch's result tables as the run's next folder, complete or not at all."""
+    folder = pending_root(warehouse) / run_id
+    batches = _batches(folder)
+    number = int(batches[-1].name.split("-")[1]) + 1 if batches else 1
+    n = tables["window_status"].num_rows if "window_status" in tables else 0
+    target = folder / _BATCH.format(number, n)
+    meta = {"models": json.dumps(list(models))}
+    return _atomically(target, lambda partial: [
+        pq.write_table(t.replace_schema_metadata(meta), partial / f"{name}.parquet")
+        for name, t in tables.items()])
+
+
 def stage_results(warehouse: str | Path, run_id: str, results: Sequence[BuildingWeekResult],
                   models: Sequence[str]) -> Path:
-    """Stage a batch's result rows as the run's next file."""
-    batches = _batches(pending_root(warehouse) / run_id)
-    number = int(batches[-1].name.split("-")[1]) + 1 if batches else 1
-    path = pending_root(warehouse) / run_id / _BATCH.format(number, len(results))
-    return _stage(path, result_tables(results, run_id), {"models": json.dumps(list(models))})
+    """Stage a batch's results (:func:`stage_tables` of their rows)."""
+    return stage_tables(warehouse, run_id, result_tables(results, run_id), models)
 
 
 def stage_closing(warehouse: str | Path, summary: RunSummary, status: str,
                   message: str | None) -> Path:
     """Stage the run's closing record: its counts and final status."""
     row = {"run_id": summary.run_id, "status": status, "message": message, **summary.counts()}
-    return _stage(pending_root(warehouse) / summary.run_id / _CLOSING,
-                  {"runs": pa.Table.from_pylist([row])}, {"models": "[]"})
+    path = pending_root(warehouse) / summary.run_id / _CLOSING
+    _atomically(path, lambda partial: pq.write_table(pa.Table.from_pylist([row]), partial))
+    return path
 
 
 def staged_runs(warehouse: str | Path) -> list[str]:
@@ -97,35 +215,30 @@ def staged_runs(warehouse: str | Path) -> list[str]:
 
 
 def staged_building_weeks(warehouse: str | Path, run_id: str) -> int:
-    """Building-weeks the run has staged (read from the file names)."""
-    return sum(int(p.stem.split("-")[2]) for p in _batches(pending_root(warehouse) / run_id))
+    """Building-weeks the run has staged (read from the folder names)."""
+    return sum(int(p.name.split("-")[2]) for p in _batches(pending_root(warehouse) / run_id))
 
 
 def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
                 run_id: str | None = None) -> LoadReport:
     """Load what ``run_id`` (default: every run, oldest first) has staged beside ``warehouse``:
-    its batches in the order they were staged, then the closing record, each file deleted once
-    what it holds has committed. Consecutive batches that share no building-week are written
-    together, in one transaction (at most :data:`LOAD_BUILDING_WEEKS` building-weeks: a write's
-    statements cost much the same for one batch as for several). Call it holding ``con``, the
-    one writer: no one loads beside it."""
+    its batches in the order they were staged, each in one transaction, then the closing
+    record, each deleted once what it holds has committed. Call it holding ``con``, the one
+    writer: no one loads beside it."""
     report = LoadReport()
     for run in [run_id] if run_id else staged_runs(warehouse):
         folder = pending_root(warehouse) / run
         batches, closing = _batches(folder), folder / _CLOSING
         report.runs += [run] if batches or closing.exists() else []
-        started = con.execute("SELECT started_at FROM runs WHERE run_id = ?", [run]).fetchone()
-        together = _Together(con, run, started and started[0], report)
-        for path in batches:
-            try:
-                tables, models = _read(path)
-            except WarehouseError:
-                together.write()  # what was staged before the damaged file is loaded
-                raise
-            together.add(path, tables, models)
-        together.write()
+        for batch in batches:
+            tables, models = _read_batch(con, batch)
+            written, superseded = write_now(con, tables, run, models)
+            shutil.rmtree(batch)
+            report.batches += 1
+            report.building_weeks += written
+            report.superseded += superseded
         if closing.exists():
-            row = _read(closing)[0]["runs"].to_pylist()[0]
+            row = con.read_parquet(str(closing)).to_arrow_table().to_pylist()[0]
             outcome = (row.pop("status"), row.pop("message"))
             with transaction(con):
                 record_run_end(con, RunSummary(weeks=[], **row), outcome=outcome)
@@ -136,81 +249,35 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
     return report
 
 
-LOAD_BUILDING_WEEKS = 200
-"""At most this many staged building-weeks are written in one transaction (and held in memory
-for it)."""
-
-
-class _Together:
-    """Staged batches of one run gathered to be written in one transaction: consecutive ones
-    with the same models and no building-week in common (a later batch with a building-week of
-    an earlier one replaces its rows, so it waits for the next write)."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, run_id: str, started: datetime | None,
-                 report: LoadReport) -> None:
-        self.con, self.run_id, self.started, self.report = con, run_id, started, report
-        self.paths: list[Path] = []
-        self.tables: list[dict[str, pa.Table]] = []
-        self.models: list[str] = []
-        self.keys: set[tuple[str, Any]] = set()
-
-    def add(self, path: Path, tables: dict[str, pa.Table], models: list[str]) -> None:
-        status = tables["window_status"]
-        keys = set(zip(status["building_id"].to_pylist(), status["target_week"].to_pylist()))
-        if self.paths and (keys & self.keys or models != self.models
-                           or len(self.keys) + len(keys) > LOAD_BUILDING_WEEKS):
-            self.write()
-        self.paths.append(path)
-        self.tables.append(tables)
-        self.models = models
-        self.keys |= keys
-
-    def write(self) -> None:
-        if not self.paths:
-            return
-        names = dict.fromkeys(name for tables in self.tables for name in tables)
-        joined = {name: pa.concat_tables([t[name] for t in self.tables if name in t],
-                                         promote_options="permissive") for name in names}
-        kept, superseded = _not_superseded(self.con, joined, self.run_id, self.started)
-        write_result_tables(self.con, kept, self.models)
-        _rescore_written(self.con, kept["window_status"])
-        for path in self.paths:
-            path.unlink()
-        self.report.batches += len(self.paths)
-        self.report.building_weeks += kept["window_status"].num_rows
-        self.report.superseded += superseded
-        self.paths, self.tables, self.keys = [], [], set()
-
-
-def _rescore_written(con: duckdb.DuckDBPyConnection, status: pa.Table) -> None:
-    """Score the forecasts just written against the readings stored now. A batch was scored
-    against the readings its run read; readings ingested since (corrected, late, removed) were
-    re-scored then against what was stored then, so the batch's own scores must not stand
-    unchecked: an ingest between a batch's compute and its load would leave them stale."""
-    if not status.num_rows:
+def _rescore_written(con: duckdb.DuckDBPyConnection, status: pa.Table | None) -> None:
+    """Score the forecasts just written against the readings stored now: a batch was scored
+    against the readings its run read, and an ingest since (corrected, late, removed readings)
+    rescored only what was stored then."""
+    if status is None or not status.num_rows:
         return
     weeks = status["target_week"].to_pylist()
     rescore_forecasts(con, min(weeks), buildings=sorted(set(status["building_id"].to_pylist())),
-                      end=datetime.combine(max(weeks) + timedelta(days=8), time(), timezone.utc))
+                      end=datetime.combine(max(weeks) + timedelta(days=8), day_start(), UTC))
 
 
 def _batches(folder: Path) -> list[Path]:
-    return sorted(folder.glob("batch-*.parquet")) if folder.is_dir() else []
+    return sorted(p for p in folder.glob("batch-*") if p.is_dir() and not p.suffix) \
+        if folder.is_dir() else []
 
 
-def _stage(path: Path, tables: dict[str, pa.Table], meta: dict[str, str]) -> Path:
-    """Write ``tables`` as one row of lists, complete or not at all (written aside, renamed)."""
-    columns = {name: pa.ListArray.from_arrays(pa.array([0, t.num_rows], pa.int32()),
-                                              t.to_struct_array().combine_chunks())
-               for name, t in tables.items()}
+def _atomically(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write`` a file or folder aside (``.partial``), then rename it to ``path``: complete or
+    not at all. A refusal of the machine (a full disk, a file-size limit) is one line."""
     partial = path.with_name(path.name + ".partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table(columns).replace_schema_metadata(meta), partial)
+        if not path.suffix:
+            partial.mkdir()
+        write(partial)
         os.replace(partial, path)
-    except OSError as error:  # a full disk, a file-size limit, a read-only folder
+    except OSError as error:
         with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+            shutil.rmtree(partial) if partial.is_dir() else partial.unlink(missing_ok=True)
         refused = resource_error(
             error, f"cannot keep results beside the warehouse in {path.parent}")
         if refused is None:
@@ -219,54 +286,68 @@ def _stage(path: Path, tables: dict[str, pa.Table], meta: dict[str, str]) -> Pat
     return path
 
 
-def _read(path: Path) -> tuple[dict[str, pa.Table], list[str]]:
-    """A staged file's tables and models; one line naming the file if it cannot be read."""
-    try:
-        row = pq.read_table(path)
-        tables = {name: pa.Table.from_struct_array(row[name].combine_chunks().flatten())
-                  for name in row.column_names}
-        meta = row.schema.metadata or {}
-        if not tables.keys() & {"window_status", "runs"} or b"models" not in meta:
-            raise ValueError("not a file this pipeline staged")
-        return tables, json.loads(meta[b"models"])
-    except (pa.ArrowException, OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise WarehouseError(
-            f"staged results {path} cannot be read ({reason}); it and the files staged after it "
-            "are kept: restore or move it aside, then run `wadiro load-pending` again") from error
+def _read_batch(con: duckdb.DuckDBPyConnection, folder: Path
+                ) -> tuple[dict[str, pa.Table], list[str]]:
+    """A staged batch's tables, read by DuckDB, and the run's models; one line naming the file
+    that cannot be read."""
+    tables, models = {}, None
+    for path in sorted(folder.glob("*.parquet")):
+        try:
+            tables[path.stem] = con.read_parquet(str(path)).to_arrow_table()
+            meta = pq.read_schema(path).metadata or {}
+            models = json.loads(meta[b"models"])
+        except (duckdb.Error, pa.ArrowException, OSError, ValueError, KeyError) as error:
+            text = str(error).strip()
+            reason = text.splitlines()[0] if text else type(error).__name__
+            raise WarehouseError(
+                f"staged results {path} cannot be read ({reason}); it and the batches staged "
+                "after it are kept: restore or move it aside, then run `wadiro load-pending` "
+                "again") from error
+    if "window_status" not in tables or models is None:
+        raise WarehouseError(f"staged results {folder} hold no window_status rows; move it "
+                             "aside, then run `wadiro load-pending` again")
+    return tables, models
 
 
 def _not_superseded(
-    con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], run_id: str,
-    started: datetime | None,
+    con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], run_id: str
 ) -> tuple[dict[str, pa.Table], int]:
     """The rows of building-weeks that no run started after ``run_id`` has written since, and
     how many building-weeks were left out."""
-    status = tables["window_status"]
+    status = tables.get("window_status")
+    if status is None or not status.num_rows:
+        return tables, 0
     newer = con.execute(
         """
         SELECT DISTINCT w.building_id, w.target_week
         FROM window_status w JOIN runs r USING (run_id)
-        WHERE w.run_id <> ? AND (?::TIMESTAMPTZ IS NULL OR r.started_at > ?::TIMESTAMPTZ)
-          AND w.building_id IN (SELECT unnest(?::VARCHAR[]))
+        WHERE w.run_id <> $run AND w.building_id IN (SELECT unnest($buildings::VARCHAR[]))
+          AND r.started_at > coalesce((SELECT started_at FROM runs WHERE run_id = $run),
+                                      '-infinity'::TIMESTAMPTZ)
         """,
-        [run_id, started, started, sorted(set(status["building_id"].to_pylist()))],
+        {"run": run_id, "buildings": sorted(set(status["building_id"].to_pylist()))},
     ).fetchall()
     if not newer:
         return tables, 0
     taken = set(newer)
     kept = {name: t.filter(pa.array([key not in taken for key in zip(
-                t["building_id"].to_pylist(), t["target_week"].to_pylist())], pa.bool_()))
+                t["building_id"].to_pylist(), t["target_week"].to_pylist(), strict=True)],
+                pa.bool_()))
             for name, t in tables.items()}
     return kept, status.num_rows - kept["window_status"].num_rows
 
 
 __all__ = [
+    "PENDING_RETRY_S",
+    "WRITE_WAIT_S",
     "LoadReport",
+    "RunWriter",
     "load_staged",
     "pending_root",
     "stage_closing",
     "stage_results",
+    "stage_tables",
     "staged_building_weeks",
     "staged_runs",
+    "write_now",
 ]

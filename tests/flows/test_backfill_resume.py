@@ -29,9 +29,8 @@ from warehouse_rows import (
 )
 
 BUILDINGS = 3
-BACKFILL = {"models": FAST_MODELS, "trials": 2, "batch_size": 1, "max_in_flight": 1,
-            "load_every_seconds": 0}
-"""One building per batch, one batch at a time, each loaded as it finishes: the first rows land
+BACKFILL = {"models": FAST_MODELS, "trials": 2, "batch_size": 1, "max_in_flight": 1}
+"""One building per batch, one batch at a time, each written as it finishes: the first rows land
 long before the last."""
 
 MAX_READ_WAIT_S = 5.0
@@ -43,8 +42,7 @@ _CHILD = textwrap.dedent("""
     from wadiro_fleet.flows.settings import BackfillSettings
     backfill_flow(date.fromisoformat(sys.argv[2]), date.fromisoformat(sys.argv[3]),
                   BackfillSettings(warehouse=sys.argv[1], models=sys.argv[4].split(","),
-                                   trials=int(sys.argv[5]), batch_size=1, max_in_flight=1,
-                                   load_every_seconds=0))
+                                   trials=int(sys.argv[5]), batch_size=1, max_in_flight=1))
 """)
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from wadiro_fleet.flows import forecast
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
@@ -76,9 +74,8 @@ def test_a_run_reading_one_batch_at_a_time_writes_the_same_rows(tmp_path, monkey
 
 
 def _counting(step, reads: list[int]):
-    @task(name="read-batches", cache_policy=NO_CACHE)
     def read(run, groups):
         reads.append(len(groups))
-        return step.fn(run, groups)
+        return step(run, groups)
 
     return read

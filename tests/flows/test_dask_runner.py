@@ -93,7 +93,5 @@ def test_backfill_on_dask_matches_threads(tmp_path, dask_cluster, prefect_backen
 
 
 def test_dask_runner_needs_an_address():
-    from wadiro_fleet.flows.runners import make_task_runner
-
-    with pytest.raises(ValueError, match="needs a scheduler address"):
-        make_task_runner("dask")
+    with pytest.raises(ValueError, match="the dask runner needs dask_address"):
+        BackfillSettings(runner="dask")

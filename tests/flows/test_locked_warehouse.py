@@ -16,27 +16,24 @@ import threading
 import time
 
 import pytest
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from processes import count_rows
 from typer.testing import CliRunner
 from wadiro_fleet.flows import forecast
 from wadiro_fleet.flows.cli import app
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
+from wadiro_fleet.flows.forecast import forecast_batch as _forecast_batch
 from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks import forecast_tasks
-from wadiro_fleet.tasks.forecast_tasks import forecast_batch as _forecast_batch
+from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.pending import pending_root
 from warehouse_rows import WEEKS, make_warehouse, result_rows
 
 MODELS = ["svr", "seasonal_naive"]
-SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1,
-            "load_every_seconds": 0}
+SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1}
 BACKFILL = ["backfill", "--start", WEEKS[0].isoformat(), "--end", WEEKS[-1].isoformat(),
             "--models", ",".join(MODELS), "--trials", "2", "--runner", "threads",
-            "--batch-size", "1", "--max-in-flight", "1", "--load-every-seconds", "0"]
+            "--batch-size", "1", "--max-in-flight", "1"]
 
 _ANALYST = textwrap.dedent("""
     import sys, time, duckdb
@@ -92,7 +89,6 @@ class Analyst:
             self.proc.wait(timeout=30)
 
 
-@task(name="forecast-batch", cache_policy=NO_CACHE)
 def slow_forecast_batch(jobs, config, label):
     """The real step, a second slower: the analyst gets in before the run has finished."""
     time.sleep(1.0)
@@ -123,8 +119,8 @@ def warehouses(undisturbed, tmp_path):
 def slow_steps(monkeypatch, no_prefect_server):
     """The compute step a second slower, and the waits for the lock shorter."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
-    monkeypatch.setattr(forecast, "PENDING_RETRY_S", 0.5)
-    monkeypatch.setattr(forecast_tasks, "WRITE_WAIT_S", 0.3)
+    monkeypatch.setattr(pending, "PENDING_RETRY_S", 0.5)
+    monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.3)
 
 
 def _closing_kept(warehouse) -> bool:
@@ -167,7 +163,9 @@ def test_when_the_lock_outlasts_the_wait_the_user_is_told_how_to_load_the_result
     assert last.startswith("error: the warehouse stayed locked;")
     assert f"load them with `wadiro load-pending --warehouse {warehouse}`" in last
     assert 0 < count_rows(warehouse, "SELECT count(*) FROM window_status") < 6
-    staged = sorted(p.name for p in pending_root(warehouse).rglob("*") if p.is_file())
+    run_folder = next(pending_root(warehouse).iterdir())
+    staged = sorted(p.relative_to(run_folder).as_posix() for p in run_folder.rglob("*")
+                    if p.is_file())
     assert staged[-1] == "closing.parquet" and len(staged) > 1  # Parquet files, nothing else
     assert all(name.startswith("batch-") and name.endswith(".parquet") for name in staged[:-1])
 

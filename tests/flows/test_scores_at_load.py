@@ -16,8 +16,10 @@ import pandas as pd
 import pytest
 from cli_runs import invoke
 from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.forecast_tasks import forecast_batch, open_run, read_batches, write_batch
+from wadiro_fleet.flows.forecast import forecast_batch
+from wadiro_fleet.tasks.forecast_tasks import open_run, read_batches
 from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.pending import load_staged, stage_results
 from warehouse_rows import make_warehouse
 
 WEEK = date(2024, 3, 25)
@@ -49,11 +51,12 @@ def test_readings_corrected_between_compute_and_load_are_in_the_stored_scores(
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     settings = BackfillSettings(warehouse=str(warehouse), models=["svr", "seasonal_naive"],
                                 trials=2)
-    run = open_run.fn(str(warehouse), str(uuid.uuid4()), "backfill", [WEEK], None,
+    run = open_run(str(warehouse), str(uuid.uuid4()), "backfill", [WEEK], None,
                       settings.forecast_config(), settings.record([WEEK], "backfill"))
-    [batch] = read_batches.fn(run, [list(run.building_ids)])
+    [batch] = read_batches(run, [list(run.building_ids)])
     results = forecast_batch.fn(batch.jobs, run.config, batch.label)  # scored on the old readings
-    write_batch.fn(run, results, load=False)  # staged, not loaded yet
+    # kept beside the warehouse, as a locked one keeps it
+    stage_results(warehouse, run.run_id, results, run.config.models)
     before = mae_by_hand_of_results(results)
 
     # the operator re-sends two buildings' week, corrected, while the batch waits
@@ -69,7 +72,8 @@ def test_readings_corrected_between_compute_and_load_are_in_the_stored_scores(
                       "--warehouse", warehouse)
     assert ingested.exit_code == 0, ingested.output
 
-    assert write_batch.fn(run, [], load=True).written == 3
+    with connect(warehouse) as con:
+        assert load_staged(con, warehouse, run.run_id).building_weeks == 3
     stored, by_hand = stored_mae(warehouse, run.run_id), mae_by_hand(warehouse, run.run_id)
     assert stored.keys() == by_hand.keys() == before.keys() and len(stored) == 6
     for key, mae in by_hand.items():

@@ -1,24 +1,21 @@
-"""A run stages every finished batch at once and loads the staged ones into the warehouse at most
-every ``load_every_seconds`` and at its end: the warehouse ends with every row, each once, however
-often it was loaded."""
+"""A run writes every finished batch straight into a free warehouse: the warehouse holds each
+batch's rows as soon as its write returns, nothing is staged beside it, and a run of one
+building per batch writes the rows a run of every building in one batch writes."""
 
 from __future__ import annotations
 
 import shutil
 
 import pytest
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-from wadiro_fleet.flows import forecast
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.settings import BackfillSettings
 from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.pending import pending_root
+from wadiro_fleet.tasks.warehouse.pending import RunWriter, pending_root
 from warehouse_rows import WEEKS, make_warehouse, result_rows
 
 SETTINGS = {"models": ["seasonal_naive", "wadiro_linreg"], "trials": 2, "runner": "threads",
-            "batch_size": 1, "max_in_flight": 1}
+            "max_in_flight": 1}
 
 
 @pytest.fixture(scope="module")
@@ -26,39 +23,33 @@ def pristine(tmp_path_factory):
     return make_warehouse(tmp_path_factory.mktemp("staged") / "pristine.duckdb", buildings=3)
 
 
-def _backfill(pristine, tmp_path, monkeypatch, load_every_s: float) -> tuple[list, list, list]:
-    """Backfill a copy of ``pristine``: the ``load`` asked of each batch's write, the building-
-    weeks the warehouse held after each write, and its result rows at the end."""
-    warehouse = tmp_path / f"every-{load_every_s:g}.duckdb"
+def _backfill(pristine, tmp_path, monkeypatch, batch_size: int) -> tuple[list, list]:
+    """Backfill a copy of ``pristine``: the building-weeks the warehouse held after each
+    batch's write, and its result rows at the end."""
+    warehouse = tmp_path / f"batch-{batch_size}.duckdb"
     shutil.copy(pristine, warehouse)
-    write, asked, held = forecast.write_batch, [], []
+    write, held = RunWriter.write, []
 
-    @task(name="write-batch", cache_policy=NO_CACHE)
-    def watched_write(run, results, wait_s=None, load=True):
-        outcome = write.fn(run, results, wait_s, load)
-        asked.append(load)
+    def watched_write(writer, results):
+        write(writer, results)
+        assert not pending_root(warehouse).exists()  # written, not staged
         with connect(warehouse, read_only=True) as con:
             held.append(con.execute("SELECT count(*) FROM window_status").fetchone()[0])
-        return outcome
 
-    monkeypatch.setattr(forecast, "write_batch", watched_write)
+    monkeypatch.setattr(RunWriter, "write", watched_write)
     run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1],
-             settings=BackfillSettings(warehouse=str(warehouse), load_every_seconds=load_every_s,
+             settings=BackfillSettings(warehouse=str(warehouse), batch_size=batch_size,
                                        **SETTINGS))
     with connect(warehouse, read_only=True) as con:
         assert con.execute("SELECT status, n_building_weeks FROM runs").fetchall() == [
             ("completed", 6)]
     assert not pending_root(warehouse).exists()  # nothing left staged
-    return asked, held, result_rows(warehouse)
+    return held, result_rows(warehouse)
 
 
-def test_a_short_run_loads_once_at_its_end_and_writes_what_loading_every_batch_writes(
-    pristine, tmp_path, monkeypatch
-):
-    asked, held, rows = _backfill(pristine, tmp_path, monkeypatch, load_every_s=3600.0)
-    # three batches staged without a load, then the close loads all of them
-    assert asked == [False, False, False] and held == [0, 0, 0]
-    every_asked, every_held, every_rows = _backfill(pristine, tmp_path, monkeypatch,
-                                                    load_every_s=0.0)
-    assert every_asked == [True, True, True] and every_held == [2, 4, 6]
-    assert rows == every_rows and len(rows) > 0
+def test_each_batch_is_in_the_warehouse_when_its_write_returns(pristine, tmp_path, monkeypatch):
+    held, rows = _backfill(pristine, tmp_path, monkeypatch, batch_size=1)
+    assert held == [2, 4, 6]  # one building, two weeks, per batch
+    together_held, together_rows = _backfill(pristine, tmp_path, monkeypatch, batch_size=3)
+    assert together_held == [6]
+    assert rows == together_rows and len(rows["forecasts"]) > 0

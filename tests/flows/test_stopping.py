@@ -15,8 +15,6 @@ import time
 from concurrent.futures import InvalidStateError
 
 import pytest
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from processes import (
     count_rows,
     kill_session,
@@ -26,19 +24,18 @@ from processes import (
     wait_for_rows,
     wait_until_gone,
 )
-from wadiro_fleet.flows import forecast
 from wadiro_fleet.flows.engine import LocalEngine, PrefectEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.settings import BackfillSettings
 from wadiro_fleet.flows.stopping import GRACE_S, STOP, Stop
 from wadiro_fleet.tasks.errors import RunStoppedError
 from wadiro_fleet.tasks.warehouse.connection import connect
+from wadiro_fleet.tasks.warehouse.pending import RunWriter
 from warehouse_rows import WEEKS, make_warehouse
 
 BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--models",
             "wadiro_pcscnn,svr,seasonal_naive", "--trials", "3", "--tuning", "per-window",
-            "--batch-size", "1", "--max-in-flight", "2", "--runner", "processes", "--workers", "2",
-            "--load-every-seconds", "0"]
+            "--batch-size", "1", "--max-in-flight", "2", "--runner", "processes", "--workers", "2"]
 """Three buildings x five weeks, every window tuned, one building per batch: a minute or more of
 work (the deployed protocol's fast fits finish the cheaper models' run before a signal lands),
 first rows early."""
@@ -62,15 +59,13 @@ def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
     if engine == "prefect":
         request.getfixturevalue("prefect_backend")
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
-    write = forecast.write_batch
+    write = RunWriter.write
 
-    @task(name="write-batch", cache_policy=NO_CACHE)
-    def write_then_stop(run, results, wait_s=None, load=True):  # the signal: after a write
-        outcome = write.fn(run, results, wait_s, load)
+    def write_then_stop(writer, results):  # the signal: after a write
+        write(writer, results)
         STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
-        return outcome
 
-    monkeypatch.setattr(forecast, "write_batch", write_then_stop)
+    monkeypatch.setattr(RunWriter, "write", write_then_stop)
     settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
                                 runner="threads", batch_size=1, max_in_flight=1)
     with pytest.raises(RunStoppedError) as stopped:
@@ -199,7 +194,7 @@ def test_a_stopped_run_s_abandoned_batches_print_no_traceback(monkeypatch, stop)
 def test_ctrl_c_with_batches_waiting_prints_only_its_two_lines(tmp_path):
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     many_waiting = [*BACKFILL[:BACKFILL.index("--max-in-flight")], "--max-in-flight", "8",
-                    "--runner", "processes", "--workers", "2", "--load-every-seconds", "0"]
+                    "--runner", "processes", "--workers", "2"]
     proc = start([*many_waiting, "--warehouse", str(warehouse)], local_env(), tmp_path)
     try:
         wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=300)

@@ -11,8 +11,8 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from wadiro_fleet.flows.engine import LocalEngine, _call_step
-from wadiro_fleet.tasks.forecast_tasks import forecast_batch
+from wadiro_fleet.flows.engine import RUNNERS
+from wadiro_fleet.tasks.protocol.batch import run_batch
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 
 pytestmark = pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
@@ -23,9 +23,8 @@ def _in_worker(expression: str) -> object:
     """``expression`` evaluated in the one worker of a run's executor, after it ran the compute
     step as a run submits it (an empty batch)."""
     settings = SimpleNamespace(runner="processes", workers=1)
-    step = forecast_batch.fn
-    with LocalEngine()._executor_for(settings) as executor:
-        assert executor.submit(_call_step, step.__module__, step.__name__, [], ForecastConfig(),
+    with RUNNERS["processes"].local(settings) as executor:
+        assert executor.submit(run_batch, [], ForecastConfig(),
                                "empty").result(timeout=120) == []
         # eval is a builtin: the worker imports nothing more to run it
         return executor.submit(eval, expression).result(timeout=120)

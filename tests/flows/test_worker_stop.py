@@ -24,8 +24,7 @@ from warehouse_rows import make_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_BACKFILL = ('{"models": ["wadiro_pcscnn", "svr", "seasonal_naive"], "trials": 3, '
-                 '"tuning": "per-window", "batch_size": 1, "max_in_flight": 2, "workers": 2, '
-                 '"load_every_seconds": 0}')
+                 '"tuning": "per-window", "batch_size": 1, "max_in_flight": 2, "workers": 2}')
 """Three buildings x five weeks, every window tuned: a minute or more of work."""
 
 

@@ -1,4 +1,4 @@
-"""The storage tasks of a run wait for a locked warehouse as long as the run allows
+"""The storage steps of a run wait for a locked warehouse as long as the run allows
 (``--lock-wait-minutes``), inside the connection, and are not retried on top of that."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _flaky(errors: list[Exception]):
 def _read_in_a_flow():
     @flow
     def reading():
-        return read_batches.with_options(retry_delay_seconds=0)(RUN, [["a"]])
+        return read_batches(RUN, [["a"]])
 
     return reading()
 

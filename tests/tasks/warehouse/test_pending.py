@@ -1,5 +1,6 @@
 """Results staged as Parquet beside a locked warehouse: loaded in order, once, never over newer
-rows, never lost; a staged batch loads exactly the rows a direct write does."""
+rows, never lost; a staged batch loads exactly the rows a direct write does. The run's writer
+writes straight into a free warehouse, stages while it is locked and loads once it is free."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from wadiro_fleet.tasks.protocol.batch import failed_results, run_jobs
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
+from wadiro_fleet.tasks.warehouse.connection import (
+    WarehouseError,
+    WarehouseLockedError,
+    connect,
+)
 from wadiro_fleet.tasks.warehouse.pending import (
     load_staged,
     pending_root,
@@ -66,14 +71,12 @@ def test_staged_batches_are_parquet_loaded_in_order_then_the_closing_record(ware
     stage_closing(warehouse, summary, "completed_with_failures", "4 failed")
     folder = pending_root(warehouse) / "old"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "batch-000001-2.parquet", "batch-000002-2.parquet", "batch-000003-2.parquet",
-        "closing.parquet"]
+        "batch-000001-2", "batch-000002-2", "batch-000003-2", "closing.parquet"]
     assert staged_runs(warehouse) == ["old"] and staged_building_weeks(warehouse, "old") == 6
-    # Plain Parquet, readable by any tool: here DuckDB, one list of rows per table.
-    first = duckdb.sql(f"SELECT unnest(window_status, recursive := true) "
-                       f"FROM '{folder / 'batch-000001-2.parquet'}'").fetchall()
-    assert [(row[0], row[1], row[3]) for row in first] == [
-        ("a", W1, "RuntimeError: first"), ("a", W2, "RuntimeError: first")]
+    # Plain Parquet of the table's own rows, readable by any tool: here DuckDB.
+    first = duckdb.sql("SELECT building_id, target_week, reason FROM "
+                       f"'{folder / 'batch-000001-2' / 'window_status.parquet'}'").fetchall()
+    assert first == [("a", W1, "RuntimeError: first"), ("a", W2, "RuntimeError: first")]
 
     report = load(warehouse)
     with connect(warehouse, read_only=True) as con:
@@ -110,7 +113,7 @@ def test_a_damaged_staged_file_is_named_in_one_line_and_nothing_is_lost(warehous
     for reason in ("one", "two", "three"):
         stage_results(warehouse, "old", results(reason, reason, weeks=(W1,)), MODELS)
     folder = pending_root(warehouse) / "old"
-    damaged = folder / "batch-000002-1.parquet"
+    damaged = folder / "batch-000002-1" / "window_status.parquet"
     good = damaged.read_bytes()
     damaged.write_bytes(good[: len(good) // 2])  # cut short: a full disk, a copy broken off
 
@@ -121,8 +124,7 @@ def test_a_damaged_staged_file_is_named_in_one_line_and_nothing_is_lost(warehous
     assert "wadiro load-pending" in message
     # The batch before it is loaded; it and the batch after it stay staged, untouched.
     assert [r[0] for r in statuses(warehouse)] == ["one"]
-    assert sorted(p.name for p in folder.iterdir()) == ["batch-000002-1.parquet",
-                                                        "batch-000003-1.parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["batch-000002-1", "batch-000003-1"]
     damaged.write_bytes(good)  # restored from a backup
     assert load(warehouse).building_weeks == 2
     assert [r[0] for r in statuses(warehouse)] == ["one", "three", "two"]
@@ -167,11 +169,10 @@ def test_a_staged_batch_loads_exactly_the_rows_a_direct_write_does(tmp_path):
     assert len(result_table_rows(direct)["forecasts"]) == 2 * 2 * 167
 
 
-def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_writes(
-    tmp_path, monkeypatch
-):
+def test_batches_of_fitted_and_failed_weeks_load_the_rows_of_direct_writes(tmp_path):
     """Batches of fitted and of failed building-weeks (columns all empty in one, filled in the
-    other) are written together, once; a batch repeating a building-week starts a new write."""
+    other), one repeating a building-week of an earlier one: the later batch's rows win, as
+    they do when each is written directly."""
     fitted, config = fitted_batch(tmp_path)
     batches = [fitted[:1], results("c", "no data"), fitted[1:],
                results("c", "later", weeks=(W1,))]
@@ -182,17 +183,50 @@ def test_disjoint_staged_batches_load_in_one_write_with_the_rows_of_direct_write
             write_results(con, batch, run_id="r", models=config.models)
     for batch in batches:
         stage_results(staged, "r", batch, config.models)
-    writes = []
-    original = pending.write_result_tables
-
-    def counted(con, tables, models):
-        writes.append(tables["window_status"].num_rows)
-        return original(con, tables, models)
-
-    monkeypatch.setattr(pending, "write_result_tables", counted)
     with connect(staged) as con:
         ensure_schema(con)
         report = load_staged(con, staged)
-    assert writes == [4, 1] and (report.batches, report.building_weeks) == (4, 5)
+    assert (report.batches, report.building_weeks) == (4, 5)
     assert result_table_rows(direct) == result_table_rows(staged)
     assert ("c", W1, "RuntimeError: later", "r") in statuses(staged)
+
+
+class _Told(list):
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+
+def test_the_writer_writes_a_free_warehouse_at_once_and_stages_only_while_it_is_locked(
+    warehouse, monkeypatch
+):
+    monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.2)
+    told = _Told()
+    writer = pending.RunWriter(str(warehouse), "old", MODELS, lock_wait_s=0.2, tell=told)
+    writer.write(results("a", "free"))
+    assert [r[0] for r in statuses(warehouse)] == ["a", "a"] and not pending_root(warehouse).exists()
+
+    holder = duckdb.connect(str(warehouse))  # another process's writer, as DuckDB sees it
+    try:
+        with pytest.MonkeyPatch.context() as patched:  # this process cannot lock its own file
+            patched.setattr(pending, "connect", _refused)
+            writer.write(results("b", "locked"))
+            writer.write(results("c", "still locked"))
+            assert writer.locked and writer.pending == 4
+            assert len(told) == 1 and "is locked by another process" in told[0]
+            summary = RunSummary(run_id="old", weeks=[W1, W2])
+            assert writer.close(summary) == "completed"  # the lock outlasts the wait
+            assert writer.locked and "wadiro load-pending" in writer.how_to_load()
+    finally:
+        holder.close()
+    writer._load(0.2)  # the lock cleared: everything staged goes in, in order
+    assert not writer.locked and "free again: wrote the 4 kept" in told[-1]
+    assert [r[0] for r in statuses(warehouse)] == ["a", "a", "b", "b", "c", "c"]
+    with connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'old'").fetchone() == (
+            "completed",)
+    assert not pending_root(warehouse).exists()
+    assert writer.close(summary) == "completed"  # closed once
+
+
+def _refused(path, **kwargs):
+    raise WarehouseLockedError(f"warehouse {path} is locked by another process", "test (PID 1)")
