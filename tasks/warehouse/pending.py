@@ -10,7 +10,8 @@ models in the files' metadata). :func:`load_staged` has DuckDB read them (``read
 replaces each batch's slices in one transaction, in the order they were staged, deleting the
 folder once that has committed: at the run's next try (every :data:`PENDING_RETRY_S` while it
 computes), at its end, or with ``wadiro load-pending``. The run's closing record (its counts
-and status) is staged the same way (``closing.parquet``) when the warehouse stays locked.
+and status) is kept the same way (``closing.parquet``) until it is written, after the run's
+results: a process ended while it waits for the lock loses nothing.
 
 Every write, direct or staged, leaves out the building-weeks that a run started later has
 written since (their rows are newer), and scores what it writes again against the readings
@@ -110,6 +111,8 @@ class RunWriter:
 
     def write(self, results: Sequence[BuildingWeekResult]) -> None:
         """Write a finished batch, or stage it while the warehouse is locked."""
+        if not results:
+            return
         tables = result_tables(results, self.run_id)
         if not self.locked:
             try:
