@@ -52,18 +52,18 @@ def load_portfolios(path: str | Path, form: CsvFormat | None = None) -> pa.Table
     building = source.text("building_id", required=True)
     for row, name in enumerate(portfolio):
         if name == ALL:
-            raise source.error(row, "portfolio_id", f"the portfolio {ALL!r} is every building, "
+            raise source.at.error(row, "portfolio_id", f"the portfolio {ALL!r} is every building, "
                                "in every warehouse; give your portfolio another name")
         if "," in name:
-            raise source.error(row, "portfolio_id", f"portfolio id {name!r} holds a comma, "
+            raise source.at.error(row, "portfolio_id", f"portfolio id {name!r} holds a comma, "
                                "which separates ids on the command line; rename it")
     pairs = list(zip(portfolio, building, strict=True))
     seen: dict[tuple[str, str], int] = {}
     for row, pair in enumerate(pairs):
         if pair in seen:
-            raise source.error(row, "building_id", f"building {pair[1]!r} is listed twice in "
-                               f"portfolio {pair[0]!r} ({source.where(seen[pair])} and "
-                               f"{source.where(row)})")
+            raise source.at.error(row, "building_id", f"building {pair[1]!r} is listed twice in "
+                               f"portfolio {pair[0]!r} ({source.at.where(seen[pair])} and "
+                               f"{source.at.where(row)})")
         seen[pair] = row
     return pa.table({"portfolio_id": pa.array(list(portfolio), pa.string()),
                      "building_id": pa.array(list(building), pa.string())})

@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import TypeAdapter, ValidationError
 from wadiro_fleet.tasks.ingest.identifiers import check_ids
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions, SourceTable, read_source
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions, SourceRows, read_source
 from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
@@ -77,25 +77,25 @@ def _calendar_problem(country: str, subdiv: str | None) -> str | None:
 _ZONES = TypeAdapter(list[TimeZoneName])
 
 
-def _check_zones(source: SourceTable, zones: pd.Series) -> None:
+def _check_zones(at: SourceRows, zones: pd.Series) -> None:
     try:
         _ZONES.validate_python(zones.tolist())
     except ValidationError as error:
         problem = error.errors()[0]  # the first row's
-        raise source.error(problem["loc"][0], "timezone", str(problem["ctx"]["error"])) from None
+        raise at.error(problem["loc"][0], "timezone", str(problem["ctx"]["error"])) from None
 
 
-def _check_calendars(source: SourceTable, countries: pd.Series, subdivs: pd.Series) -> None:
+def _check_calendars(at: SourceRows, countries: pd.Series, subdivs: pd.Series) -> None:
     for row, (country, subdiv) in enumerate(zip(countries, subdivs, strict=True)):
         if _calendar_problem(country, None) is not None:
-            raise source.error(
+            raise at.error(
                 row,
                 "holiday_country",
                 f"no holiday calendar for country "
                 f"{country!r} in the holidays package (an ISO 3166 code, e.g. GB)",
             )
         if subdiv is not None and _calendar_problem(country, subdiv) is not None:
-            raise source.error(
+            raise at.error(
                 row,
                 "holiday_subdiv",
                 f"{subdiv!r} is not a subdivision of the "
@@ -120,13 +120,14 @@ def load_buildings(path: str | Path, form: CsvFormat | None = None) -> Buildings
             else pd.Series([None] * source.rows, dtype=object)
         )
     ids = columns["building_id"]
+    at = source.at
     for name, what in (("building_id", "building id"), ("site_id", "site id"),
                        ("building_type", "building type")):
-        check_ids(source, name, columns[name], what)
+        check_ids(at, name, columns[name], what)
     commas = ids.str.contains(",", regex=False).to_numpy()
     if commas.any():
         row = int(commas.argmax())
-        raise source.error(
+        raise at.error(
             row, "building_id",
             f"building id {ids.iloc[row]!r} holds a comma, which separates ids in --buildings "
             "(it could never be selected); rename it, e.g. with '-' or '_'")
@@ -134,14 +135,14 @@ def load_buildings(path: str | Path, form: CsvFormat | None = None) -> Buildings
     if repeated.any():
         second = int(repeated.argmax())
         first = int((ids == ids.iloc[second]).to_numpy().argmax())
-        raise source.error(
+        raise at.error(
             second,
             "building_id",
             f"building {ids.iloc[second]!r} is listed "
-            f"twice ({source.where(first)} and {source.where(second)})",
+            f"twice ({at.where(first)} and {at.where(second)})",
         )
-    _check_zones(source, columns["timezone"])
-    _check_calendars(source, columns["holiday_country"], columns["holiday_subdiv"])
+    _check_zones(at, columns["timezone"])
+    _check_calendars(at, columns["holiday_country"], columns["holiday_subdiv"])
     table = pa.table(
         {
             name: pa.array(columns[name].tolist(), pa.string(), from_pandas=True)

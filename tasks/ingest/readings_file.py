@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 from wadiro_fleet.tasks.errors import UnknownBuildingError
+from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.hourly import (
     EnergyUnit,
@@ -317,6 +318,24 @@ def _long_columns(source: SourceRows, columns: list[str]) -> str:
     return values[0]
 
 
+def _value_columns(stream: SourceStream, mapping: ColumnMapping, layout: Layout
+                   ) -> tuple[bool, list[str]]:
+    """Whether the file is long, and its value columns (a wide file's building ids)."""
+    rows = stream.at
+    if _layout(rows, stream.columns, layout) == "long":
+        mapping.check_targets(rows.path, ("building_id", "ts", *VALUE_COLUMNS),
+                              "a long readings file")
+        return True, [_long_columns(rows, stream.columns)]
+    value_columns = [c for c in stream.columns if c != "ts"]
+    if not value_columns:
+        raise MalformedSourceError(
+            f"{rows.path}: a wide file needs ts and one column per "
+            f"building id; found only {stream.columns}"
+        )
+    check_id_names(rows.path, stream.columns, "building id")
+    return False, value_columns
+
+
 def _energy(rows: SourceRows, raw: pa.Array, first_row: int, column: str, factor: float,
             options: ReadingsOptions, tally: Tally) -> np.ndarray:
     """A chunk's value column (``raw``, from row ``first_row``) in kWh per interval (a
@@ -367,13 +386,13 @@ class _BuildingCodes:
         ids = chunk.trimmed(column)
         if ids.null_count:
             row = int(np.flatnonzero(pc.is_null(ids).to_numpy(zero_copy_only=False))[0])
-            raise chunk.error(row, column, "empty cell; a value is required")
+            raise chunk.at.error(row, column, "empty cell; a value is required")
         encoded = pc.dictionary_encode(ids).combine_chunks()
         indices = encoded.indices.to_numpy(zero_copy_only=False)
         bad = unprintable_at(encoded.dictionary)
         if bad is not None:
             row = int(np.flatnonzero(indices == bad)[0])
-            raise chunk.error(row, column, unprintable_problem(
+            raise chunk.at.error(row, column, unprintable_problem(
                 encoded.dictionary[bad].as_py(), "building id"))
         codes = np.array([self.code(name) for name in encoded.dictionary.to_pylist()],
                          dtype=np.int32)
@@ -415,7 +434,7 @@ def _read_chunks(stream: SourceStream, value_columns: list[str], long: bool, tim
         if long:
             gathered.codes.append(ids.of_column(chunk, "building_id"))
         for column in value_columns:
-            gathered.values[column].append((chunk.numbers(column), chunk.first_row))
+            gathered.values[column].append((chunk.numbers(column), chunk.at.first_row))
     return gathered
 
 
@@ -470,29 +489,18 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     began = time.perf_counter()
     options = options or ReadingsOptions()
     mapping = options.column_mapping()
-    stream = open_source(path, required=["ts"], optional=None, form=options, mapping=mapping)
-    rows = SourceRows(stream.path, stream.kind)
-    long = _layout(rows, stream.columns, options.layout) == "long"
-    if long:
-        mapping.check_targets(stream.path, ("building_id", "ts", *VALUE_COLUMNS),
-                              "a long readings file")
-        value_columns = [_long_columns(rows, stream.columns)]
-    else:
-        value_columns = [c for c in stream.columns if c != "ts"]
-        if not value_columns:
-            raise MalformedSourceError(
-                f"{stream.path}: a wide file needs ts and one column per "
-                f"building id; found only {stream.columns}"
-            )
-        check_id_names(stream.path, stream.columns, "building id")
     times = TimeReader("ts", timezone=options.timezone, time_format=options.time_format,
                        dayfirst=options.dayfirst, latest=accepted_until(DAYS_AHEAD),
                        latest_why=f"readings: at most {DAYS_AHEAD} days after today")
     ids = _BuildingCodes()
-    chunks = _read_chunks(stream, value_columns, long, times, ids)
+    with open_source(path, required=["ts"], optional=None, form=options,
+                     mapping=mapping) as stream:
+        rows = stream.at
+        long, value_columns = _value_columns(stream, mapping, options.layout)
+        chunks = _read_chunks(stream, value_columns, long, times, ids)
     n = chunks.rows
     if n == 0:
-        raise MalformedSourceError(f"{stream.path}: empty file, a header but no data rows")
+        raise MalformedSourceError(f"{rows.path}: empty file, a header but no data rows")
     codes = np.concatenate(chunks.codes) if long else None
     buildings = pd.Series(ids.categorical(codes)) if codes is not None else None
     ts, minutes = _instants(rows, chunks.times(), times.with_offset, codes, buildings, options)
@@ -512,13 +520,13 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         frame, registers = _differences(rows, frame, minutes, options,
                                         value_columns[0] if long else None, tally)
     else:
-        refuse_registers(stream.path, frame, minutes)
+        refuse_registers(rows.path, frame, minutes)
     sub_hourly = _recent_sub_hourly(frame, minutes)
     hours, partial, incomplete = sum_to_hours(frame, minutes)
     del frame
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
-        path=str(stream.path),
+        path=str(rows.path),
         readings=readings,
         building_ids=tuple(sorted(str(b) for b in pd.unique(hours["building_id"]))),
         interval_minutes=minutes,

@@ -14,9 +14,12 @@ are read as the warehouse's through a column mapping (:class:`FileOptions`,
 :meth:`SourceTable.numbers` and :meth:`SourceTable.text` turn a column into values, refusing a
 cell that is not one with an error naming file, row and column. A large file is read in chunks
 (:func:`open_source`, :meth:`SourceStream.chunks`: a CSV block or a Parquet batch at a time), so
-that only the columns a reader keeps, in their compact form, grow with the file.
+that only the columns a reader keeps, in their compact form, grow with the file. A file is
+opened and read from disk once: a CSV's header, its rows and the scan naming the line of a CSV
+pyarrow refuses read the same bytes (:mod:`~wadiro_fleet.tasks.ingest.csv_bytes`).
 Rows are named as a reader finds them: ``line N`` of a CSV (the header is line 1), ``row N``
-(1-based) of a Parquet file, counted from the file's start in every chunk.
+(1-based) of a Parquet file, counted from the file's start in every chunk; a table's rows by
+its :class:`SourceRows` (``SourceTable.at``), which the checks are given.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import codecs
 import csv
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +40,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping, parse_pairs
+from wadiro_fleet.tasks.ingest.csv_bytes import CsvBytes, Undecodable, first_problem
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
 
 __all__ = ["FORMATS", "CsvFormat", "FileOptions", "SourceRows", "SourceStream", "SourceTable",
@@ -129,22 +134,23 @@ class FileOptions(CsvFormat):
 @dataclass(frozen=True)
 class SourceRows:
     """Where a file's rows are, to name them in errors: ``line N`` of a CSV (the header is
-    line 1) or ``row N`` (1-based) of a Parquet file, for 0-based row indices of the file."""
+    line 1) or ``row N`` (1-based) of a Parquet file, for 0-based row indices of a part of the
+    file that starts at the file's row ``first_row`` (a chunk; 0: the whole file). The checks
+    of a file's cells are given this, not the cells."""
 
     path: Path
     kind: str
-
-    def _first(self) -> int:
-        return 0
+    first_row: int = field(default=0, kw_only=True)
 
     def where(self, row: int) -> str:
         """``line N`` (CSV, header = line 1) or ``row N`` (Parquet) of the 0-based ``row``."""
-        row += self._first()
+        row += self.first_row
         return f"line {row + 2}" if self.kind == "csv" else f"row {row + 1}"
 
     def lines(self, rows: np.ndarray) -> np.ndarray:
         """What :meth:`where` prints for each of ``rows``, as numbers."""
-        return np.asarray(rows, dtype=np.int64) + self._first() + (2 if self.kind == "csv" else 1)
+        return np.asarray(rows, dtype=np.int64) + self.first_row + (2 if self.kind == "csv"
+                                                                    else 1)
 
     @property
     def row_label(self) -> str:
@@ -154,18 +160,28 @@ class SourceRows:
         """An error naming the file, ``row`` (0-based) and ``column``."""
         return MalformedSourceError(f"{self.path}: {self.where(row)}, column {column!r}: {message}")
 
+    def of_file(self) -> SourceRows:
+        """The file's rows counted from its start."""
+        return replace(self, first_row=0)
+
 
 @dataclass(frozen=True)
-class SourceTable(SourceRows):
-    """A file's columns as read (``table``), with the file's path and kind; a chunk of a file
-    starts at its row ``first_row``."""
+class SourceTable:
+    """A file's columns as read (``table``), turned into values by :meth:`text` and
+    :meth:`numbers`; ``at`` says where its rows are in the file (a chunk's first row is the
+    file's row ``at.first_row``), naming them in the errors of those and every other check."""
 
     table: pa.Table
+    at: SourceRows
     decimal: str = "."
-    first_row: int = field(default=0, kw_only=True)
 
-    def _first(self) -> int:
-        return self.first_row
+    @property
+    def path(self) -> Path:
+        return self.at.path
+
+    @property
+    def first_row(self) -> int:
+        return self.at.first_row
 
     @property
     def rows(self) -> int:
@@ -175,10 +191,6 @@ class SourceTable(SourceRows):
     def columns(self) -> list[str]:
         return list(self.table.column_names)
 
-    def row_numbers(self) -> np.ndarray:
-        """What :meth:`where` prints for every row, as numbers (lines or 1-based rows)."""
-        return self.lines(np.arange(self.rows))
-
     def text(self, column: str, *, required: bool) -> pd.Series:
         """The column as trimmed strings (missing: ``None``); with ``required`` a missing cell
         is an error naming its row."""
@@ -186,7 +198,7 @@ class SourceTable(SourceRows):
         series = pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object)
         if required and series.isna().any():
             row = int(np.flatnonzero(series.isna().to_numpy())[0])
-            raise self.error(row, column, "empty cell; a value is required")
+            raise self.at.error(row, column, "empty cell; a value is required")
         return series
 
     def trimmed(self, column: str) -> pa.ChunkedArray:
@@ -212,7 +224,8 @@ class SourceTable(SourceRows):
         if pa.types.is_null(kind):
             return pa.nulls(self.rows, pa.float64())
         if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            raise MalformedSourceError(f"{self.path}: column {column!r} holds {kind}, not numbers")
+            raise MalformedSourceError(
+                f"{self.at.path}: column {column!r} holds {kind}, not numbers")
         text = self.text(column, required=False)
         written_nan = text.str.lower().isin(_NAN_WORDS)
         if self.decimal == ",":
@@ -228,7 +241,7 @@ class SourceTable(SourceRows):
             bad = bad | (text.notna() & ~grouped & ~words).to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise self.error(row, column, f"{text.iloc[row]!r} is not a number"
+            raise self.at.error(row, column, f"{text.iloc[row]!r} is not a number"
                              + self._number_hint(text.iloc[row]))
         return pa.array(numbers.to_numpy(dtype=float), pa.float64(), mask=text.isna().to_numpy())
 
@@ -245,39 +258,39 @@ def _shown(delimiter: str) -> str:
     return "tab" if delimiter == "\t" else delimiter
 
 
-def _undecodable_line(path: Path, encoding: str) -> MalformedSourceError | None:
-    """An error naming the first line that is not ``encoding`` text, if any."""
-    decoder = codecs.getincrementaldecoder(encoding)()
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                decoder.decode(line)
-            except UnicodeDecodeError as error:
-                byte = line[error.start]
-                return MalformedSourceError(
-                    f"{path}: line {number} is not {encoding} text (byte 0x{byte:02x} at "
-                    f"character {error.start + 1}); save the file as UTF-8 (Excel: 'CSV UTF-8'), "
-                    "or give --encoding with the encoding it was saved in "
-                    "(e.g. --encoding latin-1)")
-    return None
+def _undecodable(source: CsvBytes, encoding: str, found: Undecodable | None
+                 ) -> MalformedSourceError | None:
+    """An error naming the first line that is not ``encoding`` text (``found``), if any."""
+    if found is None:
+        return None
+    return MalformedSourceError(
+        f"{source.path}: line {found.line} is not {encoding} text (byte 0x{found.byte:02x} at "
+        f"character {found.character}); save the file as UTF-8 (Excel: 'CSV UTF-8'), "
+        "or give --encoding with the encoding it was saved in "
+        "(e.g. --encoding latin-1)")
 
 
-def _csv_header(path: Path, form: CsvFormat) -> list[str]:
+def _csv_header(source: CsvBytes, form: CsvFormat) -> list[str]:
     encoding = "utf-8-sig" if codecs.lookup(form.encoding).name == "utf-8" else form.encoding
-    with path.open(newline="", encoding=encoding) as handle:
-        try:
-            return [name.strip() for name in next(csv.reader(handle, delimiter=form.delimiter))]
-        except StopIteration:
-            raise MalformedSourceError(f"{path}: empty file, no header and no rows") from None
-        except UnicodeDecodeError:
-            raise _undecodable_line(path, form.encoding) from None
-        except csv.Error as error:
-            raise MalformedSourceError(f"{path}: not a readable CSV file ({error})") from None
+    try:
+        rows = source.records(1, encoding, "strict", form.delimiter)
+    except UnicodeDecodeError as error:
+        found, _ = first_problem(source.from_start(), form.encoding, form.delimiter, None)
+        # a character cut off by the file's end is no line's fault: said as it is
+        raise (_undecodable(source, form.encoding, found) or MalformedSourceError(
+            f"{source.path}: not a readable CSV file ({error})")) from None
+    except csv.Error as error:
+        raise MalformedSourceError(f"{source.path}: not a readable CSV file ({error})") from None
+    if not rows:
+        raise MalformedSourceError(f"{source.path}: empty file, no header and no rows")
+    return [name.strip() for name in rows[0]]
 
 
-def _other_delimiter(path: Path, names: list[str], form: CsvFormat) -> MalformedSourceError | None:
+def _other_delimiter(source: CsvBytes, names: list[str], form: CsvFormat
+                     ) -> MalformedSourceError | None:
     """An error naming the delimiter a one-column header really uses, and the options that
     read the file (``;`` and decimal commas: a CSV as European Excel saves it)."""
+    path = source.path
     if len(names) != 1:
         return None
     used = next((d for d in (";", "\t", "|", ",") if d != form.delimiter and d in names[0]), None)
@@ -288,10 +301,8 @@ def _other_delimiter(path: Path, names: list[str], form: CsvFormat) -> Malformed
             f"{path}: the header is one column, {names[0]!r}: the file's cells are separated by "
             f"',' (a comma-separated CSV), not {_shown(form.delimiter)!r}; leave --delimiter "
             "out (a comma is the default)")
-    with path.open(newline="", encoding=form.encoding, errors="replace") as handle:
-        rows = csv.reader(handle, delimiter=used)
-        next(rows, None)
-        second = next(rows, [])
+    rows = source.records(2, form.encoding, "replace", used)
+    second = rows[1] if len(rows) > 1 else []
     decimal = (" and --decimal ','" if form.decimal == "."
                and any(_DECIMAL_COMMA.match(cell.strip()) for cell in second) else "")
     return MalformedSourceError(
@@ -300,31 +311,21 @@ def _other_delimiter(path: Path, names: list[str], form: CsvFormat) -> Malformed
         f"'{_shown(used)}'{decimal}, or save it as a comma-separated CSV")
 
 
-def _csv_problem(path: Path, width: int, form: CsvFormat, error: Exception) -> MalformedSourceError:
+def _csv_problem(source: CsvBytes, width: int, form: CsvFormat, error: Exception
+                 ) -> MalformedSourceError:
     """What is wrong with a CSV that pyarrow could not read: a line that is not ``form``'s
-    text, a ragged line, or pyarrow's own reason."""
-    undecodable = _undecodable_line(path, form.encoding)
+    text, a ragged line, or pyarrow's own reason (one scan of the file's bytes)."""
+    found, ragged = first_problem(source.from_start(), form.encoding, form.delimiter, width)
+    undecodable = _undecodable(source, form.encoding, found)
     if undecodable is not None:
         return undecodable
-    ragged = _ragged_line(path, width, form)
     if ragged is not None:
         line, cells = ragged
         return MalformedSourceError(
-            f"{path}: line {line}: {cells} cell(s), but the header has {width} columns "
+            f"{source.path}: line {line}: {cells} cell(s), but the header has {width} columns "
             f"(cells separated by {_shown(form.delimiter)!r}; --delimiter names another)")
     reason = " ".join(str(error).split())
-    return MalformedSourceError(f"{path}: not a readable CSV file ({reason})")
-
-
-def _ragged_line(path: Path, width: int, form: CsvFormat) -> tuple[int, int] | None:
-    """The first line whose number of cells differs from the header's, if any."""
-    with path.open(newline="", encoding=form.encoding, errors="replace") as handle:
-        reader = csv.reader(handle, delimiter=form.delimiter)
-        next(reader, None)
-        for cells in reader:
-            if len(cells) != width:
-                return reader.line_num, len(cells)
-    return None
+    return MalformedSourceError(f"{source.path}: not a readable CSV file ({reason})")
 
 
 def _check_unique(path: Path, names: Sequence[str]) -> None:
@@ -340,29 +341,41 @@ def _check_unique(path: Path, names: Sequence[str]) -> None:
 
 
 @dataclass(frozen=True)
-class SourceStream(SourceRows):
+class SourceStream:
     """A file whose header is read and checked, opened to read its rows: in chunks
-    (:meth:`chunks`) or at once (:meth:`whole`). ``columns`` are the kept columns, named as
-    the column mapping reads them."""
+    (:meth:`chunks`) or at once (:meth:`whole`); ``at`` says where its rows are. ``columns``
+    are the kept columns, named as the column mapping reads them."""
 
+    at: SourceRows
     columns: list[str]
     decimal: str
     _batches: Callable[[bool], Iterator[pa.RecordBatch] | pa.Table]
+    _close: Callable[[], None]
 
     def chunks(self) -> Iterator[SourceTable]:
         """The file's rows, a block (CSV) or batch (Parquet) at a time."""
         first = 0
         for batch in self._batches(True):
-            yield SourceTable(self.path, self.kind, pa.Table.from_batches([batch]), self.decimal,
-                              first_row=first)
+            yield SourceTable(pa.Table.from_batches([batch]),
+                              replace(self.at, first_row=first), self.decimal)
             first += batch.num_rows
 
     def whole(self) -> SourceTable:
         """The whole file as one table."""
-        return SourceTable(self.path, self.kind, self._batches(False), self.decimal)
+        return SourceTable(self._batches(False), self.at, self.decimal)
+
+    def close(self) -> None:
+        """Close the file (reading its rows closes it too)."""
+        self._close()
+
+    def __enter__(self) -> SourceStream:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
-def _csv_batches(path: Path, header: list[str], names: list[str | None], form: CsvFormat
+def _csv_batches(source: CsvBytes, header: list[str], names: list[str | None], form: CsvFormat
                  ) -> Callable[[bool], Iterator[pa.RecordBatch] | pa.Table]:
     internal = [name if name is not None else _LEFT_OUT.format(i) for i, name in enumerate(names)]
     kept = [name for name in names if name is not None]
@@ -373,28 +386,37 @@ def _csv_batches(path: Path, header: list[str], names: list[str | None], form: C
     def read(streamed: bool) -> Iterator[pa.RecordBatch] | pa.Table:
         options = pcsv.ReadOptions(column_names=internal, skip_rows=1, encoding=form.encoding,
                                    block_size=CHUNK_BYTES)
+        reading = False  # the batches are read on: they close the file
         try:
             if not streamed:
-                return pcsv.read_csv(str(path), read_options=options, parse_options=parse,
-                                     convert_options=convert)
-            return _guarded(pcsv.open_csv(str(path), read_options=options, parse_options=parse,
-                                          convert_options=convert), path, len(header), form)
+                return pcsv.read_csv(source.stream(), read_options=options,
+                                     parse_options=parse, convert_options=convert)
+            reader = pcsv.open_csv(source.stream(), read_options=options, parse_options=parse,
+                                   convert_options=convert)
+            reading = True
+            return _guarded(reader, source, len(header), form)
         except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-            raise _csv_problem(path, len(header), form, error) from None
+            raise _csv_problem(source, len(header), form, error) from None
         except OSError as error:
             raise MalformedSourceError(
-                f"{path}: cannot be read ({error.strerror or error})") from None
+                f"{source.path}: cannot be read ({error.strerror or error})") from None
+        finally:
+            if not reading:
+                source.close()
 
     return read
 
 
-def _guarded(reader: pcsv.CSVStreamingReader, path: Path, width: int, form: CsvFormat
+def _guarded(reader: pcsv.CSVStreamingReader, source: CsvBytes, width: int, form: CsvFormat
              ) -> Iterator[pa.RecordBatch]:
-    """``reader``'s batches, a problem met in a later block told as in the first."""
+    """``reader``'s batches, a problem met in a later block told as in the first; the file
+    closed once they are read (or left)."""
     try:
         yield from reader
     except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-        raise _csv_problem(path, width, form, error) from None
+        raise _csv_problem(source, width, form, error) from None
+    finally:
+        source.close()
 
 
 def _parquet_batches(path: Path, parquet: pq.ParquetFile, names: list[str | None]
@@ -479,29 +501,36 @@ def open_source(
     path = Path(path)
     form = form or CsvFormat()
     kind = _checked_path(path)
-    try:
-        if kind == "csv":
-            header = _csv_header(path, form)
-            problem = _other_delimiter(path, header, form)
-            if problem is not None:
-                raise problem
-        else:
-            try:
-                parquet = pq.ParquetFile(str(path))
-            except (pa.ArrowInvalid, OSError) as error:
-                reason = " ".join(str(error).split())
-                raise MalformedSourceError(
-                    f"{path}: not a readable Parquet file ({reason})") from None
-            header = list(parquet.schema_arrow.names)
-    except OSError as error:  # a file that cannot be opened (permissions, a device, ...)
-        raise MalformedSourceError(f"{path}: cannot be read ({error.strerror or error})") from None
-    _check_unique(path, header)
-    names: list[str | None] = mapping.rename(path, header) if mapping else list(header)
-    columns = [name for name in names if name is not None]
-    _check_columns(path, columns, list(required), optional, mapping)
-    batches = (_csv_batches(path, header, names, form) if kind == "csv"
-               else _parquet_batches(path, parquet, names))
-    return SourceStream(path, kind, columns, form.decimal if kind == "csv" else ".", batches)
+    with ExitStack() as opened:  # the file closed again unless its stream is returned
+        try:
+            if kind == "csv":
+                csv_file = CsvBytes(path, CHUNK_BYTES)
+                opened.callback(csv_file.close)
+                header = _csv_header(csv_file, form)
+                problem = _other_delimiter(csv_file, header, form)
+                if problem is not None:
+                    raise problem
+            else:
+                try:
+                    parquet = pq.ParquetFile(str(path))
+                except (pa.ArrowInvalid, OSError) as error:
+                    reason = " ".join(str(error).split())
+                    raise MalformedSourceError(
+                        f"{path}: not a readable Parquet file ({reason})") from None
+                opened.callback(parquet.close)
+                header = list(parquet.schema_arrow.names)
+        except OSError as error:  # a file that cannot be opened (permissions, a device, ...)
+            raise MalformedSourceError(
+                f"{path}: cannot be read ({error.strerror or error})") from None
+        _check_unique(path, header)
+        names: list[str | None] = mapping.rename(path, header) if mapping else list(header)
+        columns = [name for name in names if name is not None]
+        _check_columns(path, columns, list(required), optional, mapping)
+        batches = (_csv_batches(csv_file, header, names, form) if kind == "csv"
+                   else _parquet_batches(path, parquet, names))
+        close = opened.pop_all().close
+    return SourceStream(SourceRows(path, kind), columns, form.decimal if kind == "csv" else ".",
+                        batches, close)
 
 
 def read_source(

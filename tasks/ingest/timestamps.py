@@ -111,66 +111,67 @@ class TimeReader:
     def read(self, source: SourceTable) -> pd.Series:
         """The chunk's timestamps: ``datetime64[us, UTC]`` (with offsets) or naive
         ``datetime64[us]`` (wall-clock times); an empty or unreadable cell is an error."""
+        at = source.at
         values = source.table[self.column]
         if pa.types.is_timestamp(values.type):
             parsed = pd.Series(
                 values.to_pandas(), dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]"
             )
             if parsed.isna().any():
-                raise source.error(int(np.flatnonzero(parsed.isna().to_numpy())[0]), self.column,
-                                   "empty cell; a timestamp is required")
+                raise at.error(int(np.flatnonzero(parsed.isna().to_numpy())[0]), self.column,
+                               "empty cell; a timestamp is required")
             offset = values.type.tz is not None
-            self._same_form(source, offset, np.full(len(parsed), offset), None)
+            self._same_form(at, offset, np.full(len(parsed), offset), None)
             parsed = parsed.dt.tz_convert("UTC").astype(_UTC_US) if offset else parsed
         elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            parsed = self._parse(source, source.text(self.column, required=True))
+            parsed = self._parse(at, source.text(self.column, required=True))
         else:
             raise MalformedSourceError(
-                f"{source.path}: column {self.column!r} holds {values.type}, not timestamps"
+                f"{at.path}: column {self.column!r} holds {values.type}, not timestamps"
             )
         if not self.with_offset and self.timezone is None:
-            raise source.error(
+            raise at.error(
                 0, self.column,
                 f"{parsed.iloc[0]} has no UTC offset; give --timezone ZONE "
                 f"(local wall-clock times), or {_NO_OFFSET_HINT}")
         if self.with_offset and self.timezone is not None:
-            raise source.error(
+            raise at.error(
                 0, self.column,
                 "timestamps with a UTC offset name their instant; "
                 "--timezone is for naive local wall-clock times only, leave it out")
-        self._check_dates(source, parsed)
+        self._check_dates(at, parsed)
         return parsed
 
-    def _parse(self, source: SourceTable, text: pd.Series) -> pd.Series:
+    def _parse(self, at: SourceRows, text: pd.Series) -> pd.Series:
         if self._layout is None and self.dayfirst:
-            self._dayfirst_layout(source, text.iloc[0])
+            self._dayfirst_layout(at, text.iloc[0])
         if self._layout is not None:
             aware = "%z" in self._layout or "%Z" in self._layout
-            self._same_form(source, aware, np.full(len(text), aware), text)
+            self._same_form(at, aware, np.full(len(text), aware), text)
             parsed = pd.to_datetime(text, format=self._layout, utc=aware, errors="coerce")
-            self._refuse_unreadable(source, text, parsed)
+            self._refuse_unreadable(at, text, parsed)
             return parsed.astype(_UTC_US if aware else "datetime64[us]")
         has_offset = text.str.contains(_OFFSET).to_numpy(dtype=bool)
-        self._same_form(source, bool(has_offset[0]), has_offset, text)
+        self._same_form(at, bool(has_offset[0]), has_offset, text)
         if has_offset[0]:
             parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
-            self._refuse_unreadable(source, text, parsed)
+            self._refuse_unreadable(at, text, parsed)
             return parsed.astype(_UTC_US)
         parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
-        self._refuse_unreadable(source, text, parsed)
+        self._refuse_unreadable(at, text, parsed)
         return parsed.astype("datetime64[us]")
 
-    def _dayfirst_layout(self, source: SourceTable, first: str) -> None:
+    def _dayfirst_layout(self, at: SourceRows, first: str) -> None:
         if _ISO_START.match(first):  # ISO 8601 (year first) is read as such
             return
         layout = guess_datetime_format(first, dayfirst=True)
         if layout is None:
-            raise source.error(0, self.column,
-                               f"cannot tell how {first!r} is written (--dayfirst); give "
-                               "--time-format (e.g. '%d/%m/%Y %H:%M')")
-        self._layout, self._layout_from = layout, f"{source.where(0)}'s {first!r}"
+            raise at.error(0, self.column,
+                           f"cannot tell how {first!r} is written (--dayfirst); give "
+                           "--time-format (e.g. '%d/%m/%Y %H:%M')")
+        self._layout, self._layout_from = layout, f"{at.where(0)}'s {first!r}"
 
-    def _same_form(self, source: SourceTable, form: bool, each: np.ndarray,
+    def _same_form(self, at: SourceRows, form: bool, each: np.ndarray,
                    text: pd.Series | None) -> None:
         """Every row with (``each``) or without a UTC offset, as the file's first row."""
         if self.with_offset is None:
@@ -179,13 +180,13 @@ class TimeReader:
         if differs.any():
             row = int(np.flatnonzero(differs)[0])
             shown = repr(text.iloc[row]) if text is not None else "the timestamp"
-            first = SourceRows(source.path, source.kind).where(0)
-            raise source.error(
+            first = at.of_file().where(0)
+            raise at.error(
                 row, self.column,
                 f"{shown} {'has' if each[row] else 'has no'} UTC offset, unlike {first}; "
                 "use one form in the whole column")
 
-    def _refuse_unreadable(self, source: SourceTable, text: pd.Series, parsed: pd.Series) -> None:
+    def _refuse_unreadable(self, at: SourceRows, text: pd.Series, parsed: pd.Series) -> None:
         bad = parsed.isna().to_numpy()
         if not bad.any():
             return
@@ -200,9 +201,9 @@ class TimeReader:
             why = ("is not an ISO 8601 timestamp (e.g. 2024-03-31T01:00:00+01:00, or "
                    "2024-03-31 01:00 with --timezone; for another layout give --time-format, "
                    "e.g. '%d/%m/%Y %H:%M', or --dayfirst)")
-        raise source.error(row, self.column, f"{cell!r} {why}")
+        raise at.error(row, self.column, f"{cell!r} {why}")
 
-    def _check_dates(self, source: SourceTable, parsed: pd.Series) -> None:
+    def _check_dates(self, at: SourceRows, parsed: pd.Series) -> None:
         if self.latest is None:
             return
         instants = parsed if parsed.dt.tz is not None else parsed.dt.tz_localize("UTC")
@@ -211,7 +212,7 @@ class TimeReader:
         if low.any() or high.any():
             row = int(np.flatnonzero(low | high)[0])
             t = parsed.iloc[row]
-            raise source.error(
+            raise at.error(
                 row, self.column,
                 f"{t.year:04d}-{t:%m-%d %H:%M} is outside the dates a file may hold, "
                 f"{EARLIEST:%Y-%m-%d} to {self.latest:%Y-%m-%d} ({self.latest_why}); "
@@ -248,7 +249,7 @@ def utc_instants(
     parsed = reader.read(source)
     if reader.with_offset:
         return parsed
-    return localise(source, column, parsed, timezone, ambiguous, series if pairs else None,
+    return localise(source.at, column, parsed, timezone, ambiguous, series if pairs else None,
                     series_name, pairs)
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
@@ -212,8 +213,9 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
             f"{source.path}: an 'issued_at' column, but --kind observed; "
             "a forecast feed is ingested with --kind forecast"
         )
+    at = source.at
     sites = source.text("site_id", required=True)
-    check_ids(source, "site_id", sites, "site id")
+    check_ids(at, "site_id", sites, "site id")
     n = source.rows
     issued = None
     series = sites
@@ -238,12 +240,12 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         "after today",
         **layout,
     )
-    check_on_grid(source, "ts", ts, 60)
+    check_on_grid(at, "ts", ts, 60)
     keys = pd.DataFrame(
         {"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})}
     )
     check_unique(
-        source, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
+        at, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
     )
     columns: dict[str, pa.Array] = {}
     tally = Tally()
@@ -257,11 +259,11 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         columns[name] = tally.take(check_column(
             numbers,
             bound,
-            path=source.path,
+            path=at.path,
             column=name,
-            lines=source.row_numbers(),
+            lines=at.lines(np.arange(n)),
             policy=options.implausible,
-            label=source.row_label,
+            label=at.row_label,
         ))
     frame = pd.DataFrame(
         {
