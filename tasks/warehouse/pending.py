@@ -231,6 +231,7 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
     report = LoadReport()
     for run in [run_id] if run_id else staged_runs(warehouse):
         folder = pending_root(warehouse) / run
+        _refuse_older_layout(folder)
         batches, closing = _batches(folder), folder / _CLOSING
         report.runs += [run] if batches or closing.exists() else []
         for batch in batches:
@@ -250,6 +251,23 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
             if empty.is_dir() and not any(empty.iterdir()):
                 empty.rmdir()
     return report
+
+
+def _refuse_older_layout(folder: Path) -> None:
+    """Results staged by a version before the run loop's renovation (one file per batch, each
+    table a list in one row) are not loaded over: one line says what to do."""
+    older = bool(list(folder.glob("batch-*.parquet")))
+    closing = folder / _CLOSING
+    if not older and closing.exists():
+        try:
+            older = "status" not in pq.read_schema(closing).names
+        except (pa.ArrowException, OSError):
+            older = False  # damaged: loading it names it
+    if older:
+        raise WarehouseError(
+            f"staged results in {folder} were kept by an earlier version of wadiro (a file per "
+            "batch); load them with that version (`wadiro load-pending`), or move the folder "
+            "aside")
 
 
 def _rescore_written(con: duckdb.DuckDBPyConnection, status: pa.Table | None) -> None:

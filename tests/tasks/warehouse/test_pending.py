@@ -230,3 +230,14 @@ def test_the_writer_writes_a_free_warehouse_at_once_and_stages_only_while_it_is_
 
 def _refused(path, **kwargs):
     raise WarehouseLockedError(f"warehouse {path} is locked by another process", "test (PID 1)")
+
+
+def test_results_staged_by_an_earlier_version_are_refused_in_one_line_and_kept(warehouse):
+    folder = pending_root(warehouse) / "old"
+    folder.mkdir(parents=True)
+    earlier = folder / "batch-000001-2.parquet"  # the earlier layout: a file per batch
+    earlier.write_bytes(b"PAR1")
+    with pytest.raises(WarehouseError) as refused:
+        load(warehouse)
+    assert "\n" not in str(refused.value) and "earlier version of wadiro" in str(refused.value)
+    assert earlier.exists() and statuses(warehouse) == []
