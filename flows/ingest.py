@@ -14,8 +14,8 @@ from wadiro_fleet.tasks.ingest.buildings_file import (
     load_buildings,
     write_buildings,
 )
-from wadiro_fleet.tasks.ingest.cambridge import IngestSummary, write_cambridge
-from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection, load_cambridge
+from wadiro_fleet.tasks.ingest.cambridge import IngestSummary, ingest_cambridge
+from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
 from wadiro_fleet.tasks.ingest.readings_file import (
     ReadingsOptions,
     ReadingsSummary,
@@ -51,9 +51,8 @@ def ingest_cambridge_flow(
     selection: ArchiveSelection, warehouse: str = DEFAULT_WAREHOUSE
 ) -> IngestSummary:
     """Read and check the Cambridge archive selection, then write it in one transaction."""
-    batch = load_cambridge(selection.path, selection.buildings, selection.start, selection.end,
-                           selection.implausible)
-    return _write(warehouse, write_cambridge, batch)
+    return ingest_cambridge(warehouse, selection.path, selection.buildings, selection.start,
+                            selection.end, selection.implausible)
 
 
 @flow(name="ingest-synthetic")

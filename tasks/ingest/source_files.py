@@ -242,7 +242,7 @@ class SourceTable:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise self.at.error(row, column, f"{text.iloc[row]!r} is not a number"
-                             + self._number_hint(text.iloc[row]))
+                                + self._number_hint(text.iloc[row]))
         return pa.array(numbers.to_numpy(dtype=float), pa.float64(), mask=text.isna().to_numpy())
 
     def _number_hint(self, cell: str) -> str:
