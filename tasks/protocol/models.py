@@ -28,8 +28,9 @@ from wadiro_models import REGISTRY, ModelEntry
 SEASONAL_NAIVE = "seasonal_naive"
 DAY_TYPE_NAIVE = "day_type_naive"
 ENSEMBLE = "ensemble"
-BOOSTING_MODELS = ("gbr",)
-"""The library's models beyond the paper's comparison (gradient boosting)."""
+BOOSTING_MODELS = ("gbr", "gbr_lags")
+"""The library's models beyond the paper's comparison (gradient boosting: tuned, and at its
+defaults)."""
 
 
 class UnknownModelNameError(PipelineError, ValueError):

@@ -114,6 +114,17 @@ def test_larger_radius_shrinks_the_weights():
     assert norms[0] > norms[1] > norms[2]
 
 
+def test_joint_l1_ball_leaves_weights_up_to_one_unregularised():
+    """beta's -1 floors ||beta||_inf at 1: while the fit's weights stay within 1, a larger
+    radius changes neither them nor anything but the objective's constant term."""
+    X, y = _data(4)
+    fits = [WaDiRoSCNN(radius=r, max_neurons=10, solver_options=TIGHT).fit(X, y)
+            for r in (2.0, 20.0)]
+    assert max(np.abs(fits[0].nu_).max(), np.abs(fits[0].omega_).max()) < 1.0
+    np.testing.assert_allclose(fits[0].predict(X), fits[1].predict(X), atol=1e-6)
+    assert fits[1].objective_ - fits[0].objective_ == pytest.approx(18.0, rel=1e-6)
+
+
 # ------------------------------------------------------------------ gates and predict
 def test_gates_are_distinct_nonzero_and_used_by_predict():
     X, y = _data(5)
