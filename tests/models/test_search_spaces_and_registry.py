@@ -83,7 +83,8 @@ def test_pcscnn_is_the_network_with_a_zero_lower_bound():
 
 
 def test_unknown_model_name():
-    with pytest.raises(UnknownModelError, match="unknown model 'xgb'; known models: gbr, gbr_lags, gp"):
+    with pytest.raises(UnknownModelError,
+                       match="unknown model 'xgb'; known models: gbr, gbr_lags, gp"):
         make_model("xgb")
 
 

@@ -20,7 +20,11 @@ def test_the_deployed_gradient_boosting_reads_a_year_and_the_networks_correct_it
     config = ForecastConfig()
     gbr = config.inputs("gbr")
     assert (gbr.feature_set, gbr.history_weeks, gbr.target) == ("year", 52, "load")
-    assert config.inputs("wadiro_pcscnn").base_model == "gbr"
+    network = config.inputs("wadiro_pcscnn")
+    assert (network.base_model, network.feature_set) == ("gbr", "paper")
+    lags = config.inputs("gbr_lags")  # the untuned trees: nothing to search, a year of lags
+    assert (lags.feature_set, lags.history_weeks, lags.target) == ("paper_lags", 52, "load")
+    assert config.search_space("gbr_lags") == {} and "gbr_lags" in config.members
     assert config.inputs("wadiro_linreg") is config  # the paper's models keep the run's inputs
     groups = [models for _, models in config.input_groups(list(config.models))]
     assert groups.index(["gbr"]) < next(i for i, g in enumerate(groups) if "wadiro_pcscnn" in g)
