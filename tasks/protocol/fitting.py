@@ -182,13 +182,16 @@ class Fitter:
         return fit_args
 
     def predict(self, model: str, fitted: Any, part: str) -> np.ndarray:
-        """``fitted``'s forecast of ``part`` in target units: zero (the base) where the part
+        """``fitted``'s forecast of ``part`` in target units: a residual model's correction at
+        its rate (:meth:`ForecastConfig.correction_rate_of`), zero (the base) where the part
         keeps its base, projected onto ``model``'s floor when the run projects, or always for
         a model that cannot hold its floor inside its fit. The training rows are predicted as
         fitted."""
         rows = self.parts[part]
         prediction = np.asarray(fitted.predict(rows.X), dtype=float)
         if part in FORECAST_PARTS:
+            if self.config.target == "residual":
+                prediction = self.config.correction_rate_of(model) * prediction
             prediction = np.where(rows.keep_base, 0.0, prediction)
         floor = self.floor(model, part)
         if floor is not None and (self.config.target_week_floor == "projection"

@@ -116,3 +116,28 @@ def test_a_sampled_final_fit_keeps_the_floor_on_every_training_row(warehouse):
                        trial=True)
     assert np.all(trial.predict(rows.X[picked]) >= floor[picked] - 1e-6)
     assert np.any(trial.predict(rows.X[left]) < floor[left] - 1.0)
+
+
+def test_a_correction_rate_forecasts_that_share_of_the_correction_and_keeps_the_floor(warehouse):
+    rate = {"wadiro_pcscnn": {"correction_rate": 0.5}, "wadiro_linreg": {"correction_rate": 0.5}}
+    whole, half = _fitter(warehouse), _fitter(warehouse, model_inputs=rate)
+    params = {"radius": 0.01, "max_neurons": 10}
+    for part, forecasts in (("fit", "validation"), ("train", "test")):
+        fitted = whole.fit("wadiro_pcscnn", part, params, forecasts=forecasts)
+        rows = whole.parts[forecasts]
+        raw = np.where(rows.keep_base, 0.0, fitted.predict(rows.X))
+        floor = whole.floor("wadiro_pcscnn", forecasts)
+        # the forecast part: the base plus half the network's correction, then the floor
+        np.testing.assert_allclose(half.predict("wadiro_pcscnn", fitted, forecasts),
+                                   np.fmax(0.5 * raw, floor), rtol=0, atol=1e-9)
+        assert np.all(rows.to_load(half.predict("wadiro_pcscnn", fitted, forecasts)) >= -1e-9)
+        # the rows it was fitted on are predicted as fitted
+        np.testing.assert_allclose(half.predict("wadiro_pcscnn", fitted, part),
+                                   whole.predict("wadiro_pcscnn", fitted, part))
+    # a model fitted on the load itself forecasts all of it: the rate shrinks corrections only
+    load = _fitter(warehouse, target="load", model_inputs=rate)
+    fitted = load.fit("wadiro_linreg", "train", LINREG, forecasts="test")
+    np.testing.assert_allclose(load.predict("wadiro_linreg", fitted, "test"),
+                               fitted.predict(load.parts["test"].X))
+    with pytest.raises(ValueError, match="correction_rate"):
+        ForecastConfig(model_inputs={"wadiro_linreg": {"correction_rate": 0.0}})

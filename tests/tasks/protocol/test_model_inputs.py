@@ -22,6 +22,9 @@ def test_the_deployed_gradient_boosting_reads_a_year_and_the_networks_correct_it
     assert (gbr.feature_set, gbr.history_weeks, gbr.target) == ("year", 52, "load")
     network = config.inputs("wadiro_pcscnn")
     assert (network.base_model, network.feature_set) == ("gbr", "paper")
+    assert config.correction_rate_of("wadiro_pcscnn") == config.correction_rate_of(
+        "wadiro_scnn") == 0.5  # half their correction of the boosting, as a learning rate
+    assert config.correction_rate_of("wadiro_linreg") == 1.0
     lags = config.inputs("gbr_lags")  # the untuned trees: nothing to search, a year of lags
     assert (lags.feature_set, lags.history_weeks, lags.target) == ("paper_lags", 52, "load")
     assert config.search_space("gbr_lags") == {} and "gbr_lags" in config.members
