@@ -227,7 +227,9 @@ class ModelInputs(BaseModel):
     residual model forecasts: the base plus that share of the correction, as gradient boosting
     adds each stage at its learning rate (a correction fitted on 12 weeks of another model's
     errors is partly noise; the floor still holds, the forecast lying between the base and the
-    whole correction).
+    whole correction). For the networks, which standardise their target, this is the same
+    program solved for that share of the residual, its floor scaled alike: the forecast is
+    still the WaDiRo program's solution. A model fitted on the load forecasts all of it.
     ``trials``, ``tuning_sample_every`` and ``fit_sample_every``: the model's own tuning
     budget and hour sampling (a model fitted on a year of history can sample its hours more
     thinly than one fitted on 12 weeks and see as many of them)."""

@@ -141,3 +141,21 @@ def test_a_correction_rate_forecasts_that_share_of_the_correction_and_keeps_the_
                                fitted.predict(load.parts["test"].X))
     with pytest.raises(ValueError, match="correction_rate"):
         ForecastConfig(model_inputs={"wadiro_linreg": {"correction_rate": 0.0}})
+
+
+def test_half_the_correction_is_the_program_solved_for_half_the_residual(warehouse):
+    """The network standardises its target, so fitting the constrained program to half the
+    residual, the floor halved alike, is the same program: its forecast is half the network's
+    correction, which is what a correction rate of 0.5 publishes."""
+    fitter = _fitter(warehouse)
+    rows, test = fitter.parts["train"], fitter.parts["test"]
+    params = {"radius": 1.5, "max_neurons": 10}
+    whole = fitter.fit("wadiro_pcscnn", "train", params, forecasts="test")
+    options = {**fitter.config.model_options["wadiro_pcscnn"], **params}
+    floor = fitter.floor("wadiro_pcscnn", "train")
+    half = MODELS["wadiro_pcscnn"].estimator(**options, lower_bound=0.5 * floor).fit(
+        rows.X, 0.5 * rows.target)
+    scale = np.abs(rows.target).mean()
+    np.testing.assert_allclose(half.predict(test.X), 0.5 * whole.predict(test.X),
+                               rtol=0, atol=1e-4 * scale)
+    assert np.all(rows.base + half.predict(rows.X) >= -1e-6)  # the floor: no negative load
