@@ -67,7 +67,8 @@ REGISTRY: MappingProxyType[str, ModelEntry] = MappingProxyType({
                                 fast={"solver": "clarabel-direct"}),
     # beyond the paper: the practitioner's gradient boosting, its forecasts projected on y >= 0
     "gbr": ModelEntry("._boosting:GradientBoostingModel", GBR_SPACE, projected_floor=0.0),
-    # the same trees as a practitioner first runs them: scikit-learn's defaults, nothing tuned
+    # the same trees as a practitioner first runs them: scikit-learn's default settings
+    # (the absolute loss), nothing tuned
     "gbr_lags": ModelEntry("._boosting:GradientBoostingModel", {}, projected_floor=0.0),
 })
 """Model name -> its entry, in the order runs list the models."""

@@ -107,30 +107,29 @@ DEPLOYED_INPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
        for name in ("wadiro_pcscnn", "wadiro_scnn")},
     "gp": MappingProxyType({"tuning_sample_every": 4, "fit_sample_every": 4}),
 })
-"""The deployed protocol's models beyond the paper's: gradient boosting fits a year of history
-(the paper's models keep its 12 weeks) on the ``year`` features, the load itself as target, and
-moves its forecast by a quarter of its median error on the validation week (trained on a year,
-it follows a building's level shifts late). The two networks correct the gradient boosting's
-issued forecasts (a residual over what a year of history knows) instead of the holiday-aware
-persistence, with their Wasserstein radius searched on [1, 20.1] instead of the paper's
-[e^-6, e^1] (a correction of an already good forecast needs the strongest regularisation: on
-2018, 10 buildings, the constrained network 0.724 -> 0.714 of seasonal naive's MAE, the
-published forecast 0.658 -> 0.653), on the paper's eight features (the correction of a forecast
-that already knows the load's history needs no lags: on 2016-2018 the constrained network 0.923
-/ 0.763 / 0.778 -> 0.936 / 0.736 / 0.765, the published 0.810 / 0.666 / 0.730 -> 0.812 / 0.663
-/ 0.727, at fewer features' cost), and they forecast half their correction (``correction_rate``,
-gradient boosting's learning rate: a correction fitted on 12 weeks of another model's errors is
-partly noise; on 2016-2018 the constrained network 0.936 / 0.736 / 0.765 -> 0.908 / 0.715 /
-0.752, the published forecast 0.812 / 0.663 / 0.727 -> 0.811 / 0.663 / 0.727). The gradient
-boosting's six trials fit every fourth hour of
-its year and its final fit every third (a year sampled thinly still holds more hours than 12
-weeks): on the same buildings and year it forecast as well (0.683 -> 0.682) at about half the
-CPU. The GP, whose work grows with the cube of its rows, fits every fourth hour of its window in
-its trials and its final fit: half the hours the run's other models fit (every second), as
-accurate on 50 real windows at a fifth of the CPU (its final fit on every second hour was
-measured and left out). ``gbr_lags``, the same trees at scikit-learn's defaults (nothing to
-tune) on the paper's inputs and the load one and two weeks back, also fits a year, the load as
-target: a second view of the building for the combination. Each choice was measured on the
+"""The deployed protocol's models beyond the paper's: gradient boosting fits a year of history (the
+paper's models keep its 12 weeks) on the ``year`` features, the load itself as target, and moves
+its forecast by a quarter of its median error on the validation week (trained on a year, it follows
+a building's level shifts late). The two networks correct the gradient boosting's issued forecasts
+(a residual over what a year of history knows) instead of the holiday-aware persistence, with their
+Wasserstein radius searched on [1, 20.1] instead of the paper's [e^-6, e^1] (a correction of an
+already good forecast needs the strongest regularisation: on 2018, 10 buildings, the constrained
+network 0.724 -> 0.714 of seasonal naive's MAE, the published forecast 0.658 -> 0.653), on the
+paper's eight features (the correction of a forecast that already knows the load's history needs no
+lags: on 2016-2018 the constrained network 0.923 / 0.763 / 0.778 -> 0.936 / 0.736 / 0.765, the
+published 0.810 / 0.666 / 0.730 -> 0.812 / 0.663 / 0.727, at fewer features' cost), and they
+forecast half their correction (``correction_rate``, gradient boosting's learning rate: a
+correction fitted on 12 weeks of another model's errors is partly noise; on 2016-2018 the
+constrained network 0.936 / 0.736 / 0.765 -> 0.908 / 0.715 / 0.752, the published forecast 0.812 /
+0.663 / 0.727 -> 0.811 / 0.663 / 0.727). The gradient boosting's six trials fit every fourth hour
+of its year and its final fit every third (a year sampled thinly still holds more hours than 12
+weeks): on the same buildings and year it forecast as well (0.683 -> 0.682) at about half the CPU.
+The GP, whose work grows with the cube of its rows, fits every fourth hour of its window in its
+trials and its final fit: half the hours the run's other models fit (every second), as accurate on
+50 real windows at a fifth of the CPU (its final fit on every second hour was measured and left
+out). ``gbr_lags``, the same trees at scikit-learn's default settings (nothing to tune; the
+absolute loss) on the paper's inputs and the load one and two weeks back, also fits a year, the
+load as target: a second view of the building for the combination. Each choice was measured on the
 development years 2016-2018 (docs/benchmarks.md)."""
 
 ENSEMBLE_MEMBERS = (*BOOSTING_MODELS, "wadiro_pcscnn", "wadiro_linreg")
