@@ -497,9 +497,8 @@ class ForecastConfig(BaseModel):
         own = self.model_inputs.get(model)
         if own is None:
             return self
-        changes = {k: v for k, v in own.model_dump(
-            exclude={"level_correction", "correction_rate", "search_bounds"}).items()
-            if v is not None}
+        changes = {k: v for k, v in own.model_dump().items()  # those the run itself has
+                   if v is not None and k in ForecastConfig.model_fields}
         if changes.get("base_model") not in (None, *self.models):
             del changes["base_model"]  # not in the run: the persistence forecast is the base
         changes = {k: v for k, v in changes.items() if getattr(self, k) != v}
@@ -514,14 +513,18 @@ class ForecastConfig(BaseModel):
     def level_correction_of(self, model: str) -> float:
         """The share of its median validation-week error by which ``model``'s forecast moves
         (0: none; :attr:`ModelInputs.level_correction`)."""
-        own = self.model_inputs.get(model)
-        return 0.0 if own is None or own.level_correction is None else own.level_correction
+        return self._own_input(model, "level_correction", 0.0)
 
     def correction_rate_of(self, model: str) -> float:
         """The share of its learned correction that ``model``, fitted on a residual target,
         forecasts (1: all of it; :attr:`ModelInputs.correction_rate`)."""
+        return self._own_input(model, "correction_rate", 1.0)
+
+    def _own_input(self, model: str, name: str, default: float) -> float:
+        """``model``'s own :class:`ModelInputs` value ``name``, or ``default`` where it has none."""
         own = self.model_inputs.get(model)
-        return 1.0 if own is None or own.correction_rate is None else own.correction_rate
+        value = None if own is None else getattr(own, name)
+        return default if value is None else value
 
     def input_groups(self, models: Sequence[str]) -> list[tuple[ForecastConfig, list[str]]]:
         """``models`` grouped by what they are fitted on (:meth:`inputs`), the run's own first:
