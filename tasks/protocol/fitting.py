@@ -27,11 +27,14 @@ Tuning's trials may fit every n-th hour of the fit weeks (``tuning_sample_every`
 ranks hyperparameters, and is scored on the whole validation week. The final fit may do the same
 (``fit_sample_every``; the deployed protocol fits every second hour, as its hyperparameters were
 tuned): its forecast still covers every hour, and a model with a floor keeps it on every training
-row (the rows left out are bound points of its program).
+row (the rows left out are bound points of its program). Sampling bounds a fit's cost by a full
+history's, and no more (:func:`thinning`): a part with fewer usable hours than its weeks hold (a
+new building, the archive's first year, gaps) is sampled less thinly.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +75,18 @@ class WindowPart:
 
     def to_load(self, prediction: np.ndarray) -> np.ndarray:
         return self.base + np.asarray(prediction, dtype=float)
+
+
+def thinning(n_rows: int, part_hours: int, sample_every: int) -> int:
+    """The step a fit on ``n_rows`` rows of a part spanning ``part_hours`` hours takes when the
+    run fits every ``sample_every``-th hour: at most that, and no sparser than keeps as many rows
+    as the whole part thinned would give. Thinning bounds a fit's cost by the cost of a full
+    history; a short history (a new building, the archive's first year, a part with gaps) is
+    fitted on more of its hours instead of on a handful."""
+    if sample_every <= 1 or n_rows <= 0:
+        return 1
+    full_rows = math.ceil(part_hours / sample_every)
+    return max(1, min(sample_every, math.ceil(n_rows / max(full_rows, 1))))
 
 
 def _every(n_rows: int, n: int) -> np.ndarray:
@@ -149,6 +164,8 @@ class Fitter:
         ranks hyperparameters, and is bounded on the rows it fits)."""
         spec = MODELS[model]
         whole = self.parts[part]
+        sample_every = thinning(len(whole.target), self.window.coverage[part].hours,
+                                sample_every)
         picked = _every(len(whole.target), sample_every)
         rows = whole if len(picked) == len(whole.target) else _rows(whole, picked)
         extra: dict[str, Any] = {}
@@ -217,4 +234,5 @@ def _add_bound_points(fit_args: dict[str, Any], X: np.ndarray, lower: np.ndarray
     fit_args["bound_X"], fit_args["bound_lower"] = X, lower
 
 
-__all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "base_name", "window_part"]
+__all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "base_name", "thinning",
+           "window_part"]

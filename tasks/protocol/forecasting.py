@@ -513,9 +513,12 @@ def _model_window(hours: pd.DataFrame, week: date, config: ForecastConfig,
                         history_weeks=config.history_weeks, min_fit_fraction=fit_share)
 
 
-MIN_BASE_SHARE = 0.5
-"""A model stacked on a base model's issued forecasts needs them for at least this share of its
-fit weeks' usable hours; with fewer it corrects the persistence forecast that week."""
+MIN_BASE_HOURS = {"fit": 168, "validation": 24}
+"""A model stacked on a base model's issued forecasts needs them for at least this many usable
+hours of its fit weeks (a week of the base's errors to learn a correction from) and of its
+validation week (to tune on, as a window needs); with fewer it corrects the persistence forecast
+that week. A new building, or the archive's first weeks, stacks from its third week of issued
+forecasts on."""
 
 
 def _issued_base(model: str, outcomes: Mapping[str, ModelOutcome],
@@ -537,11 +540,11 @@ def _issued_base(model: str, outcomes: Mapping[str, ModelOutcome],
 
 
 def _base_covers(window: Window) -> bool:
-    """Whether the issued base covers enough of the window's fit rows (:data:`MIN_BASE_SHARE`)."""
-    if ISSUED_BASE not in window.fit.columns or not len(window.fit):
-        return False
-    return bool(np.isfinite(window.fit[ISSUED_BASE].to_numpy(dtype=float)).mean()
-                >= MIN_BASE_SHARE)
+    """Whether the issued base covers enough of the window's history (:data:`MIN_BASE_HOURS`)."""
+    return all(
+        ISSUED_BASE in (rows := getattr(window, part)).columns
+        and int(np.isfinite(rows[ISSUED_BASE].to_numpy(dtype=float)).sum()) >= need
+        for part, need in MIN_BASE_HOURS.items())
 
 
 def _window_hours(hours: pd.DataFrame, week: date, timezone: str,

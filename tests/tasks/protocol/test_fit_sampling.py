@@ -8,11 +8,12 @@ building (no file of ``../shared``).
 from datetime import date, timedelta
 
 import numpy as np
+import pandas as pd
 import pytest
 from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.fitting import window_part
+from wadiro_fleet.tasks.protocol.fitting import thinning, window_part
 from wadiro_fleet.tasks.protocol.forecasting import StoredParams, forecast_building_week
 from wadiro_fleet.tasks.protocol.models import MODELS
 from wadiro_fleet.tasks.protocol.windows import build_window
@@ -85,6 +86,41 @@ def test_a_sampled_fit_is_another_forecast(job):
     # an issued forecast made with other sampling does not stand in for this one's
     assert _config(1).protocol_record()["fit_sample_every"] == 1
     assert _config(2).protocol_record() != _config(1).protocol_record()
+
+
+def test_thinning_keeps_no_more_rows_than_a_full_part_thinned_and_no_fewer_than_it_can():
+    assert thinning(11 * 168, 11 * 168, 2) == 2  # a full history: the run's sampling
+    assert thinning(51 * 168, 51 * 168, 3) == 3
+    assert thinning(15 * 168, 51 * 168, 3) == 1  # 15 of a year's weeks: every hour
+    assert thinning(30 * 168, 51 * 168, 3) == 2
+    assert thinning(0, 168, 2) == thinning(500, 168, 1) == 1
+    for hours in (168, 11 * 168, 51 * 168 + 1):
+        for every in (1, 2, 3, 4):
+            cap = -(-hours // every)  # the rows a full part thinned keeps
+            for n in range(1, hours + 1, 7):
+                step = thinning(n, hours, every)
+                assert 1 <= step <= every
+                assert -(-n // step) <= cap  # never dearer than a full history
+                assert step == 1 or -(-n // (step - 1)) > cap  # and as dense as that allows
+
+
+def test_a_short_history_is_fitted_on_more_of_its_hours(job):
+    """The load missing until ten weeks before the target week (its lags two weeks longer), a
+    third of the window's history cannot be fitted on: a fit asked to sample every fourth hour
+    fits every third, no more rows than a full history sampled and not a third fewer."""
+    short = job.hours.copy()
+    cut = pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=10)
+    short.loc[pd.DatetimeIndex(short["ts"]) < cut, "kwh"] = np.nan
+    thin = type(job)(**{**vars(job), "hours": short})
+    assert thinning(8 * 168, 12 * 168, 4) == thinning(7 * 168, 11 * 168, 4) == 3
+    outcome = _linreg(thin, 4)
+    assert outcome.status == "ok" and outcome.validation_source == "refit"
+    forecast, _ = _by_hand(thin, "train", "test", 3)
+    np.testing.assert_allclose(outcome.y_hat, forecast, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(outcome.y_hat, _by_hand(thin, "train", "test", 4)[0])
+    validation, actual = _by_hand(thin, "fit", "validation", 3)
+    assert outcome.validation_mae == pytest.approx(np.nanmean(np.abs(validation - actual)),
+                                                   rel=1e-6)
 
 
 def test_the_deployed_protocol_samples_and_the_papers_does_not():

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from wadiro_fleet.tasks.protocol.config import ForecastConfig, ModelInputs
-from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
+from wadiro_fleet.tasks.protocol.forecasting import IssuedForecast, forecast_building_week
 
 WEEK = date(2024, 6, 3)
 MODELS = ("gbr", "wadiro_linreg", "seasonal_naive")
@@ -103,3 +103,30 @@ def test_a_model_whose_own_window_cannot_be_used_is_reported_failed_not_dropped(
     assert outcomes["gbr"].status == "failed"
     assert "its own window (12 weeks, feature set year) cannot be used" in \
         outcomes["gbr"].error
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("issued_hours", "stacked"), [
+    (2 * 168, True),  # the validation week and one fit week
+    (2 * 168 - 1, False),  # an hour short of a fit week of the base's errors
+    (168, False),  # the validation week alone: nothing to learn a correction from
+])
+def test_a_model_stacks_on_its_base_from_a_week_of_issued_errors(issued_hours, stacked):
+    """A new building's issued history starts short: a model stacked on the gradient boosting
+    corrects it once a week of fit hours and the validation week have its issued forecasts
+    (``MIN_BASE_HOURS``), and the persistence forecast before that."""
+    frame = _building(weeks=14)
+    config = ForecastConfig(models=("gbr", "wadiro_linreg", "seasonal_naive"),
+                            ensemble_members=(), feature_set="paper", target="residual",
+                            persistence="day_type", trials=2,
+                            model_inputs={"gbr": ModelInputs(target="load"),
+                                          "wadiro_linreg": ModelInputs(base_model="gbr")})
+    issued = frame[frame["ts"] < pd.Timestamp(WEEK, tz="UTC")].tail(issued_hours)
+    history = {"gbr": IssuedForecast.from_series(
+        {}, pd.Series(issued["kwh"].to_numpy() + 1.0, index=pd.DatetimeIndex(issued["ts"])))}
+    result = forecast_building_week(
+        frame, building_id="b", timezone="UTC", holiday_country="GB", holiday_subdiv="ENG",
+        week=WEEK, config=config, issued_history=history)
+    outcomes = {o.model: o for o in result.outcomes}
+    assert outcomes["gbr"].status == outcomes["wadiro_linreg"].status == "ok"
+    assert outcomes["wadiro_linreg"].base == ("gbr" if stacked else "day_type_naive")
