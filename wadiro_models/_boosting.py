@@ -5,7 +5,9 @@ the library: the pipeline tunes, fits, checks and publishes it like the paper's 
 cannot hold a hard bound inside their fit as the convex programs do; the physical floor
 (``lower_bound``) is kept by projecting every prediction onto it, so no forecast is ever below
 it. Unlike the paper's models nothing is standardised: trees are invariant to monotone
-transformations of each feature, and the absolute loss to a shift of the target.
+transformations of each feature, and the absolute loss to a shift of the target. A missing input
+(NaN in X) is taken as the trees take it, down the branch their training learned for it: a load
+lag missing for one hour does not cost the hour (its scikit-learn tag ``allow_nan``).
 """
 
 from __future__ import annotations
@@ -123,13 +125,13 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     def __sklearn_tags__(self) -> Tags:
-        # the trees would take NaN; fit_data refuses it (and sparse X), as every model here
-        return validated_data_tags(super().__sklearn_tags__())
+        # the trees send a missing input down the branch its training learned for it
+        return validated_data_tags(super().__sklearn_tags__(), allow_nan=True)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> GradientBoostingModel:
         started = time.perf_counter()
-        X, y = fit_data(self, X, y)
+        X, y = fit_data(self, X, y, allow_nan=True)
         self.model_ = HistGradientBoostingRegressor(
             loss=self.loss, learning_rate=self.learning_rate, max_iter=self.max_iter,
             max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf,
@@ -142,7 +144,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
 
     def predict(self, X: object) -> np.ndarray:
         check_is_fitted(self)
-        prediction = self.model_.predict(predict_data(self, X))
+        prediction = self.model_.predict(predict_data(self, X, allow_nan=True))
         if self.lower_bound is not None:
             prediction = np.maximum(prediction, self.lower_bound)
         return prediction

@@ -14,13 +14,17 @@ from .exceptions import InsufficientDataError, InvalidInputError
 MIN_SAMPLES = 2
 
 
-def fit_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
+def fit_data(estimator: object, X: object, y: object, *,
+             allow_nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Validated float64 (X, y) for ``fit``; sets ``n_features_in_`` on the estimator.
 
-    NaN/inf, mismatched lengths, non-numeric data and fewer than ``MIN_SAMPLES`` rows raise
-    :class:`InvalidInputError` / :class:`InsufficientDataError` with the cause in the message.
+    NaN/inf (in X: inf, and NaN unless ``allow_nan``), mismatched lengths, non-numeric data and
+    fewer than ``MIN_SAMPLES`` rows raise :class:`InvalidInputError` /
+    :class:`InsufficientDataError` with the cause in the message.
     """
-    return _checked(lambda: validate_data(estimator, X, y, dtype=np.float64, y_numeric=True))
+    finite = "allow-nan" if allow_nan else True
+    return _checked(lambda: validate_data(estimator, X, y, dtype=np.float64, y_numeric=True,
+                                          ensure_all_finite=finite))
 
 
 def training_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
@@ -44,14 +48,14 @@ def _checked(
     return X, y
 
 
-def validated_data_tags(tags: Tags) -> Tags:
+def validated_data_tags(tags: Tags, *, allow_nan: bool = False) -> Tags:
     """``tags`` set to what :func:`fit_data` and :func:`predict_data` accept: a dense,
-    finite, numeric 2-D X (no NaN, no sparse matrix, values of any sign) and a required
-    target of one numeric column (of any sign)."""
+    finite, numeric 2-D X (no sparse matrix, values of any sign; NaN only with ``allow_nan``)
+    and a required target of one numeric column (of any sign)."""
     tags.input_tags.two_d_array = True
     tags.input_tags.one_d_array = False
     tags.input_tags.sparse = False
-    tags.input_tags.allow_nan = False
+    tags.input_tags.allow_nan = allow_nan
     tags.input_tags.positive_only = False
     tags.target_tags.required = True
     tags.target_tags.single_output = True
@@ -60,10 +64,12 @@ def validated_data_tags(tags: Tags) -> Tags:
     return tags
 
 
-def predict_data(estimator: object, X: object) -> np.ndarray:
-    """Validated float64 X for ``predict`` (feature count checked against ``fit``)."""
+def predict_data(estimator: object, X: object, *, allow_nan: bool = False) -> np.ndarray:
+    """Validated float64 X for ``predict`` (feature count checked against ``fit``; NaN only
+    with ``allow_nan``)."""
     try:
-        return validate_data(estimator, X, dtype=np.float64, reset=False)
+        return validate_data(estimator, X, dtype=np.float64, reset=False,
+                             ensure_all_finite="allow-nan" if allow_nan else True)
     except InvalidInputError:
         raise
     except ValueError as exc:

@@ -133,6 +133,12 @@ class FeatureSet:
         return tuple(dict.fromkeys(col for f in self.features for col in f.inputs))
 
     @property
+    def load_columns(self) -> tuple[str, ...]:
+        """Columns computed from the load alone (its lags and summaries): missing where the
+        readings they look back to are."""
+        return tuple(f.name for f in self.features if f.inputs == (LABEL,))
+
+    @property
     def lookback(self) -> pd.Timedelta:
         """History needed before the first hour to compute every feature and the persistence
         forecast."""

@@ -491,13 +491,15 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
 def _model_window(hours: pd.DataFrame, week: date, config: ForecastConfig,
                   calendar: Mapping[str, Any], built: dict[tuple, pd.DataFrame],
                   like: ForecastConfig | None = None,
-                  base: IssuedForecast | None = None) -> Window:
+                  base: IssuedForecast | None = None, missing_load_ok: bool = False) -> Window:
     """The window of ``week`` as ``config`` fits its models: its features and weeks of history,
     and, when a residual target corrects a base model, that model's forecasts as issued
     (``base``, by hour). A window of more history than the run's (``like``) asks of it only the
     run's fit hours, so a building with less history than that still feeds a model that trains
     on a longer one. ``built`` keeps the features already built this building-week by feature
-    set and history, so models that differ only in their base, trials or sampling share them."""
+    set and history, so models that differ only in their base, trials or sampling share them.
+    ``missing_load_ok``: the window's models take missing inputs, so a load lag missing over a
+    gap in the readings costs them nothing (:func:`build_window`)."""
     key = (config.feature_set, config.history_weeks, config.closure_periods)
     if key not in built:
         built[key] = build_features(
@@ -510,7 +512,8 @@ def _model_window(hours: pd.DataFrame, week: date, config: ForecastConfig,
     if like is not None and config.history_weeks > like.history_weeks:
         fit_share *= (like.history_weeks - 1) / (config.history_weeks - 1)
     return build_window(features, week, calendar["timezone"], feature_set=config.feature_set,
-                        history_weeks=config.history_weeks, min_fit_fraction=fit_share)
+                        history_weeks=config.history_weeks, min_fit_fraction=fit_share,
+                        missing_load_ok=missing_load_ok)
 
 
 MIN_BASE_HOURS = {"fit": 168, "validation": 24}
@@ -519,6 +522,19 @@ hours of its fit weeks (a week of the base's errors to learn a correction from) 
 validation week (to tune on, as a window needs); with fewer it corrects the persistence forecast
 that week. A new building, or the archive's first weeks, stacks from its third week of issued
 forecasts on."""
+
+
+def _window_groups(config: ForecastConfig, learned: list[str]
+                   ) -> list[tuple[ForecastConfig, list[str], bool]]:
+    """The run's learned models by the window they are fitted on: their inputs (base models
+    before their users, :meth:`ForecastConfig.input_groups`), and, on a window of their own,
+    whether they take missing inputs (:attr:`ModelSpec.allows_missing`)."""
+    groups = []
+    for inputs, models in config.input_groups(learned):
+        split = {False: models} if inputs is config else {
+            ok: [m for m in models if MODELS[m].allows_missing is ok] for ok in (True, False)}
+        groups.extend((inputs, names, ok) for ok, names in split.items() if names)
+    return groups
 
 
 def _issued_base(model: str, outcomes: Mapping[str, ModelOutcome],
@@ -654,15 +670,16 @@ def forecast_building_week(
     learned = [n for n in config.models if MODELS[n].is_learned] if window.ok else []
     outcomes: dict[str, ModelOutcome] = {}
     fitted: dict[str, tuple[Any, Window]] = {}
-    for inputs, models in config.input_groups(learned):  # base models before their users
+    for inputs, models, missing_ok in _window_groups(config, learned):
         base = None
         if inputs.base_model is not None:
             base = _issued_base(inputs.base_model, outcomes, issued_history or {},
                                 window.test[TS])
             if base is None:  # no forecast of it this week: the persistence forecast is the base
                 inputs = inputs.model_copy(update={"base_model": None})
-        own = window if inputs is config else _model_window(hours, week, inputs, calendar,
-                                                             built, like=config, base=base)
+        own = window if inputs is config else _model_window(
+            hours, week, inputs, calendar, built, like=config, base=base,
+            missing_load_ok=missing_ok)
         if not own.ok:  # said, not dropped: a model asked for that could not run
             outcomes.update({name: ModelOutcome(
                 model=name, status="failed", n_train=len(own.train),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from sklearn.utils import get_tags
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE
 
@@ -62,6 +63,10 @@ class ModelSpec:
     floor_in_program: bool = False
     """Whether :attr:`load_floor` is a constraint of the model's training program (the
     constrained network) rather than a projection of its forecasts (trees)."""
+    allows_missing: bool = False
+    """Whether the estimator takes missing inputs (its scikit-learn tag ``allow_nan``): its own
+    window keeps hours with a feature missing (a load lag over a gap in the readings) instead
+    of dropping them, and forecasts every hour of the target week."""
 
     @property
     def is_learned(self) -> bool:
@@ -74,11 +79,13 @@ def _learned(name: str, entry: ModelEntry) -> ModelSpec:
     in_program = floor is not None
     if floor is None:
         floor = entry.projected_floor
-    return ModelSpec(name, estimator=replace(entry, fixed=fixed).make,
+    make = replace(entry, fixed=fixed).make
+    return ModelSpec(name, estimator=make,
                      search_space=entry.search_space,
                      fast_options=MappingProxyType(dict(entry.fast)),
                      load_floor=None if floor is None else float(floor),
-                     floor_in_program=in_program)
+                     floor_in_program=in_program,
+                     allows_missing=get_tags(make()).input_tags.allow_nan)
 
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType({

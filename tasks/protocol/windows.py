@@ -24,7 +24,9 @@ Rules applied here, all counted in :class:`PartCoverage`:
   of day (``PartCoverage.weather_filled`` counts every filled hour, and the window's reason
   says how many test hours were filled), so no input a model reads is more than a quarter
   guessed;
-* history hours with a missing feature are dropped;
+* history hours with a missing feature are dropped, except, in a window for models that take
+  missing inputs (trees: ``missing_load_ok``), a missing load lag, which such a model reads as
+  missing in the history and in the target week alike;
 * the test week is forecastable only when enough of its hours have every feature, else its
   status is ``no_weather`` (a weather column is missing; also when every weather input of the
   feature set was left out) or ``incomplete_features``.
@@ -128,8 +130,9 @@ class Window:
     """One (building, target week) window of the protocol.
 
     ``train``, ``fit`` and ``validation`` hold only usable rows (reading and every feature
-    present); ``test`` holds every hour of W, with NaN ``kwh`` where there is no reading (and
-    NaN features where they are missing, which only happens when ``status`` is not ``ok``);
+    present, the load's lags aside in a window built with ``missing_load_ok``); ``test`` holds
+    every hour of W, with NaN ``kwh`` where there is no reading (and NaN features where they are
+    missing, which only happens when ``status`` is not ``ok`` or in those lags);
     ``history`` holds every hour before W, usable or not. Frames have ``ts`` (UTC), the feature
     columns in order, then ``kwh`` and, when the load was given, ``kwh_persistence``.
     """
@@ -358,6 +361,7 @@ def build_window(
     max_weather_gap_hours: int = 3,
     test_weather_profile_days: int = 7,
     max_filled_weather_share: float = MAX_FILLED_WEATHER_SHARE,
+    missing_load_ok: bool = False,
 ) -> Window:
     """The window of target week ``week`` from a building's featured hours.
 
@@ -369,7 +373,9 @@ def build_window(
     are interpolated, weather inputs missing for more than ``max_filled_weather_share`` of W's
     hours (or too much of the history) are left out, and the remaining gaps in W of the inputs
     kept are filled from the daily profile of the last ``test_weather_profile_days`` days (0:
-    no profile fill).
+    no profile fill). With ``missing_load_ok`` (a window for models that take missing inputs)
+    the load's lags and summaries (:attr:`FeatureSet.load_columns`) may be missing: an hour is
+    usable with a reading and every other feature, and forecastable with every other feature.
     """
     _check_rules(
         min_fit_fraction, min_validation_hours, min_test_feature_fraction, max_weather_gap_hours
@@ -407,7 +413,8 @@ def build_window(
         filled |= filled_by[col]
     _refresh_weather_changes(frame, filled, timezone)
 
-    complete = frame[features].notna().all(axis=1).to_numpy()
+    required = [c for c in features if not (missing_load_ok and c in fs.load_columns)]
+    complete = frame[required].notna().all(axis=1).to_numpy()
     usable = labelled & complete
 
     coverage: dict[str, PartCoverage] = {}

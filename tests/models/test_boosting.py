@@ -45,9 +45,25 @@ def test_a_fit_is_reproducible():
 
 def test_bad_input_is_refused_with_the_librarys_error():
     X, y = _data()
-    X[3, 1] = np.nan
+    X[3, 1] = np.inf
     with pytest.raises(InvalidInputError):
         GradientBoostingModel().fit(X, y)
+    X[3, 1] = 0.0
+    y[5] = np.nan  # a missing target is not a missing input
+    with pytest.raises(InvalidInputError):
+        GradientBoostingModel().fit(X, y)
+
+
+def test_a_missing_input_takes_the_branch_scikit_learns_trees_learned_for_it():
+    X, y = _data(seed=5)
+    X[::7, 1] = np.nan  # one input missing on a seventh of the rows, as a lag over a gap
+    ours = GradientBoostingModel(max_leaf_nodes=8).fit(X, y)
+    trees = HistGradientBoostingRegressor(loss="absolute_error", max_leaf_nodes=8,
+                                          early_stopping=False, random_state=0).fit(X, y)
+    asked = X.copy()
+    asked[1::5, 0] = np.nan  # and missing where it never was in training
+    np.testing.assert_array_equal(ours.predict(asked), trees.predict(asked))
+    assert np.isfinite(ours.predict(asked)).all()
 
 
 def test_its_search_space_is_its_own_parameters_around_scikit_learns_defaults():

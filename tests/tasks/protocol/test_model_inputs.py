@@ -92,17 +92,23 @@ def test_the_level_correction_moves_every_hour_by_its_share_of_the_median_error(
 
 @pytest.mark.filterwarnings("ignore")
 def test_a_model_whose_own_window_cannot_be_used_is_reported_failed_not_dropped():
+    """One reading missing four weeks before a target hour leaves the load four weeks back
+    missing for that hour: a model that needs every input cannot forecast the week on its own
+    window (and says so), while the trees, which take missing inputs, forecast every hour."""
     frame = _building(weeks=14)
     hole = pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=4) + pd.Timedelta(hours=5)
     frame.loc[frame["ts"] == hole, "kwh"] = np.nan  # the load 4 weeks before a target hour
-    config = ForecastConfig(models=("gbr", "wadiro_linreg", "seasonal_naive"),
+    year = ModelInputs(feature_set="year")
+    config = ForecastConfig(models=("gbr", "wadiro_linreg", "wadiro_scnn", "seasonal_naive"),
                             ensemble_members=(), feature_set="paper", target="load", trials=2,
-                            model_inputs={"gbr": ModelInputs(feature_set="year")})
+                            model_inputs={"gbr": year, "wadiro_linreg": year})
     outcomes = _forecast(frame, config)
-    assert outcomes["wadiro_linreg"].status == "ok"  # the run's own window is fine
-    assert outcomes["gbr"].status == "failed"
-    assert "its own window (12 weeks, feature set year) cannot be used" in \
-        outcomes["gbr"].error
+    assert outcomes["wadiro_scnn"].status == "ok"  # the run's own window is fine
+    assert outcomes["wadiro_linreg"].status == "failed"
+    assert "its own window (12 weeks, feature set year) cannot be used: test week has every " \
+        "feature for 167 of 168 hours" in outcomes["wadiro_linreg"].error
+    assert outcomes["gbr"].status == "ok" and np.isfinite(outcomes["gbr"].y_hat).all()
+    assert len(outcomes["gbr"].y_hat) == 168
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
-from wadiro_fleet.tasks.protocol.features import build_features
+from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
 from wadiro_fleet.tasks.protocol.weeks import NotALocalMondayError
 from wadiro_fleet.tasks.protocol.windows import (
     WindowInputError,
@@ -284,6 +284,30 @@ def test_test_week_without_any_weather_is_no_weather():
     assert len(w.test) == 168  # still reported, for the record
     assert "no weather input usable: temperature_c missing for 168 of 168" in w.reason
     assert build_window(frame, "2019-07-01", TZ, min_test_feature_fraction=0.0).ok
+
+
+def test_a_window_for_models_that_take_missing_inputs_keeps_the_hours_a_load_gap_leaves_lagless():
+    # readings missing four weeks before a target hour and before a history hour (summer time
+    # all): the load four weeks back, which no earlier week stands in for, is missing there
+    gap, deep = UTC("2019-06-03 05:00Z"), UTC("2019-05-07 05:00Z")
+    frame = featured("2019-07-01", feature_set="year", kwh=lambda ts: np.where(
+        ts.isin([gap, deep]), np.nan, np.arange(1.0, len(ts) + 1.0)))
+    strict = build_window(frame, "2019-07-01", TZ, feature_set="year")
+    assert strict.status == WindowStatus.INCOMPLETE_FEATURES
+    assert "test week has every feature for 167 of 168 hours" in strict.reason
+    loose = build_window(frame, "2019-07-01", TZ, feature_set="year", missing_load_ok=True)
+    assert loose.ok and loose.coverage["test"].complete_features == 168
+    lagless = loose.test[loose.test["ts"] == gap + pd.Timedelta(weeks=4)]
+    assert lagless["kwh_lag_672"].isna().all() and lagless["kwh"].notna().all()
+    # in the history: the hour without a reading is still no row; the hours whose lags it
+    # blanks are rows, with only those lags missing
+    assert gap not in set(loose.train["ts"])
+    extra = loose.train[~loose.train["ts"].isin(strict.train["ts"])]
+    assert list(extra["ts"]) == [deep + pd.Timedelta(weeks=4)]
+    assert len(loose.train) == len(strict.train) + 1
+    load = list(get_feature_set("year").load_columns)
+    other = [c for c in loose.feature_columns if c not in load]
+    assert extra[load].isna().any(axis=1).all() and extra[other].notna().all().all()
 
 
 def test_history_without_one_input_leaves_it_out():
