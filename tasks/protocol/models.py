@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from sklearn.utils import get_tags
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE
 
@@ -63,14 +63,22 @@ class ModelSpec:
     floor_in_program: bool = False
     """Whether :attr:`load_floor` is a constraint of the model's training program (the
     constrained network) rather than a projection of its forecasts (trees)."""
-    allows_missing: bool = False
-    """Whether the estimator takes missing inputs (its scikit-learn tag ``allow_nan``): its own
-    window keeps hours with a feature missing (a load lag over a gap in the readings) instead
-    of dropping them, and forecasts every hour of the target week."""
 
     @property
     def is_learned(self) -> bool:
         return self.estimator is not None
+
+    @cached_property
+    def allows_missing(self) -> bool:
+        """Whether the estimator takes missing inputs (its scikit-learn tag ``allow_nan``): its
+        own window keeps hours with a load lag missing over a gap in the readings instead of
+        dropping them, and forecasts every hour of the target week. Read when first asked (in
+        a worker), so that making the registry imports no model library."""
+        if self.estimator is None:
+            return False
+        from sklearn.utils import get_tags
+
+        return bool(get_tags(self.estimator()).input_tags.allow_nan)
 
 
 def _learned(name: str, entry: ModelEntry) -> ModelSpec:
@@ -79,13 +87,11 @@ def _learned(name: str, entry: ModelEntry) -> ModelSpec:
     in_program = floor is not None
     if floor is None:
         floor = entry.projected_floor
-    make = replace(entry, fixed=fixed).make
-    return ModelSpec(name, estimator=make,
+    return ModelSpec(name, estimator=replace(entry, fixed=fixed).make,
                      search_space=entry.search_space,
                      fast_options=MappingProxyType(dict(entry.fast)),
                      load_floor=None if floor is None else float(floor),
-                     floor_in_program=in_program,
-                     allows_missing=get_tags(make()).input_tags.allow_nan)
+                     floor_in_program=in_program)
 
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType({
