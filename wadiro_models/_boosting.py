@@ -131,7 +131,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> GradientBoostingModel:
         started = time.perf_counter()
-        X, y = fit_data(self, X, y, allow_nan=True)
+        X, y = fit_data(self, X, y)
         self.model_ = HistGradientBoostingRegressor(
             loss=self.loss, learning_rate=self.learning_rate, max_iter=self.max_iter,
             max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf,
@@ -144,7 +144,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
 
     def predict(self, X: object) -> np.ndarray:
         check_is_fitted(self)
-        prediction = self.model_.predict(predict_data(self, X, allow_nan=True))
+        prediction = self.model_.predict(predict_data(self, X))
         if self.lower_bound is not None:
             prediction = np.maximum(prediction, self.lower_bound)
         return prediction

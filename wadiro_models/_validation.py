@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from sklearn.utils import Tags
+from sklearn.utils import Tags, get_tags
 from sklearn.utils.validation import check_X_y, validate_data
 
 from .exceptions import InsufficientDataError, InvalidInputError
@@ -14,17 +14,21 @@ from .exceptions import InsufficientDataError, InvalidInputError
 MIN_SAMPLES = 2
 
 
-def fit_data(estimator: object, X: object, y: object, *,
-             allow_nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def fit_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
     """Validated float64 (X, y) for ``fit``; sets ``n_features_in_`` on the estimator.
 
-    NaN/inf (in X: inf, and NaN unless ``allow_nan``), mismatched lengths, non-numeric data and
-    fewer than ``MIN_SAMPLES`` rows raise :class:`InvalidInputError` /
+    NaN/inf (in X: inf, and NaN unless the estimator's tags allow it), mismatched lengths,
+    non-numeric data and fewer than ``MIN_SAMPLES`` rows raise :class:`InvalidInputError` /
     :class:`InsufficientDataError` with the cause in the message.
     """
-    finite = "allow-nan" if allow_nan else True
     return _checked(lambda: validate_data(estimator, X, y, dtype=np.float64, y_numeric=True,
-                                          ensure_all_finite=finite))
+                                          ensure_all_finite=_finite(estimator)))
+
+
+def _finite(estimator: object) -> bool | str:
+    """What the estimator's X must be (``ensure_all_finite``): NaN passes only where its tags
+    say it takes missing inputs (:func:`validated_data_tags`)."""
+    return "allow-nan" if get_tags(estimator).input_tags.allow_nan else True
 
 
 def training_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
@@ -64,12 +68,12 @@ def validated_data_tags(tags: Tags, *, allow_nan: bool = False) -> Tags:
     return tags
 
 
-def predict_data(estimator: object, X: object, *, allow_nan: bool = False) -> np.ndarray:
+def predict_data(estimator: object, X: object) -> np.ndarray:
     """Validated float64 X for ``predict`` (feature count checked against ``fit``; NaN only
-    with ``allow_nan``)."""
+    where the estimator's tags allow it)."""
     try:
         return validate_data(estimator, X, dtype=np.float64, reset=False,
-                             ensure_all_finite="allow-nan" if allow_nan else True)
+                             ensure_all_finite=_finite(estimator))
     except InvalidInputError:
         raise
     except ValueError as exc:

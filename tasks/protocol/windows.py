@@ -413,7 +413,8 @@ def build_window(
         filled |= filled_by[col]
     _refresh_weather_changes(frame, filled, timezone)
 
-    required = [c for c in features if not (missing_load_ok and c in fs.load_columns)]
+    may_miss = set(fs.load_columns) if missing_load_ok else set()
+    required = [c for c in features if c not in may_miss]
     complete = frame[required].notna().all(axis=1).to_numpy()
     usable = labelled & complete
 
