@@ -101,13 +101,28 @@ def _option(name: str, field: FieldInfo, preset: bool = False) -> inspect.Parame
         annotation=Annotated[annotation if required else annotation | None, option])
 
 
+def _option_fields(settings: type[BaseModel]) -> dict[str, tuple[FieldInfo, bool]]:
+    """Every field that is an option, with whether its default is set by the protocol: the
+    settings' own, and in their place those of a settings model they hold (a run's forecast),
+    which the settings gather from beside their own."""
+    fields = {}
+    for name, field in settings.model_fields.items():
+        held = _without_none(field.annotation)
+        if isinstance(held, type) and issubclass(held, BaseModel):
+            fields.update(_option_fields(held))
+            continue
+        fields[name] = (field, name in getattr(settings, "PROTOCOL_DEFAULTS", ()))
+    return fields
+
+
 def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:
     values = {}
-    presets = set(getattr(settings, "PROTOCOL_DEFAULTS", ()))
+    fields = _option_fields(settings)
     for name, value in given.items():
-        if name in presets and value is None:
+        field, preset = fields[name]
+        if preset and value is None:
             continue  # left to the protocol's value
-        annotation = _without_none(settings.model_fields[name].annotation)
+        annotation = _without_none(field.annotation)
         if _is_list(annotation) or _is_pairs(annotation):
             value = split_list(value, _flag(name))
             if value is None:
@@ -120,11 +135,14 @@ def _settings_values(settings: type[BaseModel], given: dict[str, Any]) -> dict[s
     return values
 
 
-def settings_problems(error: ValidationError) -> str:
-    """One clause per bad field: ``--field: what is wrong``."""
+def settings_problems(error: ValidationError, settings: type[BaseModel] | None = None) -> str:
+    """One clause per bad field: ``--field: what is wrong`` (a field of a model the
+    ``settings`` hold named by its own option)."""
+    held = set(settings.model_fields) - set(_option_fields(settings)) if settings else set()
     clauses = []
     for problem in error.errors():
-        where = _flag(str(problem["loc"][0])) if problem["loc"] else "settings"
+        loc = [part for part in problem["loc"] if part not in held]
+        where = _flag(str(loc[0])) if loc else "settings"
         clauses.append(f"{where}: {problem['msg'].removeprefix('Value error, ')}")
     return "; ".join(clauses)
 
@@ -157,9 +175,8 @@ class _SettingsCommand:
         own = [p.replace(annotation=eval(p.annotation, scope))  # noqa: S307 -- as eval_str does
                if isinstance(p.annotation, str) else p
                for p in signature.parameters.values() if p.name != "settings"]
-        presets = set(getattr(settings, "PROTOCOL_DEFAULTS", ()))
-        generated = [p for name, field in settings.model_fields.items()
-                     if (p := _option(name, field, name in presets)) is not None]
+        generated = [p for name, (field, preset) in _option_fields(settings).items()
+                     if (p := _option(name, field, preset)) is not None]
         return settings, signature.replace(parameters=own + generated), generated
 
     @property
@@ -176,7 +193,7 @@ class _SettingsCommand:
         try:
             value = settings(**_settings_values(settings, given))
         except ValidationError as error:
-            raise typer.BadParameter(settings_problems(error)) from None
+            raise typer.BadParameter(settings_problems(error, settings)) from None
         return self._command(settings=value, **kwargs)
 
 

@@ -147,7 +147,7 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     if not STOP.polled:
         STOP.reset()  # a stop of an earlier run in this process is not this run's
     run = open_run(settings.warehouse, engine.run_id(), label, weeks, settings.buildings,
-                   settings.forecast_config(), settings.record(weeks, label),
+                   settings.forecast, settings.record(weeks, label),
                    60.0 * settings.lock_wait_minutes)
     engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
                len(run.building_ids), len(weeks), ", ".join(run.config.models))

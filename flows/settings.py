@@ -2,18 +2,30 @@
 
 One definition serves every entry point. The flows take a settings object as one parameter
 (``settings``), the deployments in ``prefect.yaml`` take the flows' defaults, and the command
-line builds its options from these fields (:mod:`wadiro_fleet.flows.cli_options`). The weekly
-run and a backfill share every default; how they tune is the protocol's (the deployed one
-reuses recent tuning, the paper's tunes every window).
+line builds its options from these fields and those of the forecast they hold
+(:mod:`wadiro_fleet.flows.cli_options`). What a run computes is its
+:class:`~wadiro_fleet.tasks.protocol.config.ForecastConfig` (``forecast``), held, not inherited:
+the protocol's tasks receive it alone. The weekly run and a backfill share every default; how
+they tune is the protocol's (the deployed one reuses recent tuning, the paper's tunes every
+window).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Annotated, Literal, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, WithJsonSchema, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
 
@@ -30,9 +42,20 @@ WarehousePath = Annotated[str, WithJsonSchema({"anyOf": [{"type": "string"}, {"t
 read where the run starts."""
 
 
-class RunSettings(ForecastConfig):
-    """:class:`ForecastConfig` plus the warehouse, the buildings and the task runner."""
+class RunSettings(BaseModel):
+    """What a run computes (``forecast``), and the warehouse, the buildings and the task runner.
 
+    The forecast's fields may also be given beside the run's (``RunSettings(trials=3,
+    runner="threads")``), as the command line gives them and as a deployment's parameters
+    may: they are gathered into ``forecast``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    forecast: ForecastConfig = Field(
+        default_factory=ForecastConfig,
+        description="What the run computes: the protocol and every choice that changes its "
+        "numbers (recorded in the runs table).")
     warehouse: WarehousePath = Field(
         None, validate_default=True,  # type: ignore[arg-type] -- None: resolved below
         description=f"DuckDB warehouse file; it must exist (default: ${WAREHOUSE_ENV} where the "
@@ -68,6 +91,23 @@ class RunSettings(ForecastConfig):
         "before it starts and at each read, and at its end, when results not written by then "
         "stay kept beside it (wadiro load-pending).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_forecast_fields(cls, data: Any) -> Any:
+        """The forecast's fields given beside the run's go into ``forecast``."""
+        if not isinstance(data, Mapping):
+            return data
+        given = {k: v for k, v in data.items() if k in ForecastConfig.model_fields}
+        if not given:
+            return data
+        forecast = data.get("forecast", {})
+        if isinstance(forecast, ForecastConfig):
+            forecast = forecast.model_dump(exclude_unset=True)
+        if overlap := sorted(set(given) & set(forecast)):
+            raise ValueError(f"{', '.join(overlap)} given both in forecast and beside it")
+        rest = {k: v for k, v in data.items() if k not in given}
+        return {**rest, "forecast": {**forecast, **given}}
 
     @field_validator("warehouse", mode="before")
     @classmethod
@@ -107,10 +147,13 @@ class RunSettings(ForecastConfig):
         return max(1, min(MAX_AUTO_BATCH, math.ceil(buildings / (4 * workers))))
 
     def record(self, weeks: list, label: str) -> dict:
-        """The ``runs.parameters`` record: everything but the warehouse path."""
-        record = self.as_record()
-        record.pop("warehouse")
-        return {**record, "weeks": [w.isoformat() for w in weeks], "flow": label}
+        """The ``runs.parameters`` record: the forecast's fields, then the run's but the
+        warehouse path, the search spaces, the weeks and the flow (one flat object)."""
+        forecast = self.forecast.as_record()
+        search_spaces = forecast.pop("search_spaces")
+        run = self.model_dump(mode="json", exclude={"forecast", "warehouse"})
+        return {**forecast, **run, "search_spaces": search_spaces,
+                "weeks": [w.isoformat() for w in weeks], "flow": label}
 
 
 class WeeklySettings(RunSettings):

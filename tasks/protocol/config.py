@@ -1,11 +1,12 @@
 """What a forecasting run computes: every choice that changes its numbers, with its default.
 
-:class:`ForecastConfig` is the one place these defaults are said. The flows take it (extended
-with where and how to run, in ``wadiro_fleet.flows.settings``) as their parameters, the command
-line builds its options from its fields, and the ``runs`` table records it.
+:class:`ForecastConfig` is the one place these defaults are said, each in its field. A run's
+settings hold it beside where and how the run goes (``wadiro_fleet.flows.settings``), the
+command line builds its options from its fields, and the ``runs`` table records it.
 
 Two protocols are named (``protocol``), and a field left out takes its value from the chosen one
-(:data:`PROTOCOLS`):
+(:data:`PROTOCOLS`, preset configurations: :data:`DEPLOYED`, every field at its default, and
+:data:`PAPER`):
 
 * ``deployed`` (the default): the configuration that won ``benchmarks/forecast_quality.py``
   at the cost ``benchmarks/fleet_cost.py`` measures (README): the ``recent_change`` features, a
@@ -142,11 +143,13 @@ MAE against 0.732 and 0.713 for ``gbr`` alone; adding the SVR, the GP or a persi
 made it worse (0.698-0.705), and so did a median. Adding ``gbr_lags`` lowered the published
 forecast's error by 1.0-2.3 % on 2016-2018 (10 buildings each, docs/benchmarks.md)."""
 
-DEPLOYED_MODELS = (*ENSEMBLE_MEMBERS, "wadiro_scnn", SEASONAL_NAIVE, DAY_TYPE_NAIVE, ENSEMBLE)
-"""The deployed protocol's models: the combination's members, the network's unconstrained twin
-(whose fit serves the constrained one when it meets the floor: the pair costs about one), both
-persistence forecasts and the combination. The SVR and the GP added nothing to the published
-forecast on the development years and left it; the paper's protocol keeps them."""
+DEPLOYED_MODELS = tuple(name for name in MODEL_NAMES if name in (
+    *ENSEMBLE_MEMBERS, "wadiro_scnn", SEASONAL_NAIVE, DAY_TYPE_NAIVE, ENSEMBLE))
+"""The deployed protocol's models (in the registry's order): the combination's members, the
+network's unconstrained twin (whose fit serves the constrained one when it meets the floor: the
+pair costs about one), both persistence forecasts and the combination. The SVR and the GP added
+nothing to the published forecast on the development years and left it; the paper's protocol
+keeps them."""
 
 DEPLOYED_OPTIONS: Mapping[str, Any] = MappingProxyType(_model_options(
     [name for name, spec in MODELS.items() if spec.is_learned]))
@@ -161,55 +164,39 @@ PAPER_OPTIONS: Mapping[str, Any] = MappingProxyType(_model_options(
 """The paper's protocol as it ran: the networks with the structured interior point (the same
 optimum as cvxpy + Clarabel), the baselines as scikit-learn and cvxpy solve them."""
 
-PROTOCOLS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
-    "deployed": MappingProxyType({
-        "models": tuple(m for m in MODEL_NAMES if m in DEPLOYED_MODELS),
-        "ensemble_members": ENSEMBLE_MEMBERS,
-        "trials": 8,
-        "tuning_sample_every": 2,
-        "fit_sample_every": 2,
-        "max_neurons": 30,
-        "tuning": "reuse",
-        "warm_start": True,
-        "feature_set": "recent_change",
-        "target": "residual",
-        "persistence": "day_type",
-        "target_week_floor": "projection",
-        "scnn_tuning": "joint",
-        "certify": "published",
-        "certificate": "unit_bounds",
-        "publication_weighting": "record",
-        "record_weeks": 26,
-        "ensemble_method": "inverse_error",
-        "publication": "combination",
-        "model_options": DEPLOYED_OPTIONS,
-        "model_inputs": DEPLOYED_INPUTS,
-    }),
-    "paper": MappingProxyType({
-        "models": PAPER_MODELS,
-        "ensemble_members": (),
-        "trials": 15,
-        "tuning_sample_every": 1,
-        "fit_sample_every": 1,
-        "max_neurons": 70,
-        "tuning": "per-window",
-        "warm_start": False,
-        "feature_set": "paper",
-        "target": "load",
-        "persistence": "last_week",
-        "target_week_floor": "none",
-        "scnn_tuning": "separate",
-        "certify": "all",
-        "certificate": "milp",
-        "publication_weighting": "validation",
-        "record_weeks": 8,
-        "ensemble_method": "median",
-        "publication": "choose",
-        "model_options": PAPER_OPTIONS,
-        "model_inputs": MappingProxyType({}),
-    }),
+def _copy(value: Any) -> Any:
+    """A preset's value as a fresh plain object (mappings become dicts), so no run shares it."""
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+PAPER_VALUES: Mapping[str, Any] = MappingProxyType({
+    "models": PAPER_MODELS,
+    "ensemble_members": (),
+    "trials": 15,
+    "tuning_sample_every": 1,
+    "fit_sample_every": 1,
+    "max_neurons": 70,
+    "tuning": "per-window",
+    "warm_start": False,
+    "feature_set": "paper",
+    "target": "load",
+    "persistence": "last_week",
+    "target_week_floor": "none",
+    "scnn_tuning": "separate",
+    "certify": "all",
+    "certificate": "milp",
+    "publication_weighting": "validation",
+    "record_weeks": 8,
+    "ensemble_method": "median",
+    "publication": "choose",
+    "model_options": PAPER_OPTIONS,
+    "model_inputs": MappingProxyType({}),
 })
-"""The value each protocol gives the fields a run leaves out."""
+"""Where the paper's protocol differs from the deployed one (the fields' own defaults): the
+:data:`PAPER` preset, and what a run of ``protocol="paper"`` takes for the fields it leaves
+out."""
 
 class ModelInputs(BaseModel):
     """What one model is fitted on when it differs from the run's: its own feature set, weeks of
@@ -260,7 +247,7 @@ class ModelInputs(BaseModel):
 class ForecastConfig(BaseModel):
     """Every choice of a run that changes its results (recorded in the ``runs`` table)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     protocol: Protocol = Field(
         "deployed",
@@ -268,49 +255,49 @@ class ForecastConfig(BaseModel):
         "configuration) or paper (the paper's own protocol, exactly).",
     )
     models: tuple[str, ...] = Field(
-        PROTOCOLS["deployed"]["models"],
+        DEPLOYED_MODELS,
         description=f"Models to run, among {', '.join(MODEL_NAMES)}.",
     )
     ensemble_members: tuple[str, ...] = Field(
-        PROTOCOLS["deployed"]["ensemble_members"],
+        ENSEMBLE_MEMBERS,
         description="The models whose forecasts the ensemble combines (those the run forecasts "
         "and that can be trusted that week, combined by --ensemble-method).",
     )
-    trials: int = Field(PROTOCOLS["deployed"]["trials"], ge=1,
+    trials: int = Field(8, ge=1,
                         description="TPE trials per model (or SCNN family) and tuning.")
     tuning_sample_every: int = Field(
-        PROTOCOLS["deployed"]["tuning_sample_every"], ge=1,
+        2, ge=1,
         description="Tuning's trials fit every n-th hour of the fit weeks (counted back from "
         "the latest) and are scored on the whole validation week. 1: trials fit every hour "
         "(the paper).",
     )
     fit_sample_every: int = Field(
-        PROTOCOLS["deployed"]["fit_sample_every"], ge=1,
+        2, ge=1,
         description="A model's final fit, and its refit on the fit weeks for the validation "
         "week, use every n-th hour of their weeks (counted back from the latest); the forecast "
         "covers every hour. 1: every hour (the paper).",
     )
     max_neurons: int = Field(
-        PROTOCOLS["deployed"]["max_neurons"], ge=10,
+        30, ge=10,
         description="The largest max_neurons the SCNN family's tuning tries (its search space "
         "is 10 to this; the paper's is 10 to 70).",
     )
     tuning: TuningMode = Field(
-        PROTOCOLS["deployed"]["tuning"],
+        "reuse",
         description="per-window: tune every window; reuse: refit with the latest stored "
         "hyperparameters (tune when there are none or they are too old).",
     )
     warm_start: bool = Field(
-        PROTOCOLS["deployed"]["warm_start"],
+        True,
         description="Start each tuning from the model's latest earlier tuning (its best "
         "hyperparameters are the first trial), when there is one.",
     )
     feature_set: str = Field(
-        PROTOCOLS["deployed"]["feature_set"],
+        "recent_change",
         description=f"Named feature set ({', '.join(FEATURE_SETS)}); paper is the paper's eight.",
     )
     target: Target = Field(
-        PROTOCOLS["deployed"]["target"],
+        "residual",
         description="What the learned models predict: the load itself (the paper) or the "
         "residual, the correction to a persistence forecast (--persistence).",
     )
@@ -320,7 +307,7 @@ class ForecastConfig(BaseModel):
         "target corrects instead of the persistence forecast (per model: model_inputs).",
     )
     persistence: Persistence = Field(
-        PROTOCOLS["deployed"]["persistence"],
+        "day_type",
         description="The persistence forecast a residual target corrects: last_week (the load "
         "of the same hour last week) or day_type (the same hour of the latest earlier day of "
         "the same type: workday, weekend, or holiday / closure day).",
@@ -331,7 +318,7 @@ class ForecastConfig(BaseModel):
         "day_type persistence (the buildings run as on a Sunday then).",
     )
     target_week_floor: TargetWeekFloor = Field(
-        PROTOCOLS["deployed"]["target_week_floor"],
+        "projection",
         description="How the constrained network's forecast keeps its floor (no negative load) "
         "beyond its training rows: projection (the forecast is projected onto the floor), "
         "program (the target week's inputs are bound inside its training program), none "
@@ -353,7 +340,7 @@ class ForecastConfig(BaseModel):
         "where they differ from the run's.",
     )
     scnn_tuning: ScnnTuning = Field(
-        PROTOCOLS["deployed"]["scnn_tuning"],
+        "joint",
         description="joint: wadiro_pcscnn and wadiro_scnn are tuned in one study over the same "
         "trials, each taking its own best, and a fit whose network already meets the physical "
         "bound serves both; separate: a study each (the paper).",
@@ -366,12 +353,12 @@ class ForecastConfig(BaseModel):
         "(the calendar) are held fixed.",
     )
     certify: CertifyScope = Field(
-        PROTOCOLS["deployed"]["certify"],
+        "published",
         description="Which SCNN-family fits get a stability certificate: the published one, "
         "all of them, or none.",
     )
     certificate: CertificateKind = Field(
-        PROTOCOLS["deployed"]["certificate"],
+        "unit_bounds",
         description="How a stability certificate bounds L_eps: unit_bounds (the sum of each "
         "unit's largest change: a true upper bound in milliseconds) or milp (the exact MILP, "
         "within --certify-nodes).",
@@ -383,7 +370,7 @@ class ForecastConfig(BaseModel):
     )
 
     ensemble_method: EnsembleMethod = Field(
-        PROTOCOLS["deployed"]["ensemble_method"],
+        "inverse_error",
         description="How the ensemble combines its trusted members each hour: median, or "
         "inverse_error (a weighted mean, each member's weight its mean MAE relative to "
         "seasonal naive over the building's last --ensemble-record-weeks scored weeks to the "
@@ -396,19 +383,19 @@ class ForecastConfig(BaseModel):
         8, ge=2, description="Scored weeks of a building the ensemble's weights are learned "
         "from.")
     publication: PublicationPolicy = Field(
-        PROTOCOLS["deployed"]["publication"],
+        "combination",
         description="choose: publish the trusted model expected to beat seasonal naive by the "
         "most (the paper's select-check-deploy); combination: publish the ensemble whenever it "
         "is formed and expected to beat seasonal naive, else choose.",
     )
     publication_weighting: PublicationWeighting = Field(
-        PROTOCOLS["deployed"]["publication_weighting"],
+        "record",
         description="How a model's expected error is judged for publication: record (its "
         "validation week is one more week of its record of up to 8 scored weeks) or "
         "validation (the validation week weighs as much as the whole record).",
     )
     record_weeks: int = Field(
-        PROTOCOLS["deployed"]["record_weeks"], ge=2,
+        26, ge=2,
         description="How many earlier scored weeks of a building the publication step weighs "
         "(a longer record judges a model less by chance).",
     )
@@ -417,19 +404,17 @@ class ForecastConfig(BaseModel):
         "certificate L_eps (kWh) is at most this (default: no requirement).",
     )
 
-    PROTOCOL_DEFAULTS: ClassVar[tuple[str, ...]] = tuple(PROTOCOLS["deployed"])
+    PROTOCOL_DEFAULTS: ClassVar[tuple[str, ...]] = tuple(PAPER_VALUES)
     """The fields whose default is the chosen protocol's (:data:`PROTOCOLS`)."""
 
     @model_validator(mode="before")
     @classmethod
     def _protocol_defaults(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
+        """The paper's protocol gives the fields left out its values (the deployed protocol's
+        are the fields' own defaults; any other value is refused by the field itself)."""
+        if not isinstance(data, Mapping) or data.get("protocol") != "paper":
             return data
-        protocol = data.get("protocol", "deployed")
-        preset = PROTOCOLS.get(protocol)
-        if preset is None:
-            return data  # the field's own validation names the bad value
-        return {**{k: _copy(v) for k, v in preset.items()}, **data}
+        return {**_copy(PAPER_VALUES), **data}
 
     @field_validator("closure_periods", mode="before")
     @classmethod
@@ -486,10 +471,6 @@ class ForecastConfig(BaseModel):
             space[name] = replace(space[name], low=type(space[name].low)(low),
                                   high=type(space[name].high)(high))
         return space
-
-    def forecast_config(self) -> ForecastConfig:
-        """Only the fields of :class:`ForecastConfig` (subclasses add where and how to run)."""
-        return ForecastConfig(**{name: getattr(self, name) for name in ForecastConfig.model_fields})
 
     def inputs(self, model: str) -> ForecastConfig:
         """This run as ``model`` is fitted in it: the run's feature set, history and target, or
@@ -575,15 +556,22 @@ class ForecastConfig(BaseModel):
         return record
 
 
-def _copy(value: Any) -> Any:
-    """A preset's value as a fresh plain object (mappings become dicts), so no run shares it."""
-    if isinstance(value, Mapping):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
+DEPLOYED = ForecastConfig()
+"""The deployed protocol: every field at its default."""
+
+PAPER = ForecastConfig(protocol="paper")
+"""The paper's protocol, exactly as this project ran it before the deployed one existed."""
+
+PROTOCOLS: Mapping[str, ForecastConfig] = MappingProxyType({"deployed": DEPLOYED, "paper": PAPER})
+"""The named protocols as preset configurations; a run of ``protocol=NAME`` is its preset with
+the fields it gives replaced."""
 
 
 __all__ = [
+    "DEPLOYED",
     "DEPLOYED_OPTIONS",
+    "PAPER",
+    "PAPER_VALUES",
     "PAPER_OPTIONS",
     "PROTOCOLS",
     "CertificateKind",

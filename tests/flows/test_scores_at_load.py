@@ -52,7 +52,7 @@ def test_readings_corrected_between_compute_and_load_are_in_the_stored_scores(
     settings = BackfillSettings(warehouse=str(warehouse), models=["svr", "seasonal_naive"],
                                 trials=2)
     run = open_run(str(warehouse), str(uuid.uuid4()), "backfill", [WEEK], None,
-                      settings.forecast_config(), settings.record([WEEK], "backfill"))
+                      settings.forecast, settings.record([WEEK], "backfill"))
     [batch] = read_batches(run, [list(run.building_ids)])
     results = forecast_batch.fn(batch.jobs, run.config, batch.label)  # scored on the old readings
     # kept beside the warehouse, as a locked one keeps it

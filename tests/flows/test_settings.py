@@ -7,26 +7,48 @@ import typer
 from typer.testing import CliRunner
 from wadiro_fleet.flows import cli
 from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.config import DEPLOYED_MODELS
+from wadiro_fleet.tasks.protocol.config import DEPLOYED_MODELS, PROTOCOLS, ForecastConfig
 
 
 def test_the_weekly_run_and_a_backfill_share_the_protocols_defaults():
-    weekly, backfill, base = (c().model_dump() for c in (WeeklySettings, BackfillSettings, RunSettings))
+    weekly, backfill, base = (c().model_dump()
+                              for c in (WeeklySettings, BackfillSettings, RunSettings))
     assert weekly == backfill == base
-    assert set(base["models"]) == set(DEPLOYED_MODELS)
-    assert base["trials"] == 8 and base["tuning"] == "reuse"
-    paper = BackfillSettings(protocol="paper").model_dump()
-    assert paper["tuning"] == "per-window" and paper["trials"] == 15
-    assert "day_type_naive" not in paper["models"] and "gbr" not in paper["models"]
-    assert {"gp", "svr", "wadiro_pcscnn"} <= set(paper["models"])
+    assert set(base["forecast"]["models"]) == set(DEPLOYED_MODELS)
+    assert base["forecast"]["trials"] == 8 and base["forecast"]["tuning"] == "reuse"
+    paper = BackfillSettings(protocol="paper").forecast
+    assert paper.tuning == "per-window" and paper.trials == 15
+    assert "day_type_naive" not in paper.models and "gbr" not in paper.models
+    assert {"gp", "svr", "wadiro_pcscnn"} <= set(paper.models)
 
 
-def test_forecast_config_drops_where_and_how_to_run():
+def test_a_run_holds_its_forecast_config_and_does_not_inherit_it():
     settings = BackfillSettings(trials=3, runner="threads", warehouse="x.duckdb")
-    config = settings.forecast_config()
-    assert type(config) is ForecastConfig and config.trials == 3
-    assert set(config.model_dump()) == set(ForecastConfig.model_fields)
+    assert type(settings.forecast) is ForecastConfig and settings.forecast.trials == 3
+    assert not set(RunSettings.model_fields) & set(ForecastConfig.model_fields)
+    # the forecast's fields beside the run's, or in it: one settings object
+    assert settings == BackfillSettings(forecast=ForecastConfig(trials=3), runner="threads",
+                                        warehouse="x.duckdb")
+    assert settings == BackfillSettings(forecast={"trials": 3}, runner="threads",
+                                        warehouse="x.duckdb")
+    assert BackfillSettings(forecast={"protocol": "paper"}, trials=3).forecast == ForecastConfig(
+        protocol="paper", trials=3)
+    with pytest.raises(ValueError, match="trials given both in forecast and beside it"):
+        BackfillSettings(forecast={"trials": 3}, trials=4)
+    with pytest.raises(ValueError, match="nope"):
+        BackfillSettings(nope=1)
+
+
+def test_the_protocols_are_preset_configurations():
+    assert PROTOCOLS["deployed"] == ForecastConfig()
+    assert PROTOCOLS["paper"] == ForecastConfig(protocol="paper")
+    # the paper's preset differs from the deployed one in exactly the protocol's fields
+    differ = {name for name in ForecastConfig.model_fields
+              if getattr(PROTOCOLS["paper"], name) != getattr(PROTOCOLS["deployed"], name)}
+    assert differ == {"protocol", *ForecastConfig.PROTOCOL_DEFAULTS}
+    # a field given overrides the preset's value and no other
+    changed = ForecastConfig(protocol="paper", trials=3)
+    assert changed == PROTOCOLS["paper"].model_copy(update={"trials": 3})
 
 
 @pytest.fixture
@@ -80,7 +102,8 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
     )
     assert str(captured[0]["week"]) == "2024-04-01"
     # every field but the per-model mappings is an option of both commands
-    options = ({f"--{name.replace('_', '-')}" for name in RunSettings.model_fields}
+    fields = set(RunSettings.model_fields) - {"forecast"} | set(ForecastConfig.model_fields)
+    options = ({f"--{name.replace('_', '-')}" for name in fields}
                - {"--model-options", "--model-inputs"})
     group = typer.main.get_command(cli.app)
     context = group.make_context("wadiro", ["forecast"], resilient_parsing=True)
@@ -94,18 +117,18 @@ def test_protocol_paper_sets_the_papers_choices_and_options_still_override(captu
     result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
                                           "2024-03-25", "--protocol", "paper"])
     assert result.exit_code == 0, result.output
-    paper = captured[0]["settings"]
+    paper = captured[0]["settings"].forecast
     assert (paper.feature_set, paper.target, paper.target_week_floor, paper.scnn_tuning,
             paper.certify, paper.warm_start, paper.trials, paper.tuning) == (
         "paper", "load", "none", "separate", "all", False, 15, "per-window")
-    assert paper == BackfillSettings(protocol="paper")  # the command line adds nothing
+    assert paper == BackfillSettings(protocol="paper").forecast  # the command line adds nothing
     result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
                                           "2024-03-25", "--protocol", "paper", "--target",
                                           "residual"])
     assert result.exit_code == 0, result.output
-    assert captured[1]["settings"].target == "residual"
-    assert captured[1]["settings"].feature_set == "paper"
-    deployed = BackfillSettings()
+    assert captured[1]["settings"].forecast.target == "residual"
+    assert captured[1]["settings"].forecast.feature_set == "paper"
+    deployed = BackfillSettings().forecast
     assert (deployed.feature_set, deployed.target, deployed.persistence,
             deployed.target_week_floor, deployed.scnn_tuning, deployed.certify) == (
         "recent_change", "residual", "day_type", "projection", "joint", "published")
