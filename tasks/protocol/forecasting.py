@@ -59,6 +59,7 @@ from wadiro_fleet.tasks.protocol.seeding import stable_seed
 from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels, track_ratio
 from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
 from wadiro_fleet.tasks.protocol.windows import (
+    MIN_VALIDATION_HOURS,
     Window,
     WindowBounds,
     build_window,
@@ -516,7 +517,7 @@ def _model_window(hours: pd.DataFrame, week: date, config: ForecastConfig,
                         missing_load_ok=missing_load_ok)
 
 
-MIN_BASE_HOURS = {"fit": 168, "validation": 24}
+MIN_BASE_HOURS = {"fit": 168, "validation": MIN_VALIDATION_HOURS}
 """A model stacked on a base model's issued forecasts needs them for at least this many usable
 hours of its fit weeks (a week of the base's errors to learn a correction from) and of its
 validation week (to tune on, as a window needs); with fewer it corrects the persistence forecast

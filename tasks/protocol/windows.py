@@ -348,6 +348,10 @@ def _check_rules(
         raise ValueError(f"max_weather_gap_hours must be >= 0, got {max_weather_gap_hours}")
 
 
+MIN_VALIDATION_HOURS = 24
+"""The usable hours a window's validation week needs (by default) to tune and judge on."""
+
+
 def build_window(
     hours_with_features: pd.DataFrame,
     week: WeekLike,
@@ -356,7 +360,7 @@ def build_window(
     feature_set: str | FeatureSet = DEFAULT_FEATURE_SET,
     history_weeks: int = 12,
     min_fit_fraction: float = 0.5,
-    min_validation_hours: int = 24,
+    min_validation_hours: int = MIN_VALIDATION_HOURS,
     min_test_feature_fraction: float = 1.0,
     max_weather_gap_hours: int = 3,
     test_weather_profile_days: int = 7,
@@ -518,6 +522,7 @@ def _judge(
 
 __all__ = [
     "MAX_FILLED_WEATHER_SHARE",
+    "MIN_VALIDATION_HOURS",
     "PARTS",
     "PartCoverage",
     "Window",
