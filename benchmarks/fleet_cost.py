@@ -13,9 +13,11 @@ On real Cambridge buildings (default: 20 with complete 2019 data, none of the te
    free);
 4. in this process, one scikit-learn ``HistGradientBoostingRegressor`` (absolute loss, one thread)
    fitted on each building's window of W (calendar, holiday, weather, the load one and two weeks
-   back: feature set ``paper_lags``): the peer's fit, timed before command 1, between 1 and 2 and
-   after 2; each command is compared with the mean of the two passes around it (this machine's
-   speed moves between runs by more than the changes being measured).
+   back: feature set ``paper_lags``): the peer's fit, on W's 12 weeks of history
+   (``gbr_reference`` of ``forecast_quality.py``) and on its year (``gbr_reference_52w``, the
+   stronger peer on most years), timed before command 1, between 1 and 2 and after 2; each
+   command is compared with the mean of the two passes around it (this machine's speed moves
+   between runs by more than the changes being measured).
 
 Commands 1-3 run as child processes; their CPU is user + system time of the command and every
 worker it started. Per model and stage (tuning, the final fit, the certificate) the seconds come
@@ -55,9 +57,16 @@ GOALS = {"tuned": 10.0, "weekly": 3.0}
 """CPU per building-week, in peer fits."""
 
 
-def peer_fit_cpu(warehouse: Path, buildings: list[str], week: date) -> tuple[float, int]:
-    """Mean CPU seconds of one peer fit on the buildings' windows of ``week``, one thread."""
-    config = ForecastConfig(feature_set="paper_lags")
+PEER_WEEKS = {"peer": 12, "year-long peer": 52}
+"""The two peers of ``forecast_quality.py`` by the weeks of history they fit:
+``gbr_reference`` and ``gbr_reference_52w`` (the quality goals compare with the stronger)."""
+
+
+def peer_fit_cpu(warehouse: Path, buildings: list[str], week: date,
+                 history_weeks: int = 12) -> tuple[float, int]:
+    """Mean CPU seconds of one peer fit on the buildings' windows of ``week`` (``history_weeks``
+    of history, as ``forecast_quality.py`` fits it), one thread."""
+    config = ForecastConfig(feature_set="paper_lags", history_weeks=history_weeks)
     jobs = load_jobs(warehouse, buildings, [week], config)
     spent, fitted = 0.0, 0
     with threadpool_limits(limits=1):
@@ -67,7 +76,9 @@ def peer_fit_cpu(warehouse: Path, buildings: list[str], week: date) -> tuple[flo
                                       holiday_country=info.holiday_country,
                                       holiday_subdiv=info.holiday_subdiv,
                                       feature_set="paper_lags")
-            window = build_window(features, week, info.timezone, feature_set="paper_lags")
+            window = build_window(features, week, info.timezone, feature_set="paper_lags",
+                                  history_weeks=history_weeks,
+                                  min_fit_fraction=0.5 * 11 / (history_weeks - 1))
             if not window.ok:
                 continue
             X, y = window.xy("train")
@@ -111,38 +122,47 @@ def main() -> None:
                               week - timedelta(weeks=20)).isoformat(),
                "--end", (week + timedelta(weeks=2)).isoformat(), "--warehouse", str(warehouse),
                quiet=True)
-        first, fitted = peer_fit_cpu(warehouse, buildings, week)
-        peers = [first]
-        print(f"{len(buildings)} buildings, W = {week}, protocol {args.protocol}; "
-              f"peer fit (HistGradientBoosting, absolute loss, one thread): {first:.3f} CPU-s "
-              f"(mean of {fitted} windows)")
+        def time_peers() -> dict[str, float]:
+            return {name: peer_fit_cpu(warehouse, buildings, week, weeks)[0]
+                    for name, weeks in PEER_WEEKS.items()}
+
+        peers = [time_peers()]
+        print(f"{len(buildings)} buildings, W = {week}, protocol {args.protocol}; one peer fit "
+              "(HistGradientBoosting, absolute loss, one thread; mean of the windows): "
+              + ", ".join(f"{name} ({PEER_WEEKS[name]} weeks) {cpu:.3f} CPU-s"
+                          for name, cpu in peers[0].items()))
         tuned = measure("backfill", "--start", week.isoformat(), "--end", week.isoformat(),
                         "--warehouse", str(warehouse), *common)
-        peers.append(peer_fit_cpu(warehouse, buildings, week)[0])
-        tuned_peer = (peers[0] + peers[1]) / 2
+        peers.append(time_peers())
+        tuned_peer = {name: (peers[0][name] + peers[1][name]) / 2 for name in PEER_WEEKS}
         tuned_per = print_run(f"wadiro backfill --start {week} --end {week} (tuned week)", tuned,
-                              latest_run(warehouse), tuned_peer)
+                              latest_run(warehouse), tuned_peer["peer"])
         empty = Path(tmp) / "startup.duckdb"
         shutil.copy(warehouse, empty)
         nxt = (week + timedelta(weeks=1)).isoformat()
         weekly = measure("forecast", "--week", nxt, "--warehouse", str(warehouse), *common)
-        peers.append(peer_fit_cpu(warehouse, buildings, week)[0])
-        weekly_peer = (peers[1] + peers[2]) / 2
+        peers.append(time_peers())
+        weekly_peer = {name: (peers[1][name] + peers[2][name]) / 2 for name in PEER_WEEKS}
         weekly_per = print_run(f"wadiro forecast --week {nxt} (the weekly run after it)", weekly,
-                               latest_run(warehouse), weekly_peer)
+                               latest_run(warehouse), weekly_peer["peer"])
         startup = measure("forecast", "--week", nxt, "--models", "seasonal_naive",
                           "--warehouse", str(empty), *common)
     print(f"\nany run before fitting a model (wadiro forecast --models seasonal_naive, same "
           f"buildings): {startup.cpu:.1f} CPU-s, {startup.cpu / len(buildings):.2f} per "
           f"building-week")
-    print(f"\n{'what':<44}{'CPU-s per building-week':>24}{'peer fits':>11}{'goal':>8}")
+    print(f"\n{'what':<32}{'CPU-s per building-week':>24}{'peer fits':>11}"
+          f"{'year-long peer fits':>21}{'goal':>8}")
     for what, per, peer, goal in (
             ("tuned week (wadiro backfill)", tuned_per, tuned_peer, GOALS["tuned"]),
             ("weekly run (wadiro forecast)", weekly_per, weekly_peer, GOALS["weekly"])):
-        verdict = "met" if per / peer <= goal else "NOT met"
-        print(f"{what:<44}{per:>24.2f}{per / peer:>11.1f}{f'<= {goal:g}':>8}  {verdict}")
-    print(f"{'peer fit (before, between, after)':<44}"
-          f"{' / '.join(f'{p:.3f}' for p in peers):>24}{1:>11}")
+        ratios = [per / peer[name] for name in PEER_WEEKS]
+        verdicts = ", ".join(f"{'met' if r <= goal else 'NOT met'} against the {name}"
+                             for r, name in zip(ratios, PEER_WEEKS, strict=True))
+        print(f"{what:<32}{per:>24.2f}{ratios[0]:>11.1f}{ratios[1]:>21.1f}"
+              f"{f'<= {goal:g}':>8}  {verdicts}")
+    for name in PEER_WEEKS:
+        print(f"{name + ' fit (before, between, after)':<56}"
+              f"{' / '.join(f'{p[name]:.3f}' for p in peers)} CPU-s")
 
 
 if __name__ == "__main__":
