@@ -198,6 +198,7 @@ PAPER_VALUES: Mapping[str, Any] = MappingProxyType({
 :data:`PAPER` preset, and what a run of ``protocol="paper"`` takes for the fields it leaves
 out."""
 
+
 class ModelInputs(BaseModel):
     """What one model is fitted on when it differs from the run's: its own feature set, weeks of
     history and target (``None``: the run's). A model beyond the paper's may train on a longer
