@@ -21,11 +21,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
     WithJsonSchema,
     field_serializer,
     field_validator,
+    model_serializer,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
 
@@ -108,6 +113,25 @@ class RunSettings(BaseModel):
             raise ValueError(f"{', '.join(overlap)} given both in forecast and beside it")
         rest = {k: v for k, v in data.items() if k not in given}
         return {**rest, "forecast": {**forecast, **given}}
+
+    @model_serializer(mode="wrap")
+    def _flat(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Written as one flat object, the forecast's fields first (a flow run's parameters,
+        the deployments' defaults), as they may be given."""
+        fields = serialize(self)
+        return {**fields.pop("forecast", {}), **fields}
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The flat object's schema (a Prefect server checks a flow run's parameters by it):
+        the forecast's fields beside the run's."""
+        schema = handler(core_schema)
+        own = handler.resolve_ref_schema(schema)
+        forecast = handler.resolve_ref_schema(own["properties"].pop("forecast"))
+        own["properties"] = {**forecast["properties"], **own["properties"]}
+        return schema
 
     @field_validator("warehouse", mode="before")
     @classmethod

@@ -57,9 +57,9 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
     for name in ("weekly-forecast", "backfill"):
         assert deployments[name]["parameters"] == {}
         schema = deployments[name]["parameter_openapi_schema"]["properties"]["settings"]
-        assert schema["default"]["forecast"]["protocol"] == "deployed"
-        assert schema["default"]["forecast"]["tuning"] == deployed.tuning
-        assert schema["default"]["forecast"]["trials"] == deployed.trials
+        assert schema["default"]["protocol"] == "deployed"
+        assert schema["default"]["tuning"] == deployed.tuning
+        assert schema["default"]["trials"] == deployed.trials
 
     # Overrides as an operator gives them: a partial settings object, the rest from defaults.
     common = {"settings": '{"models": ["svr", "wadiro_linreg", "seasonal_naive"], "trials": 2}'}

@@ -14,8 +14,8 @@ def test_the_weekly_run_and_a_backfill_share_the_protocols_defaults():
     weekly, backfill, base = (c().model_dump()
                               for c in (WeeklySettings, BackfillSettings, RunSettings))
     assert weekly == backfill == base
-    assert set(base["forecast"]["models"]) == set(DEPLOYED_MODELS)
-    assert base["forecast"]["trials"] == 8 and base["forecast"]["tuning"] == "reuse"
+    assert set(base["models"]) == set(DEPLOYED_MODELS)
+    assert base["trials"] == 8 and base["tuning"] == "reuse"
     paper = BackfillSettings(protocol="paper").forecast
     assert paper.tuning == "per-window" and paper.trials == 15
     assert "day_type_naive" not in paper.models and "gbr" not in paper.models
@@ -37,6 +37,22 @@ def test_a_run_holds_its_forecast_config_and_does_not_inherit_it():
         BackfillSettings(forecast={"trials": 3}, trials=4)
     with pytest.raises(ValueError, match="nope"):
         BackfillSettings(nope=1)
+
+
+def test_settings_are_written_and_described_as_one_flat_object():
+    """A flow run's parameters and the deployments' schema: the forecast's fields beside the
+    run's, as they were before the run held its forecast, read back to the same settings."""
+    settings = WeeklySettings(protocol="paper", trials=3, runner="threads", warehouse="w.duckdb")
+    written = settings.model_dump(mode="json")
+    forecast_fields, run_fields = list(ForecastConfig.model_fields), [
+        name for name in RunSettings.model_fields if name != "forecast"]
+    assert list(written) == forecast_fields + run_fields
+    assert written["trials"] == 3 and written["tuning"] == "per-window"
+    assert WeeklySettings.model_validate(written) == settings
+    assert WeeklySettings.model_validate_json(settings.model_dump_json()) == settings
+    schema = WeeklySettings.model_json_schema()
+    assert list(schema["properties"]) == forecast_fields + run_fields
+    assert schema["additionalProperties"] is False  # a misspelt field is refused at once
 
 
 def test_the_protocols_are_preset_configurations():
