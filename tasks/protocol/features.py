@@ -23,8 +23,10 @@ import pandas as pd
 from wadiro_fleet.tasks.errors import PipelineError
 from wadiro_fleet.tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
+    WORKDAY,
     ClosurePeriod,
     day_type_persistence,
+    day_types,
     parse_closure_periods,
     unlike_last_week,
 )
@@ -174,6 +176,13 @@ def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
     return _off_days(ctx.local.tz_localize(None), ctx.holidays)
 
 
+def _is_off_day(ctx: FeatureContext) -> np.ndarray:
+    """1.0 on the days the day types count as off (weekends, public holidays and the closure
+    periods' weekdays), else 0.0: ``is_holiday_or_weekend`` with the closures."""
+    return (day_types(ctx.local.tz_localize(None), ctx.holidays, ctx.closures)
+            != WORKDAY).astype(np.float64)
+
+
 # --- weather features --------------------------------------------------------------------
 
 def _numbers(ctx: FeatureContext, name: str) -> np.ndarray:
@@ -320,6 +329,7 @@ FEATURES: dict[str, Feature] = {
         Feature("hour_cos", _cyclic("hour", 24, np.cos)),
         Feature("hour_sin", _cyclic("hour", 24, np.sin)),
         Feature("is_holiday_or_weekend", _is_holiday_or_weekend),
+        Feature("is_off_day", _is_off_day),
         *(Feature(name, _column(name), inputs=(name,)) for name in WEATHER_COLUMNS),
         *(
             Feature(f"kwh_lag_{168 * k}", _same_local_hour_weeks_before(k), inputs=(LABEL,),
@@ -357,6 +367,12 @@ PAPER_COLUMNS: tuple[str, ...] = (
 )
 
 
+OFF_DAY_COLUMNS: tuple[str, ...] = tuple(
+    "is_off_day" if col == "is_holiday_or_weekend" else col for col in PAPER_COLUMNS)
+"""The paper's eight with the closure periods' weekdays counted as off days, as the day types
+count them."""
+
+
 def make_feature_set(name: str, columns: tuple[str, ...]) -> FeatureSet:
     """A feature set from names in :data:`FEATURES` (unknown names raise ``KeyError``)."""
     unknown = [col for col in columns if col not in FEATURES]
@@ -370,30 +386,35 @@ FEATURE_SETS: dict[str, FeatureSet] = {
     for fs in (
         make_feature_set("paper", PAPER_COLUMNS),
         make_feature_set("paper_lags", (*PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336")),
+        make_feature_set("off_day_lags", (*OFF_DAY_COLUMNS, "kwh_lag_168", "kwh_lag_336")),
         make_feature_set("recent", (
             *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
             "kwh_last_week_mean", "lag_week_is_off",
         )),
         make_feature_set("recent_change", (
-            *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
+            *OFF_DAY_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_median",
             "kwh_last_week_mean", "lag_week_is_off", "temperature_c_change_168",
             "irradiance_wm2_change_168",
         )),
         make_feature_set("year", (
-            *PAPER_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_504", "kwh_lag_672",
+            *OFF_DAY_COLUMNS, "kwh_lag_168", "kwh_lag_336", "kwh_lag_504", "kwh_lag_672",
             "kwh_lag_median", "kwh_last_week_mean", "lag_week_is_off", "kwh_day_type_lag",
             "unlike_last_week_flag", "kwh_year_ago", "kwh_year_ago_change",
         )),
     )
 }
 """Named feature sets a run can choose. ``paper`` is the paper's eight; ``paper_lags`` adds
-the load one and two weeks back; ``recent`` adds the median of the last four weeks at the
-same hour, last week's mean load and whether last week's hour was a holiday or weekend;
-``recent_change`` adds how temperature and irradiance changed since the same hour last week
-(what a correction to last week's load most needs to know); ``year`` adds to ``recent`` the
+the load one and two weeks back (``off_day_lags``: the same with ``is_off_day``, which also
+counts the closure periods' weekdays as off days, in place of ``is_holiday_or_weekend``);
+``recent`` adds the median of the last four weeks at the same hour, last week's mean load and
+whether last week's hour was a holiday or weekend; ``recent_change`` adds how temperature and
+irradiance changed since the same hour last week (what a correction to last week's load most
+needs to know), its off days flagged as in ``off_day_lags``; ``year`` adds to ``recent`` the
 load three and four weeks back, the holiday-aware persistence, whether the hour is unlike last
 week, and the load a year back with last year's change at this time of year (the gradient
-boosting model's inputs: it trains on a year)."""
+boosting model's inputs: it trains on a year), its off days flagged as in ``off_day_lags``. The
+paper's own sets (``paper``, ``paper_lags``, ``recent``) keep the paper's flag: public
+holidays and weekends."""
 
 DEFAULT_FEATURE_SET = "paper"
 """The functions' default: the paper's set (a run's default is in ``config.py``)."""

@@ -132,3 +132,26 @@ def test_hours_unlike_last_week_are_holidays_closures_and_the_days_after_them():
     # Good Friday and Easter Monday (off weekdays), then the Friday and Monday a week later
     # (workdays whose day last week was off)
     assert marked == {"Fri 19", "Mon 22", "Fri 26", "Mon 29"}
+
+
+def test_the_off_day_flag_counts_closure_weekdays_as_the_day_types_do():
+    # 2019-12-16 .. 2020-01-13 in London, every day at 14:00 local
+    frame = build_features(hours("2019-12-01", "2020-01-20"), **LONDON, feature_set="year")
+    assert "is_off_day" in frame.columns and "is_holiday_or_weekend" not in frame.columns
+    paper = build_features(hours("2019-12-01", "2020-01-20"), **LONDON, feature_set="paper")
+    days = pd.date_range("2019-12-16 14:00", "2020-01-12 14:00", freq="D")
+    off = frame.set_index("ts")["is_off_day"]
+    public = paper.set_index("ts")["is_holiday_or_weekend"]
+    flags = {day.date(): (off[utc(str(day))], public[utc(str(day))]) for day in days}
+    # a closure weekday that is no public holiday: off for the deployed sets, not the paper's
+    for day in ("2019-12-24", "2019-12-27", "2019-12-30", "2019-12-31"):
+        assert flags[pd.Timestamp(day).date()] == (1.0, 0.0), day
+    # public holidays and weekends are off in both; workdays in neither
+    for day in ("2019-12-25", "2019-12-26", "2020-01-01", "2019-12-21", "2020-01-05"):
+        assert flags[pd.Timestamp(day).date()] == (1.0, 1.0), day
+    for day in ("2019-12-20", "2020-01-02", "2020-01-06"):
+        assert flags[pd.Timestamp(day).date()] == (0.0, 0.0), day
+    # without closure periods the flag is the paper's
+    plain = build_features(hours("2019-12-01", "2020-01-20"), **LONDON, feature_set="year",
+                           closure_periods=())
+    assert (plain["is_off_day"].to_numpy() == paper["is_holiday_or_weekend"].to_numpy()).all()

@@ -26,7 +26,7 @@ def test_the_deployed_gradient_boosting_reads_a_year_and_the_networks_correct_it
         "wadiro_scnn") == 0.5  # half their correction of the boosting, as a learning rate
     assert config.correction_rate_of("wadiro_linreg") == 1.0
     lags = config.inputs("gbr_lags")  # the untuned trees: nothing to search, a year of lags
-    assert (lags.feature_set, lags.history_weeks, lags.target) == ("paper_lags", 52, "load")
+    assert (lags.feature_set, lags.history_weeks, lags.target) == ("off_day_lags", 52, "load")
     assert config.search_space("gbr_lags") == {} and "gbr_lags" in config.members
     assert config.inputs("wadiro_linreg") is config  # the paper's models keep the run's inputs
     groups = [models for _, models in config.input_groups(list(config.models))]
