@@ -13,7 +13,7 @@ hour one and two weeks earlier
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -165,11 +165,11 @@ def _cyclic(unit: str, period: int, wave: Callable[[np.ndarray], np.ndarray]
     return compute
 
 
-def _off_days(wall: pd.DatetimeIndex, holidays: frozenset[np.datetime64]) -> np.ndarray:
-    """1.0 where the wall-clock time falls on a weekend or a holiday, else 0.0."""
-    days = wall.to_numpy().astype("datetime64[D]")
-    is_holiday = np.isin(days, np.array(sorted(holidays), dtype="datetime64[D]"))
-    return (is_holiday | (wall.day_of_week.to_numpy() >= 5)).astype(np.float64)
+def _off_days(wall: pd.DatetimeIndex, holidays: frozenset[np.datetime64],
+              closures: Sequence[ClosurePeriod] = ()) -> np.ndarray:
+    """1.0 where the wall-clock time falls on a weekend, a holiday or a day of ``closures``
+    (a day the day types do not count as a workday), else 0.0."""
+    return (day_types(wall, holidays, closures) != WORKDAY).astype(np.float64)
 
 
 def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
@@ -177,10 +177,8 @@ def _is_holiday_or_weekend(ctx: FeatureContext) -> np.ndarray:
 
 
 def _is_off_day(ctx: FeatureContext) -> np.ndarray:
-    """1.0 on the days the day types count as off (weekends, public holidays and the closure
-    periods' weekdays), else 0.0: ``is_holiday_or_weekend`` with the closures."""
-    return (day_types(ctx.local.tz_localize(None), ctx.holidays, ctx.closures)
-            != WORKDAY).astype(np.float64)
+    """``is_holiday_or_weekend`` with the closure periods' weekdays counted as off too."""
+    return _off_days(ctx.local.tz_localize(None), ctx.holidays, ctx.closures)
 
 
 # --- weather features --------------------------------------------------------------------
