@@ -40,12 +40,12 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from _commands import Measured, RunFacts, latest_run, measure, print_stages, wadiro
+from forecast_quality import PEERS, REFERENCE, peer_window
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.windows import build_window
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
@@ -57,15 +57,10 @@ GOALS = {"tuned": 10.0, "weekly": 3.0}
 """CPU per building-week, in peer fits."""
 
 
-PEER_WEEKS = {"peer": 12, "year-long peer": 52}
-"""The two peers of ``forecast_quality.py`` by the weeks of history they fit:
-``gbr_reference`` and ``gbr_reference_52w`` (the quality goals compare with the stronger)."""
-
-
 def peer_fit_cpu(warehouse: Path, buildings: list[str], week: date,
                  history_weeks: int = 12) -> tuple[float, int]:
     """Mean CPU seconds of one peer fit on the buildings' windows of ``week`` (``history_weeks``
-    of history, as ``forecast_quality.py`` fits it), one thread."""
+    of history, as ``forecast_quality.py`` fits it: :data:`PEERS`), one thread."""
     config = ForecastConfig(feature_set="paper_lags", history_weeks=history_weeks)
     jobs = load_jobs(warehouse, buildings, [week], config)
     spent, fitted = 0.0, 0
@@ -76,9 +71,7 @@ def peer_fit_cpu(warehouse: Path, buildings: list[str], week: date,
                                       holiday_country=info.holiday_country,
                                       holiday_subdiv=info.holiday_subdiv,
                                       feature_set="paper_lags")
-            window = build_window(features, week, info.timezone, feature_set="paper_lags",
-                                  history_weeks=history_weeks,
-                                  min_fit_fraction=0.5 * 11 / (history_weeks - 1))
+            window = peer_window(features, week, info.timezone, history_weeks)
             if not window.ok:
                 continue
             X, y = window.xy("train")
@@ -124,27 +117,27 @@ def main() -> None:
                quiet=True)
         def time_peers() -> dict[str, float]:
             return {name: peer_fit_cpu(warehouse, buildings, week, weeks)[0]
-                    for name, weeks in PEER_WEEKS.items()}
+                    for name, weeks in PEERS.items()}
 
         peers = [time_peers()]
         print(f"{len(buildings)} buildings, W = {week}, protocol {args.protocol}; one peer fit "
               "(HistGradientBoosting, absolute loss, one thread; mean of the windows): "
-              + ", ".join(f"{name} ({PEER_WEEKS[name]} weeks) {cpu:.3f} CPU-s"
+              + ", ".join(f"{name} ({PEERS[name]} weeks) {cpu:.3f} CPU-s"
                           for name, cpu in peers[0].items()))
         tuned = measure("backfill", "--start", week.isoformat(), "--end", week.isoformat(),
                         "--warehouse", str(warehouse), *common)
         peers.append(time_peers())
-        tuned_peer = {name: (peers[0][name] + peers[1][name]) / 2 for name in PEER_WEEKS}
+        tuned_peer = {name: (peers[0][name] + peers[1][name]) / 2 for name in PEERS}
         tuned_per = print_run(f"wadiro backfill --start {week} --end {week} (tuned week)", tuned,
-                              latest_run(warehouse), tuned_peer["peer"])
+                              latest_run(warehouse), tuned_peer[REFERENCE])
         empty = Path(tmp) / "startup.duckdb"
         shutil.copy(warehouse, empty)
         nxt = (week + timedelta(weeks=1)).isoformat()
         weekly = measure("forecast", "--week", nxt, "--warehouse", str(warehouse), *common)
         peers.append(time_peers())
-        weekly_peer = {name: (peers[1][name] + peers[2][name]) / 2 for name in PEER_WEEKS}
+        weekly_peer = {name: (peers[1][name] + peers[2][name]) / 2 for name in PEERS}
         weekly_per = print_run(f"wadiro forecast --week {nxt} (the weekly run after it)", weekly,
-                               latest_run(warehouse), weekly_peer["peer"])
+                               latest_run(warehouse), weekly_peer[REFERENCE])
         startup = measure("forecast", "--week", nxt, "--models", "seasonal_naive",
                           "--warehouse", str(empty), *common)
     print(f"\nany run before fitting a model (wadiro forecast --models seasonal_naive, same "
@@ -155,12 +148,12 @@ def main() -> None:
     for what, per, peer, goal in (
             ("tuned week (wadiro backfill)", tuned_per, tuned_peer, GOALS["tuned"]),
             ("weekly run (wadiro forecast)", weekly_per, weekly_peer, GOALS["weekly"])):
-        ratios = [per / peer[name] for name in PEER_WEEKS]
+        ratios = [per / peer[name] for name in PEERS]
         verdicts = ", ".join(f"{'met' if r <= goal else 'NOT met'} against the {name}"
-                             for r, name in zip(ratios, PEER_WEEKS, strict=True))
+                             for r, name in zip(ratios, PEERS, strict=True))
         print(f"{what:<32}{per:>24.2f}{ratios[0]:>11.1f}{ratios[1]:>21.1f}"
               f"{f'<= {goal:g}':>8}  {verdicts}")
-    for name in PEER_WEEKS:
+    for name in PEERS:
         print(f"{name + ' fit (before, between, after)':<56}"
               f"{' / '.join(f'{p[name]:.3f}' for p in peers)} CPU-s")
 

@@ -58,7 +58,7 @@ from wadiro_fleet.tasks.protocol.features import build_features, holiday_dates
 from wadiro_fleet.tasks.protocol.intervals import LEVELS
 from wadiro_fleet.tasks.protocol.models import MODELS, SEASONAL_NAIVE
 from wadiro_fleet.tasks.protocol.weeks import mondays_between
-from wadiro_fleet.tasks.protocol.windows import build_window, window_load_range
+from wadiro_fleet.tasks.protocol.windows import Window, build_window, window_load_range
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.hours import load_many_building_hours
@@ -123,6 +123,13 @@ def year_weeks(year: int, first_year: int) -> list[date]:
     return [m.date() for m in mondays]
 
 
+def peer_window(features: pd.DataFrame, week: date, timezone: str, weeks: int) -> Window:
+    """The window a peer of ``weeks`` weeks of history fits and forecasts (``paper_lags``; its
+    fit weeks need as many usable hours as the protocol's 12-week window's)."""
+    return build_window(features, week, timezone, feature_set="paper_lags", history_weeks=weeks,
+                        min_fit_fraction=0.5 * 11 / (weeks - 1))
+
+
 def reference_forecasts(
     hours: pd.DataFrame, timezone: str, holidays: tuple[str, str | None], week: date,
 ) -> dict[str, np.ndarray]:
@@ -131,8 +138,7 @@ def reference_forecasts(
                               holiday_subdiv=holidays[1], feature_set="paper_lags")
     out = {}
     for name, weeks in PEERS.items():
-        window = build_window(features, week, timezone, feature_set="paper_lags",
-                              history_weeks=weeks, min_fit_fraction=0.5 * 11 / (weeks - 1))
+        window = peer_window(features, week, timezone, weeks)
         if not window.ok:
             continue
         X, y = window.xy("train")
