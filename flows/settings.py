@@ -2,8 +2,8 @@
 
 One definition serves every entry point. The flows take a settings object as one parameter
 (``settings``), the deployments in ``prefect.yaml`` take the flows' defaults, and the command
-line builds its options from these fields and those of the forecast they hold
-(:mod:`wadiro_fleet.flows.cli_options`). What a run computes is its
+line has an option per field, the forecast's flattened beside the run's (cyclopts'
+``Parameter(name="*")``, :mod:`wadiro_fleet.flows.cli_forecasting`). What a run computes is its
 :class:`~wadiro_fleet.tasks.protocol.config.ForecastConfig` (``forecast``), held, not inherited:
 the protocol's tasks receive it alone. The weekly run and a backfill share every default; how
 they tune is the protocol's (the deployed one reuses recent tuning, the paper's tunes every
@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
+from cyclopts import Parameter
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,6 +32,7 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+from wadiro_fleet.tasks.protocol.comma_lists import CommaList
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
 
@@ -57,16 +59,16 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    forecast: ForecastConfig = Field(
+    forecast: Annotated[ForecastConfig, Parameter(name="*")] = Field(
         default_factory=ForecastConfig,
         description="What the run computes: the protocol and every choice that changes its "
         "numbers (recorded in the runs table).")
     warehouse: WarehousePath = Field(
-        None, validate_default=True,  # type: ignore[arg-type] -- None: resolved below
+        default_factory=default_warehouse, json_schema_extra={"default": None},
         description=f"DuckDB warehouse file; it must exist (default: ${WAREHOUSE_ENV} where the "
         "run starts -- a deployment's: the worker's -- else warehouse.duckdb in its working "
         "directory).")
-    buildings: tuple[str, ...] | None = Field(
+    buildings: CommaList | None = Field(
         None, description="Building ids to forecast (default: every building in the warehouse)."
     )
     runner: RunnerKind = Field(
@@ -136,8 +138,9 @@ class RunSettings(BaseModel):
     @field_validator("warehouse", mode="before")
     @classmethod
     def _warehouse_default(cls, value: str | None) -> str:
-        """No warehouse given: ``$WADIRO_WAREHOUSE`` where the settings are made (a scheduled
-        run's: on the worker, when its flow run starts)."""
+        """No warehouse given (left out, or ``null`` in a flow run's parameters):
+        ``$WADIRO_WAREHOUSE`` where the settings are made (a scheduled run's: on the worker,
+        when its flow run starts)."""
         return default_warehouse() if value is None else value
 
     @field_serializer("warehouse")

@@ -65,6 +65,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     Tally,
     check_column,
 )
+from wadiro_fleet.tasks.protocol.comma_lists import CommaList
 
 __all__ = [
     "ARCHIVE_SOURCE",
@@ -102,7 +103,7 @@ class ArchiveSelection(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str = Field(description="Root of the Cambridge Estates archive.")
-    buildings: tuple[str, ...] | None = Field(None, description="Building ids (default: all).")
+    buildings: CommaList | None = Field(None, description="Building ids (default: all).")
     start: date | None = Field(None, description="First UTC day (inclusive).")
     end: date | None = Field(None, description="Last UTC day (inclusive).")
     implausible: ImplausiblePolicy = Field(

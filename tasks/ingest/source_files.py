@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping, parse_pairs
 from wadiro_fleet.tasks.ingest.csv_bytes import CsvBytes, Undecodable, first_problem
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
+from wadiro_fleet.tasks.protocol.comma_lists import CommaList
 
 __all__ = ["FORMATS", "CsvFormat", "FileOptions", "SourceRows", "SourceStream", "SourceTable",
            "open_source", "read_source"]
@@ -113,7 +114,7 @@ class FileOptions(CsvFormat):
     """How an operator's file is read: a CSV's format, and which of the file's columns is which
     warehouse column (:mod:`~wadiro_fleet.tasks.ingest.column_mapping`)."""
 
-    columns: tuple[str, ...] | None = Field(
+    columns: CommaList | None = Field(
         None, description="Read the file's column SOURCE as TARGET, as SOURCE=TARGET pairs "
         "(e.g. \"Asset Name=building_id,Site=site_id\"); SOURCE= with no target leaves a "
         "column out.")

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
+from wadiro_fleet.tasks.protocol.comma_lists import CommaList, split_commas
 from wadiro_fleet.tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
     parse_closure_periods,
@@ -259,11 +260,11 @@ class ForecastConfig(BaseModel):
         description="Which protocol the fields left out follow: deployed (the benchmarked "
         "configuration) or paper (the paper's own protocol, exactly).",
     )
-    models: tuple[str, ...] = Field(
+    models: CommaList = Field(
         DEPLOYED_MODELS,
         description=f"Models to run, among {', '.join(MODEL_NAMES)}.",
     )
-    ensemble_members: tuple[str, ...] = Field(
+    ensemble_members: CommaList = Field(
         ENSEMBLE_MEMBERS,
         description="The models whose forecasts the ensemble combines (those the run forecasts "
         "and that can be trusted that week, combined by --ensemble-method).",
@@ -317,7 +318,7 @@ class ForecastConfig(BaseModel):
         "of the same hour last week) or day_type (the same hour of the latest earlier day of "
         "the same type: workday, weekend, or holiday / closure day).",
     )
-    closure_periods: tuple[str, ...] = Field(
+    closure_periods: CommaList = Field(
         DEFAULT_CLOSURE_PERIODS,
         description="Annual MM-DD..MM-DD ranges whose weekdays count as holidays for the "
         "day_type persistence (the buildings run as on a Sunday then).",
@@ -423,10 +424,8 @@ class ForecastConfig(BaseModel):
 
     @field_validator("closure_periods", mode="before")
     @classmethod
-    def _closure_periods(cls, value: Sequence[str]) -> tuple[str, ...]:
-        if isinstance(value, str):
-            raise ValueError("closure_periods must be a sequence of MM-DD..MM-DD, not one string")
-        return tuple(str(period) for period in parse_closure_periods(value))
+    def _closure_periods(cls, value: Sequence[str] | str) -> tuple[str, ...]:
+        return tuple(str(period) for period in parse_closure_periods(split_commas(value)))
 
     @field_validator("perturbation", mode="before")
     @classmethod
@@ -435,8 +434,8 @@ class ForecastConfig(BaseModel):
 
     @field_validator("models", mode="before")
     @classmethod
-    def _known_models(cls, value: Sequence[str]) -> tuple[str, ...]:
-        return check_model_names(value)
+    def _known_models(cls, value: Sequence[str] | str) -> tuple[str, ...]:
+        return check_model_names(split_commas(value))
 
     @model_validator(mode="after")
     def _ensemble_of_run_models(self) -> ForecastConfig:

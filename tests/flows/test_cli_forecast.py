@@ -61,8 +61,8 @@ def test_input_errors_are_one_line(args, message, warehouse, prefect_backend):
 
 @pytest.mark.parametrize(("args", "message"), [
     (("forecast", "--models", "nope"), "--models: unknown model(s) ['nope']"),
-    (("backfill", "--start", "2024-04-01", "--end", "2024-04-01", "--models", ""), "--models is empty"),
-    (("forecast", "--buildings", " , "), "--buildings is empty"),
+    (("backfill", "--start", "2024-04-01", "--end", "2024-04-01", "--models", ""), "--models: the list is empty"),
+    (("forecast", "--buildings", " , "), "--buildings: the list is empty"),
     (("forecast", "--feature-set", "bogus"), "--feature-set: unknown feature set 'bogus'"),
     (("forecast", "--trials", "0"), "--trials: Input should be greater than or equal to 1"),
     (("backfill", "--start", "2024-04-01", "--end", "2024-04-01", "--runner", "dask"),

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 
 B0 = "UCam_Building_b0"
 
 
 @pytest.fixture
 def run(prefect_backend):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(app, list(args))
-
     return invoke
 
 

@@ -21,8 +21,7 @@ from pathlib import Path
 import httpx
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 from wadiro_fleet.flows.engine import run_flow
 from wadiro_fleet.flows.forecast import weekly_forecast_flow
 from wadiro_fleet.flows.settings import WeeklySettings
@@ -47,7 +46,7 @@ WITH_SCNN = [*FAST, "wadiro_pcscnn"]
 
 
 def _cli(*args: str) -> None:
-    result = CliRunner().invoke(app, list(args))
+    result = invoke(*args)
     assert result.exit_code == 0, f"wadiro {' '.join(args)}:\n{result.output}"
 
 

@@ -17,9 +17,8 @@ import time
 
 import pytest
 from processes import count_rows
-from typer.testing import CliRunner
 from wadiro_fleet.flows import forecast
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.forecast import forecast_batch as _forecast_batch
@@ -133,7 +132,7 @@ def test_the_run_keeps_computing_and_writes_everything_when_the_analyst_lets_go(
     warehouse, expected = warehouses
     # The analyst lets go only once the run has computed everything and waits at its end.
     analyst = Analyst(warehouse, release_when=lambda: _closing_kept(warehouse))
-    result = CliRunner().invoke(app, [*BACKFILL, "--warehouse", str(warehouse)])
+    result = invoke(*BACKFILL, "--warehouse", warehouse)
     analyst.release()
     assert analyst.opened.is_set()
     assert result.exit_code == 0, result.output
@@ -153,8 +152,7 @@ def test_when_the_lock_outlasts_the_wait_the_user_is_told_how_to_load_the_result
     warehouse, expected = warehouses
     analyst = Analyst(warehouse, release_when=lambda: False)  # holds until told below
     try:
-        result = CliRunner().invoke(app, [*BACKFILL, "--lock-wait-minutes", "0.05",
-                                          "--warehouse", str(warehouse)])
+        result = invoke(*BACKFILL, "--lock-wait-minutes", "0.05", "--warehouse", warehouse)
     finally:
         analyst.opened.wait(timeout=60)
         analyst.release()
@@ -169,7 +167,7 @@ def test_when_the_lock_outlasts_the_wait_the_user_is_told_how_to_load_the_result
     assert staged[-1] == "closing.parquet" and len(staged) > 1  # Parquet files, nothing else
     assert all(name.startswith("batch-") and name.endswith(".parquet") for name in staged[:-1])
 
-    loaded = CliRunner().invoke(app, ["load-pending", "--warehouse", str(warehouse)])
+    loaded = invoke("load-pending", "--warehouse", warehouse)
     assert loaded.exit_code == 0, loaded.output
     assert loaded.output.startswith("load-pending: wrote ")
     assert result_rows(warehouse) == expected
@@ -177,6 +175,6 @@ def test_when_the_lock_outlasts_the_wait_the_user_is_told_how_to_load_the_result
         assert con.execute("SELECT status, n_building_weeks FROM runs").fetchall() == [
             ("completed", 6)]
     assert not pending_root(warehouse).exists()
-    again = CliRunner().invoke(app, ["load-pending", "--warehouse", str(warehouse)])
+    again = invoke("load-pending", "--warehouse", warehouse)
     assert again.output.strip() == "load-pending: nothing pending"
     assert result_rows(warehouse) == expected  # loading again changed nothing

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-import typer
-from typer.testing import CliRunner
+from cli_runs import invoke
 from wadiro_fleet.flows import cli
 from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
 from wadiro_fleet.tasks.protocol.config import DEPLOYED_MODELS, PROTOCOLS, ForecastConfig
@@ -83,7 +84,7 @@ def captured(monkeypatch):
         return Summary()
 
     monkeypatch.setattr(cli, "_run_flow", lambda flow, **kwargs: fake_flow(**kwargs))
-    monkeypatch.setattr(cli, "_report_run", lambda call, warehouse: call())
+    monkeypatch.setattr(cli, "report_run", lambda call, warehouse: call())
     return calls
 
 
@@ -92,21 +93,21 @@ def captured(monkeypatch):
     (["backfill", "--start", "2024-03-25", "--end", "2024-04-01"], BackfillSettings),
 ])
 def test_command_line_defaults_are_the_settings_defaults(command, cls, captured):
-    result = CliRunner().invoke(cli.app, command)
+    result = invoke(*command)
     assert result.exit_code == 0, result.output
     assert captured[0]["settings"] == cls()
 
 
 def test_every_setting_is_an_option_and_reaches_the_flow(captured):
-    result = CliRunner().invoke(cli.app, [
+    result = invoke(
         "forecast", "--week", "2024-04-01", "--models", "svr, gp", "--trials", "3",
         "--tuning", "per-window", "--feature-set", "paper_lags", "--reuse-max-age-weeks", "2",
         "--history-weeks", "6", "--warehouse", "w.duckdb", "--buildings", "a,b",
         "--runner", "dask", "--dask-address", "tcp://h:1", "--workers", "3",
         "--batch-size", "5", "--max-in-flight", "4", "--target", "residual",
         "--target-week-floor", "none", "--certify", "all",
-        "--perturbation", "temperature_c=0.5, wind_speed_ms=2",
-    ])
+        "--perturbation.temperature_c", "0.5", "--perturbation.wind_speed_ms", "2",
+    )
     assert result.exit_code == 0, result.output
     settings = captured[0]["settings"]
     assert settings == WeeklySettings(
@@ -117,30 +118,46 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         perturbation={"temperature_c": 0.5, "wind_speed_ms": 2.0},
     )
     assert str(captured[0]["week"]) == "2024-04-01"
-    # every field but the per-model mappings is an option of both commands
+    # every field but the per-model mappings is an option of both commands, named as the field
     fields = set(RunSettings.model_fields) - {"forecast"} | set(ForecastConfig.model_fields)
-    options = ({f"--{name.replace('_', '-')}" for name in fields}
-               - {"--model-options", "--model-inputs"})
-    group = typer.main.get_command(cli.app)
-    context = group.make_context("wadiro", ["forecast"], resilient_parsing=True)
-    for command in ("forecast", "backfill"):
-        flags = {flag for param in group.get_command(context, command).params
-                 for flag in param.opts}
-        assert options <= flags, command
+    options = {f"--{name.replace('_', '-')}" for name in fields}
+    mappings = {"--model-options", "--model-inputs"}
+    for command in (["forecast"], ["backfill", "--start", "2024-03-25", "--end", "2024-03-25"]):
+        page = invoke(*command, "--help")
+        assert page.exit_code == 0, page.output
+        shown = set(re.findall(r"--[a-z][a-z-]*", page.output))
+        assert options - mappings <= shown and not shown & mappings, command[0]
+        refused = invoke(*command, "--model-options.gbr.max_iter", "5")
+        assert refused.exit_code == 2 and "Unknown option" in refused.output, refused.output
+
+
+def test_option_values_are_checked_by_the_settings_and_named_by_their_option(captured):
+    for args, message in [
+            (["--trials", "0"], "--trials: Input should be greater than or equal to 1"),
+            (["--models", "svr,nope"], "--models: unknown model(s) ['nope']"),
+            (["--buildings", " , "], "--buildings: the list is empty; leave the option out"),
+            (["--runner", "dask"], "settings: the dask runner needs dask_address"),
+            (["--week", "05/06/2024"], "--week"),
+            (["--runner", "cloud"], "--runner")]:
+        result = invoke("forecast", *args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+        assert message in lines[0], (message, lines[0])
+    assert not captured
 
 
 def test_protocol_paper_sets_the_papers_choices_and_options_still_override(captured):
-    result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
-                                          "2024-03-25", "--protocol", "paper"])
+    result = invoke("backfill", "--start", "2024-03-25", "--end", "2024-03-25", "--protocol",
+                    "paper")
     assert result.exit_code == 0, result.output
     paper = captured[0]["settings"].forecast
     assert (paper.feature_set, paper.target, paper.target_week_floor, paper.scnn_tuning,
             paper.certify, paper.warm_start, paper.trials, paper.tuning) == (
         "paper", "load", "none", "separate", "all", False, 15, "per-window")
     assert paper == BackfillSettings(protocol="paper").forecast  # the command line adds nothing
-    result = CliRunner().invoke(cli.app, ["backfill", "--start", "2024-03-25", "--end",
-                                          "2024-03-25", "--protocol", "paper", "--target",
-                                          "residual"])
+    result = invoke("backfill", "--start", "2024-03-25", "--end", "2024-03-25", "--protocol",
+                    "paper", "--target", "residual")
     assert result.exit_code == 0, result.output
     assert captured[1]["settings"].forecast.target == "residual"
     assert captured[1]["settings"].forecast.feature_set == "paper"

@@ -11,9 +11,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
 
@@ -23,8 +21,6 @@ SPRING, PLAIN, AUTUMN = date(2024, 3, 25), date(2024, 4, 8), date(2024, 10, 21)
 SHAPED, HOURLY, FORMULA = "shaped", "hourly", "=HYPERLINK(1)"
 
 
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _first_half(local_hour: int) -> float:

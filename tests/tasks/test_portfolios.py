@@ -4,15 +4,11 @@ nothing written)."""
 from __future__ import annotations
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
 
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture()

@@ -9,9 +9,7 @@ import os
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
-from wadiro_fleet.flows.cli import app
+from cli_runs import invoke
 from wadiro_fleet.tasks.report import ReportFolderError, write_report
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.output_files import safe_text
@@ -22,8 +20,6 @@ FORMULAS = ["=SUM(A1:A9)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1)", "\tTAB", "
 PLAIN = "b1"
 
 
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture()
@@ -117,8 +113,8 @@ def test_unknown_buildings_are_one_line_and_nothing_is_written(warehouse, tmp_pa
 def test_a_known_building_without_a_forecast_is_warned_about(warehouse, tmp_path):
     with connect(warehouse) as con:
         con.execute("INSERT INTO buildings VALUES ('quiet', 's', 'UTC', 'GB', NULL, NULL, 't')")
-    result = CliRunner().invoke(app, ["report", "--out", str(tmp_path / "out"), "--buildings",
-                                      f"{PLAIN},quiet", "--warehouse", str(warehouse)])
+    result = invoke("report", "--out", tmp_path / "out", "--buildings", f"{PLAIN},quiet",
+                    "--warehouse", warehouse)
     assert result.exit_code == 0, result.output
     assert "warning: quiet: no published forecast, so no plot" in result.output
     assert (tmp_path / "out" / "plots" / f"{PLAIN}.png").exists()

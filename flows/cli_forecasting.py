@@ -1,0 +1,41 @@
+"""The forecasting commands, ``wadiro forecast`` and ``wadiro backfill``: an option per field of
+the run's settings (:mod:`~wadiro_fleet.flows.settings`) and of the forecast they hold."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from cyclopts import Parameter
+from wadiro_fleet.flows import cli
+from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings
+
+
+def forecast(
+    *,
+    week: Annotated[date | None, Parameter(
+        help="Target week's local Monday (default: the latest week that can be forecast).")
+    ] = None,
+    settings: Annotated[WeeklySettings, Parameter(name="*")] = WeeklySettings(),
+) -> None:
+    """``wadiro forecast`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
+    from wadiro_fleet.flows.forecast import weekly_forecast_flow
+
+    cli.report_run(lambda: cli._run_flow(weekly_forecast_flow, week=week, settings=settings),
+                   settings.resolved().warehouse)
+
+
+def backfill(
+    *,
+    start: Annotated[date, Parameter(help="First target week's local Monday.")],
+    end: Annotated[date, Parameter(help="Last target week's local Monday (inclusive).")],
+    settings: Annotated[BackfillSettings, Parameter(name="*")] = BackfillSettings(),
+) -> None:
+    """``wadiro backfill`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
+    from wadiro_fleet.flows.forecast import backfill_flow
+
+    cli.report_run(lambda: cli._run_flow(backfill_flow, start=start, end=end, settings=settings),
+                   settings.resolved().warehouse)
+
+
+__all__ = ["backfill", "forecast"]
