@@ -7,6 +7,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from wadiro_models import GradientBoostingModel, InvalidInputError, make_model
+from wadiro_models._boosting import AbsoluteError, _trees_loss
 from wadiro_models.search_spaces import GBR_SPACE, IntUniform, LogUniform
 
 
@@ -26,6 +27,21 @@ def test_predictions_are_scikit_learns_trees_without_early_stopping():
     np.testing.assert_array_equal(model.predict(X), trees.predict(X))
     assert model.model_.n_iter_ == 100  # every iteration, whatever the sample size
     assert model.solver_status_ == "optimal" and model.fit_time_ > 0
+
+
+def test_a_leafs_median_is_numpys_to_the_bit():
+    """The trees' leaves are set to their residuals' median by a partition (the fit's faster
+    absolute loss): the value ``np.median`` gives, odd and even sizes, ties, any order."""
+    loss = _trees_loss("absolute_error")
+    rng = np.random.default_rng(1)
+    for size in [*range(1, 40), 255, 4096]:
+        for values in (rng.normal(size=size) * 1e3, rng.integers(-3, 3, size).astype(float),
+                       np.full(size, 0.1) + rng.normal(size=size) * 1e-12):
+            assert loss.fit_intercept_only(values) == np.median(values), size
+    weights = rng.random(10)  # weighted leaves are scikit-learn's own percentile
+    values = rng.normal(size=10)
+    assert loss.fit_intercept_only(values, weights) == AbsoluteError().fit_intercept_only(
+        values, weights)
 
 
 def test_the_floor_holds_on_every_prediction_and_only_moves_those_below_it():
