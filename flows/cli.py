@@ -113,13 +113,16 @@ def usage_error(message: str) -> NoReturn:
 
 
 def split_list(value: str | None, option: str) -> list[str] | None:
-    """``"a, b"`` -> ``["a", "b"]``; ``None`` -> ``None``; an empty list is a usage error."""
+    """``"a, b"`` -> ``["a", "b"]``, as the settings split their lists; ``None`` -> ``None``;
+    an empty list is a usage error."""
+    from wadiro_fleet.tasks.protocol.comma_lists import split_commas
+
     if value is None:
         return None
-    items = [item.strip() for item in value.split(",") if item.strip()]
-    if not items:
-        usage_error(f"{option} is empty; leave the option out to select all")
-    return items
+    try:
+        return list(split_commas(value))
+    except ValueError as error:
+        usage_error(f"{option}: {error}")
 
 
 class _UserFormatter(logging.Formatter):

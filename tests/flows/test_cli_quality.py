@@ -104,7 +104,7 @@ def test_a_warehouse_without_buildings_says_to_ingest_first(tmp_path):
 
 def test_an_empty_selection_is_a_usage_error(warehouse):
     result = invoke("quality", "--buildings", " , ", "--warehouse", str(warehouse))
-    assert result.exit_code == 2 and "--buildings is empty" in result.output
+    assert result.exit_code == 2 and "--buildings: the list is empty" in result.output
 
 
 def test_a_999999_kwh_hour_of_a_real_building_is_flagged_as_a_spike(tmp_path, cambridge_archive,
