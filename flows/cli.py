@@ -211,7 +211,9 @@ def run_guarded(call: Callable[[], T]) -> T:
         raise SystemExit(1) from None
 
 
-def _run_flow(flow: Any, **parameters: Any) -> Any:
+def run_command_flow(flow: Any, **parameters: Any) -> Any:
+    """A command's flow, on the engine :func:`~wadiro_fleet.flows.engine.run_flow` chooses,
+    Prefect's own logging kept to warnings."""
     from wadiro_fleet.flows.engine import run_flow
 
     _quiet_prefect()
@@ -231,7 +233,7 @@ def run_ingest(label: str, warehouse: Path, **parameters: Any) -> None:
     flow = getattr(ingest, f"ingest_{label}_flow")
     began = time.perf_counter()
     summary: _IngestSummary = run_guarded(
-        lambda: _run_flow(flow, warehouse=str(warehouse), **parameters))
+        lambda: run_command_flow(flow, warehouse=str(warehouse), **parameters))
     total = time.perf_counter() - began
     echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
 
@@ -502,10 +504,12 @@ def demo(
         echo(f"generating a demo fleet of {buildings} buildings into {warehouse}: 16 weeks "
              "of readings and weather, and the coming week's weather forecast ...")
         spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=16, forecast_weeks=1)
-        run_guarded(lambda: _run_flow(ingest_synthetic_flow, spec=spec, warehouse=str(warehouse)))
+        run_guarded(lambda: run_command_flow(ingest_synthetic_flow, spec=spec,
+                                             warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse),
                               **({"trials": trials} if trials is not None else {}))
-    report_run(lambda: _run_flow(weekly_forecast_flow, settings=settings), settings.warehouse)
+    report_run(lambda: run_command_flow(weekly_forecast_flow, settings=settings),
+               settings.warehouse)
 
 
 __all__ = ["app", "main", "run_guarded", "settings_problems", "split_list", "usage_error"]

@@ -21,8 +21,9 @@ def forecast(
     """``wadiro forecast`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
     from wadiro_fleet.flows.forecast import weekly_forecast_flow
 
-    cli.report_run(lambda: cli._run_flow(weekly_forecast_flow, week=week, settings=settings),
-                   settings.resolved().warehouse)
+    cli.report_run(
+        lambda: cli.run_command_flow(weekly_forecast_flow, week=week, settings=settings),
+        settings.resolved().warehouse)
 
 
 def backfill(
@@ -34,8 +35,9 @@ def backfill(
     """``wadiro backfill`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
     from wadiro_fleet.flows.forecast import backfill_flow
 
-    cli.report_run(lambda: cli._run_flow(backfill_flow, start=start, end=end, settings=settings),
-                   settings.resolved().warehouse)
+    cli.report_run(
+        lambda: cli.run_command_flow(backfill_flow, start=start, end=end, settings=settings),
+        settings.resolved().warehouse)
 
 
 __all__ = ["backfill", "forecast"]

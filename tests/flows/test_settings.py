@@ -83,7 +83,7 @@ def captured(monkeypatch):
         calls.append(kwargs)
         return Summary()
 
-    monkeypatch.setattr(cli, "_run_flow", lambda flow, **kwargs: fake_flow(**kwargs))
+    monkeypatch.setattr(cli, "run_command_flow", lambda flow, **kwargs: fake_flow(**kwargs))
     monkeypatch.setattr(cli, "report_run", lambda call, warehouse: call())
     return calls
 
