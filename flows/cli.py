@@ -84,8 +84,18 @@ def _one_line(error: CycloptsError) -> str:
     return "error: " + " ".join(text.split())
 
 
+def _shown_default(value: Any) -> Any:
+    """A default as it would be typed: a list comma-separated, a mapping as NAME=VALUE."""
+    if isinstance(value, tuple | list):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{name}={given}" for name, given in value.items())
+    return value
+
+
 app = App(name="wadiro", help="Fleet-scale week-ahead load forecasting.",
-          default_parameter=Parameter(parse=NOT_OPTIONS, negative_iterable=()),
+          default_parameter=Parameter(parse=NOT_OPTIONS, negative_iterable=(),
+                                      show_default=_shown_default),
           error_formatter=_one_line, version_flags=(),
           error_console=Console(stderr=True, soft_wrap=True, markup=False, highlight=False))
 ingest_app = App(name="ingest", help="Fill the warehouse's input tables.")

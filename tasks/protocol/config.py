@@ -354,9 +354,10 @@ class ForecastConfig(BaseModel):
 
     perturbation: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_PERTURBATION),
-        description="Stability certificate of each SCNN-family fit: the input perturbation "
-        "as FEATURE=RADIUS in the feature's own units (an l_inf box); features not listed "
-        "(the calendar) are held fixed.",
+        description="Stability certificate of each SCNN-family fit: the input perturbation, "
+        "a radius per feature in the feature's own units (an l_inf box; on the command line "
+        "--perturbation.FEATURE RADIUS, e.g. --perturbation.temperature_c 0.5); features not "
+        "listed (the calendar) are held fixed.",
     )
     certify: CertifyScope = Field(
         "published",

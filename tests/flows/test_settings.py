@@ -127,6 +127,10 @@ def test_every_setting_is_an_option_and_reaches_the_flow(captured):
         assert page.exit_code == 0, page.output
         shown = set(re.findall(r"--[a-z][a-z-]*", page.output))
         assert options - mappings <= shown and not shown & mappings, command[0]
+        unwrapped = " ".join(page.output.replace("│", " ").split())
+        # defaults shown as they are typed: lists comma-separated, mappings as NAME=VALUE
+        assert "[default: 12-24..01-01]" in unwrapped and "[default: temperature_c=1.0," in (
+            unwrapped), unwrapped
         refused = invoke(*command, "--model-options.gbr.max_iter", "5")
         assert refused.exit_code == 2 and "Unknown option" in refused.output, refused.output
 
