@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
-from wadiro_fleet.tasks.protocol.comma_lists import CommaList, split_commas
+from wadiro_fleet.tasks.protocol.comma_lists import CommaList
 from wadiro_fleet.tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
     parse_closure_periods,
@@ -423,20 +423,20 @@ class ForecastConfig(BaseModel):
             return data
         return {**_copy(PAPER_VALUES), **data}
 
-    @field_validator("closure_periods", mode="before")
+    @field_validator("closure_periods")
     @classmethod
-    def _closure_periods(cls, value: Sequence[str] | str) -> tuple[str, ...]:
-        return tuple(str(period) for period in parse_closure_periods(split_commas(value)))
+    def _closure_periods(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(str(period) for period in parse_closure_periods(value))
 
     @field_validator("perturbation", mode="before")
     @classmethod
     def _feature_radii(cls, value: Mapping[str, Any] | Sequence[str]) -> dict[str, float]:
         return parse_perturbation(value)
 
-    @field_validator("models", mode="before")
+    @field_validator("models")
     @classmethod
-    def _known_models(cls, value: Sequence[str] | str) -> tuple[str, ...]:
-        return check_model_names(split_commas(value))
+    def _known_models(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return check_model_names(value)
 
     @model_validator(mode="after")
     def _ensemble_of_run_models(self) -> ForecastConfig:
