@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from cyclopts import Parameter
-from wadiro_fleet.flows.cli import NewWarehouse, Warehouse, echo, run_guarded, run_ingest
+from wadiro_fleet.flows.cli import NewWarehouse, Warehouse, run_ingest
 from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
 from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions
 from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions
@@ -54,10 +54,7 @@ def portfolios(file: SourceFile, /, *,
                settings: Annotated[CsvFormat, Parameter(name="*")] = CsvFormat(),
                warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """``wadiro ingest portfolios`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
-    from wadiro_fleet.tasks.portfolios import ingest_portfolios
-
-    summary = run_guarded(lambda: ingest_portfolios(warehouse, file, settings))
-    echo(f"portfolios: {summary.line()} in {summary.seconds:.1f} s")
+    run_ingest("portfolios", warehouse, path=str(file), form=settings)
 
 
 __all__ = ["buildings", "cambridge", "portfolios", "readings", "synthetic", "weather"]

@@ -22,7 +22,7 @@ from wadiro_fleet.tasks.ingest.readings_file import (
     load_readings,
     write_readings,
 )
-from wadiro_fleet.tasks.ingest.source_files import FileOptions
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions
 from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic
 from wadiro_fleet.tasks.ingest.weather_file import (
     WeatherOptions,
@@ -30,10 +30,11 @@ from wadiro_fleet.tasks.ingest.weather_file import (
     load_weather,
     write_weather,
 )
+from wadiro_fleet.tasks.portfolios import PortfoliosSummary, load_portfolios, write_portfolios
 from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect
 
-__all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_readings_flow",
-           "ingest_synthetic_flow", "ingest_weather_flow"]
+__all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_portfolios_flow",
+           "ingest_readings_flow", "ingest_synthetic_flow", "ingest_weather_flow"]
 
 B = TypeVar("B")
 S = TypeVar("S")
@@ -85,3 +86,11 @@ def ingest_weather_flow(
     """Read and check an operator's weather feed (observed or forecast), then write it in one
     transaction."""
     return _write(warehouse, write_weather, load_weather(path, options), create=False)
+
+
+@flow(name="ingest-portfolios")
+def ingest_portfolios_flow(
+    path: str, warehouse: str = DEFAULT_WAREHOUSE, form: CsvFormat = CsvFormat()
+) -> PortfoliosSummary:
+    """Read and check an operator's portfolios file, then replace the portfolios it names."""
+    return _write(warehouse, write_portfolios, load_portfolios(path, form), create=False)

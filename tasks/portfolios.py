@@ -16,15 +16,34 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from wadiro_fleet.tasks.errors import UnknownBuildingError
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, read_source
+from wadiro_fleet.tasks.ingest.contract import Column, FileContract
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.portfolio_sql import ALL
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
 
-COLUMNS = ("portfolio_id", "building_id")
+PORTFOLIOS_FILE = FileContract(
+    "a portfolios file",
+    (Column("portfolio_id", "id", what="portfolio id", listed=True),
+     Column("building_id", "id", what="building id")),
+    key=("portfolio_id", "building_id"),
+    repeated="building {building_id!r} is listed twice in portfolio {portfolio_id!r}")
+"""What a portfolios file holds: every cell filled, ids printable, a portfolio id without
+commas (it is typed into ``--portfolios``), no (portfolio, building) pair twice."""
+COLUMNS = PORTFOLIOS_FILE.names
+
+
+@dataclass(frozen=True)
+class PortfoliosBatch:
+    """A checked portfolios file, as ``portfolios`` rows."""
+
+    path: str
+    rows: pa.Table
+    read_seconds: float
 
 
 @dataclass(frozen=True)
@@ -43,62 +62,50 @@ class PortfoliosSummary:
                 f"membership(s) (replacing {self.replaced:,} stored)")
 
 
-def load_portfolios(path: str | Path, form: CsvFormat | None = None) -> pa.Table:
-    """Read and check a portfolios file; no warehouse involved. Refused, naming the line: a
-    blank cell, the reserved id ``all``, an id holding a comma (it separates ids on the
-    command line), a pair listed twice."""
-    source = read_source(path, required=COLUMNS, optional=(), form=form)
-    portfolio = source.text("portfolio_id", required=True)
-    building = source.text("building_id", required=True)
-    for row, name in enumerate(portfolio):
-        if name == ALL:
-            raise source.at.error(row, "portfolio_id", f"the portfolio {ALL!r} is every building, "
-                               "in every warehouse; give your portfolio another name")
-        if "," in name:
-            raise source.at.error(row, "portfolio_id", f"portfolio id {name!r} holds a comma, "
-                               "which separates ids on the command line; rename it")
-    pairs = list(zip(portfolio, building, strict=True))
-    seen: dict[tuple[str, str], int] = {}
-    for row, pair in enumerate(pairs):
-        if pair in seen:
-            raise source.at.error(row, "building_id", f"building {pair[1]!r} is listed twice in "
-                               f"portfolio {pair[0]!r} ({source.at.where(seen[pair])} and "
-                               f"{source.at.where(row)})")
-        seen[pair] = row
-    return pa.table({"portfolio_id": pa.array(list(portfolio), pa.string()),
-                     "building_id": pa.array(list(building), pa.string())})
+def load_portfolios(path: str | Path, form: CsvFormat | None = None) -> PortfoliosBatch:
+    """Read and check a portfolios file (:data:`PORTFOLIOS_FILE`); no warehouse involved. The
+    reserved id ``all`` is refused too, naming the line."""
+    began = time.perf_counter()
+    source = PORTFOLIOS_FILE.read(path, form)
+    cells = PORTFOLIOS_FILE.judge(source)
+    reserved = pc.equal(cells["portfolio_id"], ALL).to_numpy(zero_copy_only=False)
+    if reserved.any():
+        raise source.at.error(int(reserved.argmax()), "portfolio_id",
+                              f"the portfolio {ALL!r} is every building, in every warehouse; "
+                              "give your portfolio another name")
+    return PortfoliosBatch(str(source.path), pa.table({name: cells[name] for name in COLUMNS}),
+                           time.perf_counter() - began)
 
 
-def write_portfolios(con: duckdb.DuckDBPyConnection, rows: pa.Table,
-                     path: str | Path = "the file") -> PortfoliosSummary:
-    """Refuse buildings the warehouse does not know, then replace every portfolio ``rows``
+def write_portfolios(con: duckdb.DuckDBPyConnection, batch: PortfoliosBatch
+                     ) -> PortfoliosSummary:
+    """Refuse buildings the warehouse does not know, then replace every portfolio the file
     names with its rows, in one transaction."""
     began = time.perf_counter()
     ensure_schema(con)
+    rows = batch.rows
     buildings = list(dict.fromkeys(rows["building_id"].to_pylist()))
     unknown = ids_not_in_buildings(con, "building_id", buildings)
     if unknown:
         raise UnknownBuildingError(
-            f"{path}: {len(unknown)} building id(s) not in the buildings table: "
+            f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
             f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")
     names = list(dict.fromkeys(rows["portfolio_id"].to_pylist()))
     with transaction(con):
         replaced, inserted = replace_slice(con, "portfolios", rows,
                                            Slice(where_in={"portfolio_id": names}),
                                            own_transaction=False)
-    return PortfoliosSummary(len(names), inserted, replaced, time.perf_counter() - began)
+    return PortfoliosSummary(len(names), inserted, replaced,
+                             batch.read_seconds + time.perf_counter() - began)
 
 
 def ingest_portfolios(warehouse: str | Path, path: str | Path,
                       form: CsvFormat | None = None) -> PortfoliosSummary:
     """Load and check the file, then write it to the warehouse in one transaction."""
-    began = time.perf_counter()
-    rows = load_portfolios(path, form)
+    batch = load_portfolios(path, form)
     with connect(warehouse, create=False) as con:
-        summary = write_portfolios(con, rows, path)
-    return PortfoliosSummary(summary.portfolios, summary.buildings, summary.replaced,
-                             time.perf_counter() - began)
+        return write_portfolios(con, batch)
 
 
-__all__ = ["COLUMNS", "PortfoliosSummary", "ingest_portfolios", "load_portfolios",
-           "write_portfolios"]
+__all__ = ["COLUMNS", "PORTFOLIOS_FILE", "PortfoliosBatch", "PortfoliosSummary",
+           "ingest_portfolios", "load_portfolios", "write_portfolios"]

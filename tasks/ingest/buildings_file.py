@@ -23,14 +23,15 @@ import holidays
 import pandas as pd
 import pyarrow as pa
 from pydantic import TypeAdapter, ValidationError
-from wadiro_fleet.tasks.ingest.identifiers import check_ids
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions, SourceRows, read_source
+from wadiro_fleet.tasks.ingest.contract import Column, FileContract
+from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceRows
 from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
 from wadiro_fleet.tasks.warehouse.connection import connect, transaction
 from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
 
 __all__ = [
+    "BUILDINGS_FILE",
     "BuildingsBatch",
     "BuildingsSummary",
     "ingest_buildings",
@@ -38,8 +39,16 @@ __all__ = [
     "write_buildings",
 ]
 
-REQUIRED = ("building_id", "site_id", "timezone", "holiday_country")
-OPTIONAL = ("holiday_subdiv", "building_type")
+BUILDINGS_FILE = FileContract(
+    "a buildings file",
+    (Column("building_id", "id", what="building id", listed=True),
+     Column("site_id", "id", what="site id"),
+     Column("timezone"),
+     Column("holiday_country"),
+     Column("holiday_subdiv", required=False, filled=False),
+     Column("building_type", "id", what="building type", required=False, filled=False)),
+    key=("building_id",), repeated="building {building_id!r} is listed twice")
+"""What a buildings file holds; its time zones and holiday calendars are checked below."""
 
 
 @dataclass(frozen=True)
@@ -108,47 +117,11 @@ def load_buildings(path: str | Path, form: CsvFormat | None = None) -> Buildings
     """Read and check a buildings file (a CSV written as ``form`` says, its columns mapped as
     a :class:`FileOptions` ``form`` says); no warehouse involved."""
     began = time.perf_counter()
-    mapping = form.column_mapping() if isinstance(form, FileOptions) else None
-    if mapping:
-        mapping.check_targets(Path(path), (*REQUIRED, *OPTIONAL), "a buildings file")
-    source = read_source(path, required=REQUIRED, optional=OPTIONAL, form=form, mapping=mapping)
-    columns = {name: source.text(name, required=True) for name in REQUIRED}
-    for name in OPTIONAL:
-        columns[name] = (
-            source.text(name, required=False)
-            if name in source.columns
-            else pd.Series([None] * source.rows, dtype=object)
-        )
-    ids = columns["building_id"]
-    at = source.at
-    for name, what in (("building_id", "building id"), ("site_id", "site id"),
-                       ("building_type", "building type")):
-        check_ids(at, name, columns[name], what)
-    commas = ids.str.contains(",", regex=False).to_numpy()
-    if commas.any():
-        row = int(commas.argmax())
-        raise at.error(
-            row, "building_id",
-            f"building id {ids.iloc[row]!r} holds a comma, which separates ids in --buildings "
-            "(it could never be selected); rename it, e.g. with '-' or '_'")
-    repeated = ids.duplicated().to_numpy()
-    if repeated.any():
-        second = int(repeated.argmax())
-        first = int((ids == ids.iloc[second]).to_numpy().argmax())
-        raise at.error(
-            second,
-            "building_id",
-            f"building {ids.iloc[second]!r} is listed "
-            f"twice ({at.where(first)} and {at.where(second)})",
-        )
-    _check_zones(at, columns["timezone"])
-    _check_calendars(at, columns["holiday_country"], columns["holiday_subdiv"])
-    table = pa.table(
-        {
-            name: pa.array(columns[name].tolist(), pa.string(), from_pandas=True)
-            for name in (*REQUIRED, *OPTIONAL)
-        }
-    )
+    source = BUILDINGS_FILE.read(path, form)
+    cells = BUILDINGS_FILE.judge(source)
+    _check_zones(source.at, cells.strings("timezone"))
+    _check_calendars(source.at, cells.strings("holiday_country"), cells.strings("holiday_subdiv"))
+    table = pa.table({name: cells[name].cast(pa.string()) for name in BUILDINGS_FILE.names})
     table = table.append_column("source", pa.repeat(pa.scalar(source.path.name), table.num_rows))
     return BuildingsBatch(str(source.path), table, time.perf_counter() - began)
 

@@ -41,7 +41,7 @@ too high), unless ``--accept-level-change`` says the level really changed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 from wadiro_fleet.tasks.errors import UnknownBuildingError
 from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping
+from wadiro_fleet.tasks.ingest.contract import Column, FileContract, checked_ids
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
 from wadiro_fleet.tasks.ingest.hourly import (
     EnergyUnit,
@@ -65,8 +66,6 @@ from wadiro_fleet.tasks.ingest.hourly import (
 )
 from wadiro_fleet.tasks.ingest.identifiers import (
     check_id_names,
-    unprintable_at,
-    unprintable_problem,
 )
 from wadiro_fleet.tasks.ingest.plausibility import (
     ENERGY_KWH,
@@ -105,6 +104,7 @@ from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 
 __all__ = [
     "LEVEL_CHANGE",
+    "LONG_FILE",
     "LevelChangeError",
     "ReadingsBatch",
     "ReadingsOptions",
@@ -116,7 +116,14 @@ __all__ = [
 
 Layout = Literal["auto", "long", "wide"]
 RegisterUnit = Literal["kWh", "Wh", "MWh"]
-VALUE_COLUMNS = ("kwh", "value")
+LONG_FILE = FileContract(
+    "a long readings file",
+    (Column("building_id", "id", what="building id"),
+     Column("ts", "time"),
+     Column("kwh", "number", filled=False, bound=ENERGY_KWH, aliases=("value",))))
+"""What a long meter export holds (the value column may be named ``value``); a wide one has
+``ts`` and one column per building id, each judged like ``kwh``."""
+VALUE_COLUMNS = ("kwh", *LONG_FILE.column("kwh").aliases)
 _REGISTER_KWH = {"kWh": 1.0, "Wh": 1e-3, "MWh": 1e3}
 _UTC_TS = pa.timestamp("us", tz="UTC")
 READINGS_SCHEMA = pa.schema([("building_id", pa.dictionary(pa.int32(), pa.string())),
@@ -294,38 +301,13 @@ def _layout(source: SourceRows, columns: list[str], requested: Layout
     return "wide"
 
 
-def _long_columns(source: SourceRows, columns: list[str]) -> str:
-    values = [c for c in VALUE_COLUMNS if c in columns]
-    if len(values) != 1:
-        raise MalformedSourceError(
-            f"{source.path}: a long file needs exactly one value column, 'kwh' or 'value'; "
-            f"found {columns}"
-        )
-    expected = {"building_id", "ts", values[0]}
-    missing = [c for c in ("building_id", "ts") if c not in columns]
-    if missing:
-        raise MalformedSourceError(
-            f"{source.path}: missing required column(s) "
-            f"{', '.join(map(repr, missing))}; found {columns}"
-        )
-    extra = [c for c in columns if c not in expected]
-    if extra:
-        raise MalformedSourceError(
-            f"{source.path}: unexpected column(s) {', '.join(map(repr, extra))}"
-            "; a long file has building_id, ts and kwh (or value); --columns "
-            f"'{extra[0]}=' leaves a column out"
-        )
-    return values[0]
-
-
 def _value_columns(stream: SourceStream, mapping: ColumnMapping, layout: Layout
                    ) -> tuple[bool, list[str]]:
     """Whether the file is long, and its value columns (a wide file's building ids)."""
     rows = stream.at
     if _layout(rows, stream.columns, layout) == "long":
-        mapping.check_targets(rows.path, ("building_id", "ts", *VALUE_COLUMNS),
-                              "a long readings file")
-        return True, [_long_columns(rows, stream.columns)]
+        LONG_FILE.check_header(rows.path, stream.columns, mapping)
+        return True, [LONG_FILE.value_column("kwh", stream.columns)]
     value_columns = [c for c in stream.columns if c != "ts"]
     if not value_columns:
         raise MalformedSourceError(
@@ -341,17 +323,12 @@ def _energy(rows: SourceRows, raw: pa.Array, first_row: int, column: str, factor
     """A chunk's value column (``raw``, from row ``first_row``) in kWh per interval (a
     register's reading, with ``--unit register``; NaN = missing), its implausible values stored
     as missing and counted in ``tally``."""
-    bound = REGISTER_KWH if options.unit == "register" else ENERGY_KWH
-    values = tally.take(check_column(
-        raw,
-        bound,
-        path=rows.path,
-        column=column,
-        lines=rows.lines(np.arange(len(raw)) + first_row),
-        policy=options.implausible,
-        scale=factor,
-        label=rows.row_label,
-    ))
+    energy = LONG_FILE.column("kwh")
+    if options.unit == "register":
+        energy = replace(energy, bound=REGISTER_KWH)
+    values = energy.checked_numbers(raw, replace(rows, first_row=first_row),
+                                    policy=options.implausible, tally=tally, scale=factor,
+                                    column=column)
     return values.to_numpy(zero_copy_only=False).astype(float) * factor
 
 
@@ -381,22 +358,13 @@ class _BuildingCodes:
         self.index: dict[str, int] = {}
 
     def of_column(self, chunk: SourceTable, column: str) -> np.ndarray:
-        """The codes of a chunk's id column; an empty cell or an id that is not printable
-        text is refused, naming its row."""
-        ids = chunk.trimmed(column)
-        if ids.null_count:
-            row = int(np.flatnonzero(pc.is_null(ids).to_numpy(zero_copy_only=False))[0])
-            raise chunk.at.error(row, column, "empty cell; a value is required")
-        encoded = pc.dictionary_encode(ids).combine_chunks()
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
-        bad = unprintable_at(encoded.dictionary)
-        if bad is not None:
-            row = int(np.flatnonzero(indices == bad)[0])
-            raise chunk.at.error(row, column, unprintable_problem(
-                encoded.dictionary[bad].as_py(), "building id"))
+        """The codes of a chunk's id column, judged as :data:`LONG_FILE` says (a blank cell or
+        an id that is not printable text is refused, naming its row)."""
+        encoded = checked_ids(chunk.at, LONG_FILE.column("building_id"),
+                              chunk.trimmed(column))
         codes = np.array([self.code(name) for name in encoded.dictionary.to_pylist()],
                          dtype=np.int32)
-        return codes[indices]
+        return codes[encoded.indices.to_numpy(zero_copy_only=False)]
 
     def code(self, name: str) -> int:
         return self.index.setdefault(name, len(self.index))

@@ -45,7 +45,7 @@ from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, SourceNotFoun
 from wadiro_fleet.tasks.protocol.comma_lists import CommaList
 
 __all__ = ["FORMATS", "CsvFormat", "FileOptions", "SourceRows", "SourceStream", "SourceTable",
-           "open_source", "read_source"]
+           "check_columns", "open_source", "read_source"]
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 """File extensions read, and as what."""
@@ -362,8 +362,11 @@ class SourceStream:
             first += batch.num_rows
 
     def whole(self) -> SourceTable:
-        """The whole file as one table."""
-        return SourceTable(self._batches(False), self.at, self.decimal)
+        """The whole file as one table; a file without data rows is refused."""
+        table = SourceTable(self._batches(False), self.at, self.decimal)
+        if table.rows == 0:
+            raise MalformedSourceError(f"{self.at.path}: empty file, a header but no data rows")
+        return table
 
     def close(self) -> None:
         """Close the file (reading its rows closes it too)."""
@@ -468,8 +471,11 @@ def _checked_path(path: Path) -> str:
     return kind
 
 
-def _check_columns(path: Path, columns: list[str], required: list[str],
-                   optional: Iterable[str] | None, mapping: ColumnMapping | None) -> None:
+def check_columns(path: Path, columns: list[str], required: Iterable[str],
+                  optional: Iterable[str] | None, mapping: ColumnMapping | None) -> None:
+    """Every name in ``required`` is one of ``columns``; with ``optional`` a collection, every
+    other column is in it (``None``: any other column is allowed)."""
+    required = list(required)
     missing = [name for name in required if name not in columns]
     if missing:
         raise MalformedSourceError(
@@ -526,7 +532,7 @@ def open_source(
         _check_unique(path, header)
         names: list[str | None] = mapping.rename(path, header) if mapping else list(header)
         columns = [name for name in names if name is not None]
-        _check_columns(path, columns, list(required), optional, mapping)
+        check_columns(path, columns, required, optional, mapping)
         batches = (_csv_batches(csv_file, header, names, form) if kind == "csv"
                    else _parquet_batches(path, parquet, names))
         close = opened.pop_all().close
@@ -540,8 +546,5 @@ def read_source(
 ) -> SourceTable:
     """Read the whole of ``path`` (see :func:`open_source`); a file without data rows is
     refused."""
-    source = open_source(path, required=required, optional=optional, form=form,
-                         mapping=mapping).whole()
-    if source.rows == 0:
-        raise MalformedSourceError(f"{path}: empty file, a header but no data rows")
-    return source
+    return open_source(path, required=required, optional=optional, form=form,
+                       mapping=mapping).whole()

@@ -36,25 +36,21 @@ from pathlib import Path
 from typing import Literal
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
+from wadiro_fleet.tasks.ingest.contract import Column, FileContract
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
-from wadiro_fleet.tasks.ingest.identifiers import check_ids
 from wadiro_fleet.tasks.ingest.plausibility import (
     HUMIDITY_PCT,
     IRRADIANCE_WM2,
     TEMPERATURE_C,
     WIND_MS,
-    Bound,
     ImplausiblePolicy,
-    Tally,
-    check_column,
     value_notes,
 )
-from wadiro_fleet.tasks.ingest.source_files import FileOptions, read_source
+from wadiro_fleet.tasks.ingest.source_files import FileOptions
 from wadiro_fleet.tasks.ingest.timestamps import (
     DAYS_AHEAD,
     FORECAST_DAYS_AHEAD,
@@ -69,6 +65,8 @@ from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_i
 from wadiro_fleet.tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
 __all__ = [
+    "FORECAST_FILE",
+    "WEATHER_FILE",
     "WeatherBatch",
     "WeatherOptions",
     "WeatherSummary",
@@ -78,13 +76,19 @@ __all__ = [
 ]
 
 WeatherKind = Literal["observed", "forecast"]
-VALUES: dict[str, Bound] = {
-    "temperature_c": TEMPERATURE_C,
-    "irradiance_wm2": IRRADIANCE_WM2,
-    "wind_speed_ms": WIND_MS,
-    "humidity_pct": HUMIDITY_PCT,
-}
-REQUIRED = ("site_id", "ts", "temperature_c", "irradiance_wm2", "wind_speed_ms")
+WEATHER_FILE = FileContract(
+    "a weather file",
+    (Column("site_id", "id", what="site id"),
+     Column("ts", "time"),
+     Column("temperature_c", "number", filled=False, bound=TEMPERATURE_C),
+     Column("irradiance_wm2", "number", filled=False, bound=IRRADIANCE_WM2),
+     Column("wind_speed_ms", "number", filled=False, bound=WIND_MS),
+     Column("humidity_pct", "number", required=False, filled=False, bound=HUMIDITY_PCT),
+     Column("issued_at", "time", required=False)))
+"""What an observed weather feed holds; a forecast's (:data:`FORECAST_FILE`) requires
+``issued_at``. The time columns are read below (their clock options)."""
+FORECAST_FILE = WEATHER_FILE.requiring("issued_at")
+VALUES = tuple(c.name for c in WEATHER_FILE.columns if c.cells == "number")
 _UTC_TS = pa.timestamp("us", tz="UTC")
 WEATHER_SCHEMA = pa.schema(
     [
@@ -203,19 +207,16 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     """Read and check a weather feed; no warehouse involved."""
     began = time.perf_counter()
     forecast = options.kind == "forecast"
-    required = (*REQUIRED, "issued_at") if forecast else REQUIRED
-    mapping = options.column_mapping()
-    mapping.check_targets(Path(path), (*REQUIRED, "humidity_pct", "issued_at"), "a weather file")
-    source = read_source(path, required=required, optional=("humidity_pct", "issued_at"),
-                         form=options, mapping=mapping)
+    contract = FORECAST_FILE if forecast else WEATHER_FILE
+    source = contract.read(path, options)
     if not forecast and "issued_at" in source.columns:
         raise MalformedSourceError(
             f"{source.path}: an 'issued_at' column, but --kind observed; "
             "a forecast feed is ingested with --kind forecast"
         )
     at = source.at
-    sites = source.text("site_id", required=True)
-    check_ids(at, "site_id", sites, "site id")
+    cells = contract.judge(source, policy=options.implausible)
+    sites = cells.strings("site_id")
     n = source.rows
     issued = None
     series = sites
@@ -247,24 +248,7 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     check_unique(
         at, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
     )
-    columns: dict[str, pa.Array] = {}
-    tally = Tally()
-    blank: list[tuple[str, int]] = []
-    for name, bound in VALUES.items():
-        if name not in source.columns:
-            columns[name] = pa.nulls(n, pa.float64())
-            continue
-        numbers = source.numbers(name)
-        blank.append((name, numbers.null_count))
-        columns[name] = tally.take(check_column(
-            numbers,
-            bound,
-            path=at.path,
-            column=name,
-            lines=at.lines(np.arange(n)),
-            policy=options.implausible,
-            label=at.row_label,
-        ))
+    columns = cells.values
     frame = pd.DataFrame(
         {
             "site_id": sites.to_numpy(),
@@ -291,11 +275,11 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         site_ids=tuple(dict.fromkeys(frame["site_id"])),
         rows_read=n,
         superseded_in_file=superseded,
-        implausible_values=tally.implausible,
-        clipped_values=tally.clipped,
+        implausible_values=cells.tally.implausible,
+        clipped_values=cells.tally.clipped,
         read_seconds=time.perf_counter() - began,
         replace_range=options.replace_range,
-        blank_cells=tuple(blank),
+        blank_cells=tuple(cells.blank.items()),
         absent=tuple(name for name in VALUES if name not in source.columns),
     )
 

@@ -123,8 +123,17 @@ def test_long_wide_csv_and_parquet_store_identical_tables(tmp_path, form):
 def test_layout_can_be_forced_and_is_refused_when_it_does_not_fit(tmp_path, warehouse):
     path = write(tmp_path / "r.csv", WIDE)
     assert load_readings(path, ReadingsOptions(layout="wide")).readings.num_rows == 6
-    with pytest.raises(PipelineError, match="a long file needs exactly one value column"):
+    with pytest.raises(PipelineError, match=r"missing required column\(s\) 'building_id'"):
         load_readings(path, ReadingsOptions(layout="long"))
+
+
+def test_a_long_file_has_one_value_column_kwh_or_value(tmp_path):
+    both = write(tmp_path / "both.csv", "building_id,ts,kwh,value\nb1,2024-02-05T00:00Z,1,1\n")
+    with pytest.raises(PipelineError, match="a long readings file needs exactly one kwh column, "
+                       "'kwh' or 'value'"):
+        load_readings(both)
+    named_value = write(tmp_path / "value.csv", "building_id,ts,value\nb1,2024-02-05T00:00Z,2\n")
+    assert load_readings(named_value).readings["kwh"].to_pylist() == [2.0]
 
 
 # --- incremental ----------------------------------------------------------------------------------
