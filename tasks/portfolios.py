@@ -28,7 +28,7 @@ from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
 
 PORTFOLIOS_FILE = FileContract(
     "a portfolios file",
-    (Column("portfolio_id", "id", what="portfolio id", listed=True),
+    (Column("portfolio_id", "id", what="portfolio id", listed="--portfolios"),
      Column("building_id", "id", what="building id")),
     key=("portfolio_id", "building_id"),
     repeated="building {building_id!r} is listed twice in portfolio {portfolio_id!r}")

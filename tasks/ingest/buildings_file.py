@@ -41,7 +41,7 @@ __all__ = [
 
 BUILDINGS_FILE = FileContract(
     "a buildings file",
-    (Column("building_id", "id", what="building id", listed=True),
+    (Column("building_id", "id", what="building id", listed="--buildings"),
      Column("site_id", "id", what="site id"),
      Column("timezone"),
      Column("holiday_country"),

@@ -63,8 +63,8 @@ class Column:
     """Whether every cell must hold a value (else a blank cell is a missing value)."""
     what: str = ""
     """An id's name in messages (``building id``)."""
-    listed: bool = False
-    """An id typed into a comma-separated option (``--buildings``): it may hold no comma."""
+    listed: str = ""
+    """The comma-separated option an id is typed into (``--buildings``): it may hold no comma."""
     bound: Bound | None = None
     """A number's plausible values."""
     aliases: tuple[str, ...] = ()
@@ -128,7 +128,7 @@ def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedAr
             raise at.error(
                 first_row(bad), column.name,
                 f"{column.what or column.name} {ids[bad].as_py()!r} holds a comma, which "
-                "separates ids on the command line (it could never be selected); rename it, "
+                f"separates ids in {column.listed} (it could never be selected); rename it, "
                 "e.g. with '-' or '_'")
     return encoded
 

@@ -88,6 +88,15 @@ def parse_perturbation(value: Mapping[str, Any] | Sequence[str]) -> dict[str, fl
     return radii
 
 
+BASE_JOIN = "+"
+"""Joins the models whose mean is a stacked model's base (``gbr+gbr_lags``)."""
+
+
+def base_members(base: str) -> tuple[str, ...]:
+    """The models whose issued forecasts, averaged hour by hour, make the base ``base``."""
+    return tuple(name.strip() for name in base.split(BASE_JOIN))
+
+
 def _model_options(fast: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per model: its fast solver options when it is among ``fast``."""
     return {name: dict(MODELS[name].fast_options) for name in fast if MODELS[name].fast_options}
@@ -103,7 +112,7 @@ DEPLOYED_INPUTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
                              "tuning_sample_every": 4, "fit_sample_every": 3}),
     "gbr_lags": MappingProxyType({"feature_set": "off_day_lags", "history_weeks": 52,
                                   "target": "load", "tuning_sample_every": 4}),
-    **{name: MappingProxyType({"base_model": "gbr", "feature_set": "paper",
+    **{name: MappingProxyType({"base_model": "gbr+gbr_lags", "feature_set": "paper",
                                "search_bounds": {"radius": (1.0, 20.1)},
                                "correction_rate": 0.5})
        for name in ("wadiro_pcscnn", "wadiro_scnn")},
@@ -209,7 +218,9 @@ class ModelInputs(BaseModel):
     history and target (``None``: the run's). A model beyond the paper's may train on a longer
     history where that was measured to pay (the paper's models keep the run's 12 weeks).
     ``base_model`` names a model whose forecasts, as issued a week ahead, a residual target
-    corrects instead of a persistence forecast (when that model is in the run).
+    corrects instead of a persistence forecast (when that model is in the run), or several
+    joined by ``+`` (``gbr+gbr_lags``), whose forecasts' mean hour by hour is the base (those of
+    them in the run).
     ``search_bounds`` narrows or moves the range of a tuned hyperparameter (``{"radius": (lo,
     hi)}``; the distribution keeps its kind).
     ``level_correction`` (0 to 1, default 0) moves the model's forecast of every hour by that
@@ -310,7 +321,8 @@ class ForecastConfig(BaseModel):
     base_model: str | None = Field(
         None,
         description="A model whose forecasts, as they were issued a week ahead, a residual "
-        "target corrects instead of the persistence forecast (per model: model_inputs).",
+        "target corrects instead of the persistence forecast, or several joined by + whose "
+        "mean does (per model: model_inputs).",
     )
     persistence: Persistence = Field(
         "day_type",
@@ -485,8 +497,13 @@ class ForecastConfig(BaseModel):
             return self
         changes = {k: v for k, v in own.model_dump().items()  # those the run itself has
                    if v is not None and k in ForecastConfig.model_fields}
-        if changes.get("base_model") not in (None, *self.models):
-            del changes["base_model"]  # not in the run: the persistence forecast is the base
+        if changes.get("base_model") is not None:  # the base's models that are in the run
+            base = BASE_JOIN.join(m for m in base_members(changes["base_model"])
+                                  if m in self.models)
+            if base:
+                changes["base_model"] = base
+            else:  # none in the run: the persistence forecast is the base
+                del changes["base_model"]
         changes = {k: v for k, v in changes.items() if getattr(self, k) != v}
         return self.model_copy(update=changes) if changes else self
 
@@ -494,7 +511,8 @@ class ForecastConfig(BaseModel):
     def base_models(self) -> tuple[str, ...]:
         """The run's models that others of the run are stacked on (:attr:`base_model`)."""
         return tuple(dict.fromkeys(
-            b for b in (self.inputs(m).base_model for m in self.models) if b is not None))
+            member for b in (self.inputs(m).base_model for m in self.models) if b is not None
+            for member in base_members(b)))
 
     def level_correction_of(self, model: str) -> float:
         """The share of its median validation-week error by which ``model``'s forecast moves
@@ -522,7 +540,8 @@ class ForecastConfig(BaseModel):
                    config.trials, config.tuning_sample_every, config.fit_sample_every)
             groups.setdefault(key, (config, []))[1].append(model)
         own = (self.feature_set, self.history_weeks, self.target, self.base_model)
-        bases = {c.base_model for c, _ in groups.values()}
+        bases = {member for c, _ in groups.values() if c.base_model is not None
+                 for member in base_members(c.base_model)}
         return sorted(groups.values(), key=lambda group: (
             not any(m in bases for m in group[1]),  # a base model's group before those using it
             group[0].base_model is not None,

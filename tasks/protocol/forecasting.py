@@ -25,6 +25,7 @@ forecast only (``"published"``), or not at all.
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from wadiro_fleet.tasks.protocol.certification import certify_fit
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
+from wadiro_fleet.tasks.protocol.config import ForecastConfig, base_members
 from wadiro_fleet.tasks.protocol.features import (
     CHANGE_SUFFIX,
     ISSUED_BASE,
@@ -538,9 +539,26 @@ def _window_groups(config: ForecastConfig, learned: list[str]
     return groups
 
 
-def _issued_base(model: str, outcomes: Mapping[str, ModelOutcome],
+def _issued_base(base: str, outcomes: Mapping[str, ModelOutcome],
                  issued_history: Mapping[str, IssuedForecast],
                  test_ts: pd.Series) -> IssuedForecast | None:
+    """The base's forecasts by hour: as issued for the history's weeks, and its forecast of the
+    target week as it is issued now; a base of several models (``gbr+gbr_lags``) is their mean
+    at the hours all of them forecast. None when one of them has no forecast this week."""
+    members = [_issued_member(model, outcomes, issued_history, test_ts)
+               for model in base_members(base)]
+    if any(member is None for member in members):
+        return None
+    if len(members) == 1:
+        return members[0]
+    hours = functools.reduce(np.intersect1d, [member.hours for member in members])
+    return IssuedForecast({}, hours, np.mean(
+        [member.y_hat[np.searchsorted(member.hours, hours)] for member in members], axis=0))
+
+
+def _issued_member(model: str, outcomes: Mapping[str, ModelOutcome],
+                   issued_history: Mapping[str, IssuedForecast],
+                   test_ts: pd.Series) -> IssuedForecast | None:
     """``model``'s forecasts by hour: as issued for the history's weeks, and its forecast of
     the target week as it is issued now (None when it has none this week)."""
     current = outcomes.get(model)

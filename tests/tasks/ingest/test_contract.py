@@ -13,7 +13,7 @@ from wadiro_fleet.tasks.ingest.source_files import FileOptions
 
 SENSORS = FileContract(
     "a sensors file",
-    (Column("site_id", "id", what="site id", listed=True),
+    (Column("site_id", "id", what="site id", listed="--sites"),
      Column("ts", "time"),
      Column("temperature_c", "number", filled=False, bound=TEMPERATURE_C),
      Column("irradiance_wm2", "number", required=False, filled=False, bound=IRRADIANCE_WM2),

@@ -21,7 +21,8 @@ def test_the_deployed_gradient_boosting_reads_a_year_and_the_networks_correct_it
     gbr = config.inputs("gbr")
     assert (gbr.feature_set, gbr.history_weeks, gbr.target) == ("year", 52, "load")
     network = config.inputs("wadiro_pcscnn")
-    assert (network.base_model, network.feature_set) == ("gbr", "paper")
+    assert (network.base_model, network.feature_set) == ("gbr+gbr_lags", "paper")
+    assert config.base_models == ("gbr", "gbr_lags")  # the mean of the two boostings
     assert config.correction_rate_of("wadiro_pcscnn") == config.correction_rate_of(
         "wadiro_scnn") == 0.5  # half their correction of the boosting, as a learning rate
     assert config.correction_rate_of("wadiro_linreg") == 1.0
@@ -30,7 +31,11 @@ def test_the_deployed_gradient_boosting_reads_a_year_and_the_networks_correct_it
     assert config.search_space("gbr_lags") == {} and "gbr_lags" in config.members
     assert config.inputs("wadiro_linreg") is config  # the paper's models keep the run's inputs
     groups = [models for _, models in config.input_groups(list(config.models))]
-    assert groups.index(["gbr"]) < next(i for i, g in enumerate(groups) if "wadiro_pcscnn" in g)
+    stacked = next(i for i, g in enumerate(groups) if "wadiro_pcscnn" in g)
+    assert groups.index(["gbr"]) < stacked and groups.index(["gbr_lags"]) < stacked
+    # a base's models that are not in the run leave it
+    one = ForecastConfig(models=("gbr", "wadiro_pcscnn", "seasonal_naive"), ensemble_members=())
+    assert one.inputs("wadiro_pcscnn").base_model == "gbr" and one.base_models == ("gbr",)
     # without the base model in the run, the networks correct the persistence forecast
     alone = ForecastConfig(models=("wadiro_pcscnn", "seasonal_naive"), ensemble_members=())
     assert alone.inputs("wadiro_pcscnn").base_model is None
@@ -136,3 +141,48 @@ def test_a_model_stacks_on_its_base_from_a_week_of_issued_errors(issued_hours, s
     outcomes = {o.model: o for o in result.outcomes}
     assert outcomes["gbr"].status == outcomes["wadiro_linreg"].status == "ok"
     assert outcomes["wadiro_linreg"].base == ("gbr" if stacked else "day_type_naive")
+
+
+def _issued(hours: pd.DatetimeIndex, values) -> IssuedForecast:
+    return IssuedForecast.from_series({}, pd.Series(np.asarray(values, float), index=hours))
+
+
+def test_a_base_of_several_models_is_their_mean_where_all_forecast():
+    from wadiro_fleet.tasks.protocol.forecasting import ModelOutcome, _issued_base
+
+    history_hours = pd.date_range("2024-05-20", periods=336, freq="h", tz="UTC")
+    test_ts = pd.Series(pd.date_range("2024-06-03", periods=168, freq="h", tz="UTC"))
+    history = {"gbr": _issued(history_hours, np.arange(336.0)),
+               "gbr_lags": _issued(history_hours[24:], np.full(312, 100.0))}
+    outcomes = {name: ModelOutcome(model=name, status="ok", y_hat=np.full(168, value))
+                for name, value in (("gbr", 10.0), ("gbr_lags", 30.0))}
+    base = _issued_base("gbr+gbr_lags", outcomes, history, test_ts)
+    at = base.at(pd.DatetimeIndex([*history_hours[[0, 23, 24, 335]], test_ts.iloc[0]]))
+    # gbr_lags issued nothing for the first day: no base there; elsewhere the mean
+    assert np.isnan(at[:2]).all()
+    assert at[2:].tolist() == [(24 + 100) / 2, (335 + 100) / 2, (10 + 30) / 2]
+    assert _issued_base("gbr", outcomes, history, test_ts).at(
+        pd.DatetimeIndex([history_hours[5]])).tolist() == [5.0]
+    outcomes["gbr_lags"] = ModelOutcome(model="gbr_lags", status="failed")
+    assert _issued_base("gbr+gbr_lags", outcomes, history, test_ts) is None
+
+
+def test_a_model_stacked_on_two_models_names_its_base():
+    frame = _building(weeks=14)
+    config = ForecastConfig(models=("gbr", "gbr_lags", "wadiro_linreg", "seasonal_naive"),
+                            ensemble_members=(), feature_set="paper", target="residual",
+                            persistence="day_type", trials=2,
+                            model_inputs={"gbr": ModelInputs(target="load"),
+                                          "gbr_lags": ModelInputs(target="load"),
+                                          "wadiro_linreg": ModelInputs(
+                                              base_model="gbr+gbr_lags")})
+    issued = frame[frame["ts"] < pd.Timestamp(WEEK, tz="UTC")].tail(3 * 168)
+    hours = pd.DatetimeIndex(issued["ts"])
+    history = {"gbr": _issued(hours, issued["kwh"] + 1.0),
+               "gbr_lags": _issued(hours, issued["kwh"] - 1.0)}
+    result = forecast_building_week(
+        frame, building_id="b", timezone="UTC", holiday_country="GB", holiday_subdiv="ENG",
+        week=WEEK, config=config, issued_history=history)
+    outcomes = {o.model: o for o in result.outcomes}
+    assert outcomes["wadiro_linreg"].status == "ok", outcomes["wadiro_linreg"].error
+    assert outcomes["wadiro_linreg"].base == "gbr+gbr_lags"
