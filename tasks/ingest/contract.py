@@ -106,9 +106,8 @@ def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedAr
     """An id column's trimmed cells, dictionary-encoded (each distinct id checked once),
     refusing a blank cell, an id that is not printable text, or, for an id typed into a comma
     list, one holding a comma; errors name the first such row."""
-    if column.filled and trimmed.null_count:
-        row = int(np.flatnonzero(pc.is_null(trimmed).to_numpy(zero_copy_only=False))[0])
-        raise at.error(row, column.name, "empty cell; a value is required")
+    if column.filled:
+        _refuse_blank(at, column.name, trimmed)
     encoded = pc.dictionary_encode(trimmed)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()
@@ -131,6 +130,13 @@ def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedAr
                 f"separates ids in {column.listed} (it could never be selected); rename it, "
                 "e.g. with '-' or '_'")
     return encoded
+
+
+def _refuse_blank(at: SourceRows, name: str, values: pa.Array | pa.ChunkedArray) -> None:
+    """Refuse the first blank cell of a column whose every cell must hold a value."""
+    if values.null_count:
+        row = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
+        raise at.error(row, name, "empty cell; a value is required")
 
 
 @dataclass(frozen=True)
@@ -205,10 +211,11 @@ class FileContract:
     def allowed(self) -> tuple[str, ...]:
         return (*self.required, *self.optional)
 
-    def value_column(self, name: str, columns: list[str]) -> str:
-        """The file's name of the column ``name`` (itself or the one of its aliases present)."""
+    def value_column(self, name: str, columns: list[str]) -> str | None:
+        """The file's name of the column ``name``: itself or the one of its aliases present
+        (``None``: neither)."""
         column = self.column(name)
-        return next(n for n in (name, *column.aliases) if n in columns)
+        return next((n for n in (name, *column.aliases) if n in columns), None)
 
     def _check_aliases(self, path: Path, columns: list[str]) -> None:
         for column in self.columns:
@@ -232,19 +239,16 @@ class FileContract:
         for column in self.columns:
             if column.cells == "time":
                 continue
-            name = (self.value_column(column.name, source.columns) if column.aliases
-                    else column.name)
-            if name not in source.columns:
+            name = self.value_column(column.name, source.columns)
+            if name is None:
                 values[column.name] = pa.nulls(n, pa.float64() if column.cells == "number"
                                                else pa.string())
                 continue
             if column.cells == "number":
                 numbers = source.numbers(name)
                 blank[column.name] = numbers.null_count
-                if column.filled and numbers.null_count:
-                    row = int(np.flatnonzero(pc.is_null(numbers).to_numpy(
-                        zero_copy_only=False))[0])
-                    raise at.error(row, name, "empty cell; a value is required")
+                if column.filled:
+                    _refuse_blank(at, name, numbers)
                 values[column.name] = column.checked_numbers(numbers, at, policy=policy,
                                                              tally=tally, column=name)
                 continue
@@ -252,9 +256,8 @@ class FileContract:
             if column.cells == "id":
                 values[column.name] = checked_ids(at, column, trimmed).dictionary_decode()
                 continue
-            if column.filled and trimmed.null_count:
-                row = int(np.flatnonzero(pc.is_null(trimmed).to_numpy(zero_copy_only=False))[0])
-                raise at.error(row, name, "empty cell; a value is required")
+            if column.filled:
+                _refuse_blank(at, name, trimmed)
             values[column.name] = trimmed
         self._check_key(at, values)
         return Cells(values, n, blank, tally)

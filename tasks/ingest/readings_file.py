@@ -307,7 +307,9 @@ def _value_columns(stream: SourceStream, mapping: ColumnMapping, layout: Layout
     rows = stream.at
     if _layout(rows, stream.columns, layout) == "long":
         LONG_FILE.check_header(rows.path, stream.columns, mapping)
-        return True, [LONG_FILE.value_column("kwh", stream.columns)]
+        value = LONG_FILE.value_column("kwh", stream.columns)
+        assert value is not None  # the header was checked to have one
+        return True, [value]
     value_columns = [c for c in stream.columns if c != "ts"]
     if not value_columns:
         raise MalformedSourceError(

@@ -101,6 +101,10 @@ def test_a_column_with_aliases_is_there_exactly_once(tmp_path):
         energy.read(_file(tmp_path, "building_id,kwh,value\nb1,3,3\n", "both.csv"))
     with pytest.raises(PipelineError, match="needs exactly one kwh column"):
         energy.read(_file(tmp_path, "building_id\nb1\n", "neither.csv"))
+    optional = FileContract("an energy file", (
+        Column("building_id", "id"), Column("kwh", "number", required=False, aliases=("value",))))
+    neither = optional.read(_file(tmp_path, "building_id\nb1\n", "neither.csv"))
+    assert optional.judge(neither)["kwh"].to_pylist() == [None]
 
 
 def test_the_column_mapping_targets_only_declared_columns(tmp_path):
