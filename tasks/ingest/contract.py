@@ -4,7 +4,8 @@ A reader declares its file's :class:`FileContract`: each :class:`Column` -- its 
 header must have it, what its cells are (``id``, ``text``, ``number`` or ``time``), whether every
 cell must hold a value, a number's plausible range (:class:`~.plausibility.Bound`), an id's
 name in messages and whether it is typed into a comma-separated option -- and the columns no two
-rows may share (``key``). The contract reads the file (:meth:`FileContract.read`, or
+rows may share (``key``), or what every other column is (``others``: a wide file's column per
+building, named by its id). The contract reads the file (:meth:`FileContract.read`, or
 :meth:`FileContract.open` for a file read in chunks), checks the header against the columns
 (the column mapping's targets too), and :meth:`FileContract.judge` turns the cells into values,
 refusing the first bad one naming its line and column. What is a reader's own stays with it:
@@ -31,7 +32,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.identifiers import unprintable_at, unprintable_problem
+from wadiro_fleet.tasks.ingest.identifiers import (
+    check_id_names,
+    unprintable_at,
+    unprintable_problem,
+)
 from wadiro_fleet.tasks.ingest.plausibility import Bound, ImplausiblePolicy, Tally, check_column
 from wadiro_fleet.tasks.ingest.source_files import (
     CsvFormat,
@@ -149,6 +154,9 @@ class FileContract:
     columns: tuple[Column, ...]
     key: tuple[str, ...] = ()
     repeated: str = ""
+    others: Column | None = None
+    """What every column the contract does not name is: one per id, the id its name (a wide
+    readings file's buildings); ``None``: no other column is allowed."""
 
     def __post_init__(self) -> None:
         judged = {c.name for c in self.columns if c.cells in ("id", "text")}
@@ -169,6 +177,10 @@ class FileContract:
         return tuple(name for c in self.columns if not c.required or c.aliases
                      for name in (c.name, *c.aliases))
 
+    def other_columns(self, columns: list[str]) -> list[str]:
+        """The columns of a file (its header, as mapped) that the contract does not name."""
+        return [name for name in columns if name not in self.allowed]
+
     def column(self, name: str) -> Column:
         return next(column for column in self.columns if column.name == name)
 
@@ -181,12 +193,14 @@ class FileContract:
         """``path`` opened to be read in chunks, its header checked against the columns (read
         through ``form``'s column mapping when it is a :class:`FileOptions`)."""
         mapping = form.column_mapping() if isinstance(form, FileOptions) else None
-        if mapping:
+        if mapping and self.others is None:
             mapping.check_targets(Path(path), self.allowed, self.what)
-        stream = open_source(path, required=self.required, optional=self.optional, form=form,
+        stream = open_source(path, required=self.required,
+                             optional=self.optional if self.others is None else None, form=form,
                              mapping=mapping)
         try:
             self._check_aliases(stream.at.path, stream.columns)
+            self._check_others(stream.at.path, stream.columns)
         except MalformedSourceError:
             stream.close()
             raise
@@ -202,10 +216,12 @@ class FileContract:
         """The header of a file already open (``columns``, named as the mapping reads them)
         against the contract: for a reader that tells which contract a file follows from its
         header (a long or a wide readings file)."""
-        if mapping:
+        if mapping and self.others is None:
             mapping.check_targets(path, self.allowed, self.what)
-        check_columns(path, columns, self.required, self.optional, mapping)
+        check_columns(path, columns, self.required,
+                      self.optional if self.others is None else None, mapping)
         self._check_aliases(path, columns)
+        self._check_others(path, columns)
 
     @property
     def allowed(self) -> tuple[str, ...]:
@@ -216,6 +232,18 @@ class FileContract:
         (``None``: neither)."""
         column = self.column(name)
         return next((n for n in (name, *column.aliases) if n in columns), None)
+
+    def _check_others(self, path: Path, columns: list[str]) -> None:
+        """A contract with :attr:`others`: at least one such column, each named by a printable
+        id."""
+        if self.others is None:
+            return
+        others = self.other_columns(columns)
+        if not others:
+            raise MalformedSourceError(
+                f"{path}: {self.what} needs {', '.join(self.required)} and one column per "
+                f"{self.others.what}; found only {columns}")
+        check_id_names(path, columns, self.others.what)
 
     def _check_aliases(self, path: Path, columns: list[str]) -> None:
         for column in self.columns:

@@ -64,9 +64,6 @@ from wadiro_fleet.tasks.ingest.hourly import (
     kwh_factor,
     sum_to_hours,
 )
-from wadiro_fleet.tasks.ingest.identifiers import (
-    check_id_names,
-)
 from wadiro_fleet.tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
@@ -105,6 +102,7 @@ from wadiro_fleet.tasks.warehouse.slices import write_key_hours
 __all__ = [
     "LEVEL_CHANGE",
     "LONG_FILE",
+    "WIDE_FILE",
     "LevelChangeError",
     "ReadingsBatch",
     "ReadingsOptions",
@@ -116,13 +114,15 @@ __all__ = [
 
 Layout = Literal["auto", "long", "wide"]
 RegisterUnit = Literal["kWh", "Wh", "MWh"]
+ENERGY = Column("kwh", "number", filled=False, bound=ENERGY_KWH, aliases=("value",))
+"""An interval's energy (a blank cell: missing)."""
 LONG_FILE = FileContract(
     "a long readings file",
-    (Column("building_id", "id", what="building id"),
-     Column("ts", "time"),
-     Column("kwh", "number", filled=False, bound=ENERGY_KWH, aliases=("value",))))
-"""What a long meter export holds (the value column may be named ``value``); a wide one has
-``ts`` and one column per building id, each judged like ``kwh``."""
+    (Column("building_id", "id", what="building id"), Column("ts", "time"), ENERGY))
+"""What a long meter export holds (the value column may be named ``value``)."""
+WIDE_FILE = FileContract("a wide readings file", (Column("ts", "time"),),
+                         others=replace(ENERGY, aliases=(), what="building id"))
+"""What a wide meter export holds: ``ts`` and one energy column per building, named by its id."""
 VALUE_COLUMNS = ("kwh", *LONG_FILE.column("kwh").aliases)
 _REGISTER_KWH = {"kWh": 1.0, "Wh": 1e-3, "MWh": 1e3}
 _UTC_TS = pa.timestamp("us", tz="UTC")
@@ -310,14 +310,8 @@ def _value_columns(stream: SourceStream, mapping: ColumnMapping, layout: Layout
         value = LONG_FILE.value_column("kwh", stream.columns)
         assert value is not None  # the header was checked to have one
         return True, [value]
-    value_columns = [c for c in stream.columns if c != "ts"]
-    if not value_columns:
-        raise MalformedSourceError(
-            f"{rows.path}: a wide file needs ts and one column per "
-            f"building id; found only {stream.columns}"
-        )
-    check_id_names(rows.path, stream.columns, "building id")
-    return False, value_columns
+    WIDE_FILE.check_header(rows.path, stream.columns, mapping)
+    return False, WIDE_FILE.other_columns(stream.columns)
 
 
 def _energy(rows: SourceRows, raw: pa.Array, first_row: int, column: str, factor: float,
@@ -325,7 +319,7 @@ def _energy(rows: SourceRows, raw: pa.Array, first_row: int, column: str, factor
     """A chunk's value column (``raw``, from row ``first_row``) in kWh per interval (a
     register's reading, with ``--unit register``; NaN = missing), its implausible values stored
     as missing and counted in ``tally``."""
-    energy = LONG_FILE.column("kwh")
+    energy = ENERGY
     if options.unit == "register":
         energy = replace(energy, bound=REGISTER_KWH)
     values = energy.checked_numbers(raw, replace(rows, first_row=first_row),

@@ -114,3 +114,16 @@ def test_the_column_mapping_targets_only_declared_columns(tmp_path):
     with pytest.raises(PipelineError, match="'Site' to 'station', which is not a column of a "
                        "sensors file"):
         SENSORS.read(path, FileOptions(columns=("Site=station",)))
+
+
+def test_other_columns_are_one_per_id_named_by_it(tmp_path):
+    wide = FileContract("a wide file", (Column("ts", "time"),),
+                        others=Column("*", "number", filled=False, what="meter id"))
+    stream = wide.open(_file(tmp_path, "ts,m1,m2\nt0,1,2\n"))
+    assert wide.other_columns(stream.columns) == ["m1", "m2"]
+    stream.close()
+    with pytest.raises(PipelineError, match=r"a wide file needs ts and one column per meter id; "
+                       r"found only \['ts'\]"):
+        wide.open(_file(tmp_path, "ts\nt0\n", "none.csv"))
+    with pytest.raises(PipelineError, match=r"column 2 of the header: meter id 'm\\x001'"):
+        wide.open(_file(tmp_path, "ts,m\x001\nt0,1\n", "nul.csv"))
