@@ -125,9 +125,9 @@ a building's level shifts late). The two networks correct the mean of the two gr
 issued forecasts (a residual over what a year of history knows; on 2016-2018, 20 buildings, the
 constrained network 0.884 / 0.744 / 0.702 -> 0.842 / 0.706 / 0.670 against ``gbr``'s alone, the
 published forecast 0.821 / 0.686 / 0.661 -> 0.819 / 0.685 / 0.659) instead of the holiday-aware
-persistence, with their
-Wasserstein radius searched on [1, 20.1] instead of the paper's [e^-6, e^1] (a correction of an
-already good forecast needs the strongest regularisation: on 2018, 10 buildings, the constrained
+persistence, with their Wasserstein radius searched on [1, 20.1] instead of the paper's [e^-6,
+e^1] (a correction of an already good forecast needs the strongest regularisation: on 2018, 10
+buildings, the constrained
 network 0.724 -> 0.714 of seasonal naive's MAE, the published forecast 0.658 -> 0.653), on the
 paper's eight features (the correction of a forecast that already knows the load's history needs no
 lags: on 2016-2018 the constrained network 0.923 / 0.763 / 0.778 -> 0.936 / 0.736 / 0.765, the
