@@ -121,7 +121,7 @@ def load_buildings(path: str | Path, form: CsvFormat | None = None) -> Buildings
     cells = BUILDINGS_FILE.judge(source)
     _check_zones(source.at, cells.strings("timezone"))
     _check_calendars(source.at, cells.strings("holiday_country"), cells.strings("holiday_subdiv"))
-    table = pa.table({name: cells[name].cast(pa.string()) for name in BUILDINGS_FILE.names})
+    table = pa.table({name: cells[name] for name in BUILDINGS_FILE.names})
     table = table.append_column("source", pa.repeat(pa.scalar(source.path.name), table.num_rows))
     return BuildingsBatch(str(source.path), table, time.perf_counter() - began)
 

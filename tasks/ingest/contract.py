@@ -112,7 +112,7 @@ def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedAr
     refusing a blank cell, an id that is not printable text, or, for an id typed into a comma
     list, one holding a comma; errors name the first such row."""
     if column.filled:
-        _refuse_blank(at, column.name, trimmed)
+        at.refuse_blank(column.name, trimmed)
     encoded = pc.dictionary_encode(trimmed)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()
@@ -135,13 +135,6 @@ def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedAr
                 f"separates ids in {column.listed} (it could never be selected); rename it, "
                 "e.g. with '-' or '_'")
     return encoded
-
-
-def _refuse_blank(at: SourceRows, name: str, values: pa.Array | pa.ChunkedArray) -> None:
-    """Refuse the first blank cell of a column whose every cell must hold a value."""
-    if values.null_count:
-        row = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
-        raise at.error(row, name, "empty cell; a value is required")
 
 
 @dataclass(frozen=True)
@@ -193,14 +186,10 @@ class FileContract:
         """``path`` opened to be read in chunks, its header checked against the columns (read
         through ``form``'s column mapping when it is a :class:`FileOptions`)."""
         mapping = form.column_mapping() if isinstance(form, FileOptions) else None
-        if mapping and self.others is None:
-            mapping.check_targets(Path(path), self.allowed, self.what)
-        stream = open_source(path, required=self.required,
-                             optional=self.optional if self.others is None else None, form=form,
-                             mapping=mapping)
+        self._check_targets(Path(path), mapping)  # before the file is opened
+        stream = open_source(path, optional=None, form=form, mapping=mapping)
         try:
-            self._check_aliases(stream.at.path, stream.columns)
-            self._check_others(stream.at.path, stream.columns)
+            self._check_columns(stream.at.path, stream.columns, mapping)
         except MalformedSourceError:
             stream.close()
             raise
@@ -216,8 +205,16 @@ class FileContract:
         """The header of a file already open (``columns``, named as the mapping reads them)
         against the contract: for a reader that tells which contract a file follows from its
         header (a long or a wide readings file)."""
+        self._check_targets(path, mapping)
+        self._check_columns(path, columns, mapping)
+
+    def _check_targets(self, path: Path, mapping: ColumnMapping | None) -> None:
+        """The mapping names only the contract's columns (any, for a file of :attr:`others`)."""
         if mapping and self.others is None:
             mapping.check_targets(path, self.allowed, self.what)
+
+    def _check_columns(self, path: Path, columns: list[str], mapping: ColumnMapping | None
+                       ) -> None:
         check_columns(path, columns, self.required,
                       self.optional if self.others is None else None, mapping)
         self._check_aliases(path, columns)
@@ -276,17 +273,16 @@ class FileContract:
                 numbers = source.numbers(name)
                 blank[column.name] = numbers.null_count
                 if column.filled:
-                    _refuse_blank(at, name, numbers)
+                    at.refuse_blank(name, numbers)
                 values[column.name] = column.checked_numbers(numbers, at, policy=policy,
                                                              tally=tally, column=name)
                 continue
             trimmed = source.trimmed(name).combine_chunks()
             if column.cells == "id":
-                values[column.name] = checked_ids(at, column, trimmed).dictionary_decode()
-                continue
-            if column.filled:
-                _refuse_blank(at, name, trimmed)
-            values[column.name] = trimmed
+                trimmed = checked_ids(at, column, trimmed).dictionary_decode()
+            elif column.filled:
+                at.refuse_blank(name, trimmed)
+            values[column.name] = trimmed.cast(pa.string())
         self._check_key(at, values)
         return Cells(values, n, blank, tally)
 

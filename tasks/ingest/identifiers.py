@@ -20,13 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.source_files import SourceRows
 
-__all__ = ["UNPRINTABLE", "check_id_names", "check_ids", "unprintable_at", "unprintable_problem"]
+__all__ = ["UNPRINTABLE", "check_id_names", "unprintable_at", "unprintable_problem"]
 
 UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 """Characters an id may not hold (a regular expression's class, RE2 and Python alike)."""
@@ -52,17 +50,6 @@ def unprintable_at(values: pa.Array | pa.ChunkedArray) -> int | None:
     if not pc.any(hits).as_py():
         return None
     return int(np.flatnonzero(hits.to_numpy(zero_copy_only=False))[0])
-
-
-def check_ids(rows: SourceRows, column: str, values: pa.Array | pa.ChunkedArray | pd.Series,
-              what: str) -> None:
-    """Refuse the first of ``values`` (a column's trimmed cells, one per row of ``rows``) that
-    holds a character :data:`UNPRINTABLE` names, naming its row and ``column``."""
-    if isinstance(values, pd.Series):
-        values = pa.array(values, pa.string(), from_pandas=True)
-    row = unprintable_at(values)
-    if row is not None:
-        raise rows.error(row, column, unprintable_problem(values[row].as_py(), what))
 
 
 def check_id_names(path: Path, names: Sequence[str], what: str) -> None:

@@ -161,6 +161,13 @@ class SourceRows:
         """An error naming the file, ``row`` (0-based) and ``column``."""
         return MalformedSourceError(f"{self.path}: {self.where(row)}, column {column!r}: {message}")
 
+    def refuse_blank(self, column: str, values: pa.Array | pa.ChunkedArray) -> None:
+        """Refuse the first blank cell (null) of ``values``, a column every cell of which must
+        hold a value."""
+        if values.null_count:
+            row = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
+            raise self.error(row, column, "empty cell; a value is required")
+
     def of_file(self) -> SourceRows:
         """The file's rows counted from its start."""
         return replace(self, first_row=0)
@@ -196,11 +203,9 @@ class SourceTable:
         """The column as trimmed strings (missing: ``None``); with ``required`` a missing cell
         is an error naming its row."""
         trimmed = self.trimmed(column)
-        series = pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object)
-        if required and series.isna().any():
-            row = int(np.flatnonzero(series.isna().to_numpy())[0])
-            raise self.at.error(row, column, "empty cell; a value is required")
-        return series
+        if required:
+            self.at.refuse_blank(column, trimmed)
+        return pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object)
 
     def trimmed(self, column: str) -> pa.ChunkedArray:
         """The column as trimmed Arrow strings (an empty cell null)."""

@@ -248,12 +248,11 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     check_unique(
         at, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
     )
-    columns = cells.values
     frame = pd.DataFrame(
         {
             "site_id": sites.to_numpy(),
             "ts": ts.to_numpy(),
-            **{name: columns[name].to_numpy(zero_copy_only=False) for name in VALUES},
+            **{name: cells[name].to_numpy(zero_copy_only=False) for name in VALUES},
             "kind": options.kind,
             "issued_at": issued.to_numpy() if forecast else pd.NaT,
         }
