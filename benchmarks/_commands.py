@@ -144,48 +144,51 @@ def measure(*args: str, quiet: bool = True) -> Measured:
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the latest run wrote: its building-weeks by status, the protocol's CPU in the
+    """What the latest runs wrote: their building-weeks by status, the protocol's CPU in the
     workers (``window_status.compute_time_s``) and, per model, its stages' seconds summed."""
 
-    run_id: str
+    run_ids: tuple[str, ...]
     status: dict[str, int]
     inside: float
     by_model: list[tuple]
-    """(model, ok, failed, tuning s, fit s, certify s, certified, validation tuned / refit /
-    issued), most expensive first."""
+    """(model, ok, failed, tuning s, fit s, certify s, certified, fits reused, validation tuned /
+    refit / issued), most expensive first."""
 
     @property
     def building_weeks(self) -> int:
         return sum(self.status.values())
 
 
-def latest_run(warehouse: Path) -> RunFacts:
+def latest_run(warehouse: Path, runs: int = 1) -> RunFacts:
+    """The facts of the latest ``runs`` runs of ``warehouse``, summed."""
     with connect(warehouse, read_only=True) as con:
-        run_id = con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1"
-                             ).fetchone()[0]
+        run_ids = [row[0] for row in con.execute(
+            "SELECT run_id FROM runs ORDER BY started_at DESC LIMIT ?", [runs]).fetchall()]
         status = dict(con.execute(
-            "SELECT status, count(*) FROM window_status WHERE run_id = ? GROUP BY 1", [run_id]
-        ).fetchall())
+            "SELECT status, count(*) FROM window_status WHERE run_id IN (SELECT unnest(?)) "
+            "GROUP BY 1", [run_ids]).fetchall())
         inside = con.execute("SELECT coalesce(sum(compute_time_s), 0) FROM window_status "
-                             "WHERE run_id = ?", [run_id]).fetchone()[0]
+                             "WHERE run_id IN (SELECT unnest(?))", [run_ids]).fetchone()[0]
         by_model = con.execute(
             """SELECT model, count(*) FILTER (WHERE status = 'ok'),
                       count(*) FILTER (WHERE status <> 'ok'),
                       coalesce(sum(tuning_time_s), 0), coalesce(sum(fit_time_s), 0),
                       coalesce(sum(certify_time_s), 0), count(certify_time_s),
+                      count(*) FILTER (WHERE fitted_week < target_week),
                       count(*) FILTER (WHERE validation_source = 'tuning'),
                       count(*) FILTER (WHERE validation_source = 'refit'),
                       count(*) FILTER (WHERE validation_source = 'issued')
-               FROM model_fits WHERE run_id = ? GROUP BY model ORDER BY 4 + 5 + 6 DESC""",
-            [run_id]).fetchall()
-    return RunFacts(run_id, status, inside, by_model)
+               FROM model_fits WHERE run_id IN (SELECT unnest(?))
+               GROUP BY model ORDER BY 4 + 5 + 6 DESC""",
+            [run_ids]).fetchall()
+    return RunFacts(tuple(run_ids), status, inside, by_model)
 
 
 def print_stages(facts: RunFacts, n: int) -> None:
     """Per model, seconds per building-week in each stage (wall seconds in the workers, which
     run one per core, so close to their CPU)."""
     print(f"{'model':<16}{'tuning':>9}{'fit':>9}{'certify':>9}{'certified':>11}{'failed':>8}"
-          f"   validation: tuned / refit / issued")
-    for model, ok, failed, tuning, fit, certify, certified, *sources in facts.by_model:
+          f"{'fit reused':>12}   validation: tuned / refit / issued")
+    for model, _ok, failed, tuning, fit, certify, certified, reused, *sources in facts.by_model:
         print(f"{model:<16}{tuning / n:>9.3f}{fit / n:>9.3f}{certify / n:>9.3f}{certified:>11}"
-              f"{failed:>8}   {' / '.join(str(k) for k in sources)}")
+              f"{failed:>8}{reused:>12}   {' / '.join(str(k) for k in sources)}")

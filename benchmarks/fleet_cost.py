@@ -6,18 +6,22 @@ On real Cambridge buildings (default: 20 with complete 2019 data, none of the te
 
 1. ``wadiro backfill --start W --end W``: a tuned week (the backfill's default, every window
    tuned), every model, the deployed protocol;
-2. ``wadiro forecast --week W+1``: the weekly run that follows (its default: the tuning of W
-   reused, W's forecasts as the validation forecasts);
-3. ``wadiro forecast --week W+1 --models seasonal_naive`` on a copy of the warehouse: what any
-   run costs before a model is fitted (start-up, reading, writing; the persistence forecast is
-   free);
+2. ``wadiro forecast --week W+k`` for k = 1 to 8 (``--weekly-runs``; default: the weeks a
+   tuning is reused, ``reuse_max_age_weeks``): the weekly runs that follow, as a deployment
+   runs them (W's tuning reused, each week's forecasts the next one's validation forecasts, a
+   model whose fit serves several weeks fitted again when it no longer does), summed;
+3. ``wadiro forecast --week W+1 --models seasonal_naive`` on copies of the warehouse, on every
+   building and on one: what any run costs before a model is fitted (start-up, reading,
+   writing; the persistence forecast is free), split into the run's fixed start-up and a
+   share per building-week. A fleet of thousands pays the start-up once per run, so each
+   command is also reported without it ("at fleet scale");
 4. in this process, one scikit-learn ``HistGradientBoostingRegressor`` (absolute loss, one thread)
    fitted on each building's window of W (calendar, holiday, weather, the load one and two weeks
    back: feature set ``paper_lags``): the peer's fit, on W's 12 weeks of history
    (``gbr_reference`` of ``forecast_quality.py``) and on its year (``gbr_reference_52w``, the
-   stronger peer on most years), timed before command 1, between 1 and 2 and after 2; each
-   command is compared with the mean of the two passes around it (this machine's speed moves
-   between runs by more than the changes being measured).
+   stronger peer on most years), timed before command 1, after it, and after the weekly runs;
+   each command is compared with the mean of the two passes around it (this machine's speed
+   moves between runs by more than the changes being measured).
 
 Commands 1-3 run as child processes; their CPU is user + system time of the command and every
 worker it started. Per model and stage (tuning, the final fit, the certificate) the seconds come
@@ -93,28 +97,40 @@ def print_run(label: str, m: Measured, facts: RunFacts, peer: float) -> float:
     return per
 
 
+def summed(runs: list[Measured]) -> Measured:
+    """Several commands as one: their wall and CPU seconds added, the highest memory."""
+    return Measured(sum(m.wall for m in runs), sum(m.cpu for m in runs),
+                    max(m.peak_total for m in runs), max(m.peak_one for m in runs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--buildings", default=",".join(BUILDINGS))
     parser.add_argument("--week", default="2019-04-01", help="W, the tuned week (a Monday)")
     parser.add_argument("--protocol", default="deployed", choices=("deployed", "paper"))
     parser.add_argument("--workers", type=int, default=None, help="default: cores")
+    parser.add_argument("--weekly-runs", type=int, default=None,
+                        help="weekly runs after W (default: the weeks a tuning is reused, "
+                        "reuse_max_age_weeks; 1 when the protocol tunes every window)")
     args = parser.parse_args()
     os.environ.pop("PREFECT_API_URL", None)  # the command line's own engine, no server
     buildings = args.buildings.split(",")
     week = date.fromisoformat(args.week)
+    config = ForecastConfig(protocol=args.protocol)
+    weekly_runs = args.weekly_runs or (config.reuse_max_age_weeks
+                                       if config.tuning == "reuse" else 1)
     common = ["--protocol", args.protocol, *(["--workers", str(args.workers)]
                                               if args.workers else [])]
     # every hour any model of the protocol reads (a year and its lookback for the deployed
     # gradient boosting), so that each fits on what it would in a deployment
-    first_hour = ForecastConfig(protocol=args.protocol).load_range(week, "Europe/London")[0]
+    first_hour = config.load_range(week, "Europe/London")[0]
     with tempfile.TemporaryDirectory(prefix="fleet-cost-") as tmp:
         warehouse = Path(tmp) / "cost.duckdb"
         wadiro("ingest", "cambridge", "--path", str(ARCHIVE), "--buildings", ",".join(buildings),
                "--start", min(first_hour.date() - timedelta(days=1),
                               week - timedelta(weeks=20)).isoformat(),
-               "--end", (week + timedelta(weeks=2)).isoformat(), "--warehouse", str(warehouse),
-               quiet=True)
+               "--end", (week + timedelta(weeks=weekly_runs + 1)).isoformat(),
+               "--warehouse", str(warehouse), quiet=True)
         def time_peers() -> dict[str, float]:
             return {name: peer_fit_cpu(warehouse, buildings, week, weeks)[0]
                     for name, weeks in PEERS.items()}
@@ -130,29 +146,47 @@ def main() -> None:
         tuned_peer = {name: (peers[0][name] + peers[1][name]) / 2 for name in PEERS}
         tuned_per = print_run(f"wadiro backfill --start {week} --end {week} (tuned week)", tuned,
                               latest_run(warehouse), tuned_peer[REFERENCE])
-        empty = Path(tmp) / "startup.duckdb"
-        shutil.copy(warehouse, empty)
         nxt = (week + timedelta(weeks=1)).isoformat()
-        weekly = measure("forecast", "--week", nxt, "--warehouse", str(warehouse), *common)
+        startup = {}
+        for n in sorted({1, len(buildings)}):  # what a run costs before a model is fitted
+            empty = Path(tmp) / f"startup-{n}.duckdb"
+            shutil.copy(warehouse, empty)
+            startup[n] = measure("forecast", "--week", nxt, "--models", "seasonal_naive",
+                                 "--buildings", ",".join(buildings[:n]),
+                                 "--warehouse", str(empty), *common).cpu
+        weeks = [week + timedelta(weeks=k) for k in range(1, weekly_runs + 1)]
+        runs = [measure("forecast", "--week", w.isoformat(), "--warehouse", str(warehouse),
+                        *common) for w in weeks]
         peers.append(time_peers())
         weekly_peer = {name: (peers[1][name] + peers[2][name]) / 2 for name in PEERS}
-        weekly_per = print_run(f"wadiro forecast --week {nxt} (the weekly run after it)", weekly,
-                               latest_run(warehouse), weekly_peer[REFERENCE])
-        startup = measure("forecast", "--week", nxt, "--models", "seasonal_naive",
-                          "--warehouse", str(empty), *common)
-    print(f"\nany run before fitting a model (wadiro forecast --models seasonal_naive, same "
-          f"buildings): {startup.cpu:.1f} CPU-s, {startup.cpu / len(buildings):.2f} per "
-          f"building-week")
-    print(f"\n{'what':<32}{'CPU-s per building-week':>24}{'peer fits':>11}"
+        label = (f"wadiro forecast --week {weeks[0]}" if weekly_runs == 1 else
+                 f"wadiro forecast, each week {weeks[0]} to {weeks[-1]} (the weekly runs after "
+                 "it), summed")
+        weekly_per = print_run(label, summed(runs), latest_run(warehouse, weekly_runs),
+                               weekly_peer[REFERENCE])
+    n = len(buildings)
+    each = (startup[n] - startup[1]) / (n - 1) if n > 1 else 0.0
+    fixed = startup[1] - each
+    print(f"\nany run before fitting a model (wadiro forecast --models seasonal_naive): "
+          f"{startup[n]:.1f} CPU-s on the {n} buildings, {startup[1]:.1f} on one: "
+          f"{fixed:.1f} CPU-s once per run (start-up) and {each:.3f} per building-week")
+    print("weekly runs, CPU per building-week: "
+          + ", ".join(f"{w:%m-%d} {m.cpu / n:.2f}" for w, m in zip(weeks, runs, strict=True)))
+    scale = f"at fleet scale ({fixed:.1f} s start-up spread over thousands of buildings)"
+    print(f"\n{'what':<44}{'CPU-s per building-week':>24}{'peer fits':>11}"
           f"{'year-long peer fits':>21}{'goal':>8}")
-    for what, per, peer, goal in (
-            ("tuned week (wadiro backfill)", tuned_per, tuned_peer, GOALS["tuned"]),
-            ("weekly run (wadiro forecast)", weekly_per, weekly_peer, GOALS["weekly"])):
-        ratios = [per / peer[name] for name in PEERS]
-        verdicts = ", ".join(f"{'met' if r <= goal else 'NOT met'} against the {name}"
-                             for r, name in zip(ratios, PEERS, strict=True))
-        print(f"{what:<32}{per:>24.2f}{ratios[0]:>11.1f}{ratios[1]:>21.1f}"
-              f"{f'<= {goal:g}':>8}  {verdicts}")
+    for where, shift in ((f"as run, {n} buildings", 0.0), (scale, fixed / n)):
+        print(where)
+        for what, per, peer, goal in (
+                ("  tuned week (wadiro backfill)", tuned_per - shift, tuned_peer,
+                 GOALS["tuned"]),
+                ("  weekly run (wadiro forecast)", weekly_per - shift, weekly_peer,
+                 GOALS["weekly"])):
+            ratios = [per / peer[name] for name in PEERS]
+            verdicts = ", ".join(f"{'met' if r <= goal else 'NOT met'} against the {name}"
+                                 for r, name in zip(ratios, PEERS, strict=True))
+            print(f"{what:<44}{per:>24.2f}{ratios[0]:>11.1f}{ratios[1]:>21.1f}"
+                  f"{f'<= {goal:g}':>8}  {verdicts}")
     for name in PEERS:
         print(f"{name + ' fit (before, between, after)':<56}"
               f"{' / '.join(f'{p[name]:.3f}' for p in peers)} CPU-s")
