@@ -779,7 +779,8 @@ def forecast_building_week(
             name: StoredFit.of(model, done[name].params, own.feature_columns,
                                done[name].base, own.week)
             for name, model in models_fitted.items()
-            if name in config.refit_models and done[name].fitted_week == own.week})
+            if name in config.refit_models and done[name].fitted_week == own.week
+            and not own.left_out})  # a fit without some input is not the usual model's
         fitted.update({name: (model, own) for name, model in models_fitted.items()})
     for name in config.models:
         if MODELS[name].is_learned:

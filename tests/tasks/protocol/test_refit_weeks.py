@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import date, timedelta
 
 import numpy as np
+import pandas as pd
 import pytest
 from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from wadiro_fleet.tasks.protocol.batch import run_jobs
@@ -195,3 +196,19 @@ def test_a_fit_that_cannot_be_unpacked_is_made_again(warehouse, weekly):
     assert (_gbr(again).status, _gbr(again).fitted_week) == ("ok", WEEKS[1])
     assert again.fits["gbr_lags"].fitted_week == WEEKS[1]
     assert _gbr(served).fitted_week == WEEKS[0]
+
+
+def test_a_week_without_a_weather_input_fits_apart_and_keeps_the_usual_fit(weekly):
+    """Weeks whose window leaves a weather input out (the second, blanked here, and the third,
+    which validates on it) fit their own model without it, and that fit is not kept: the week
+    after them forecasts with the usual fit again."""
+    job, _ = weekly
+    hours = job.hours.copy()
+    second = (hours["ts"] >= pd.Timestamp(WEEKS[1], tz="Europe/London")) & (
+        hours["ts"] < pd.Timestamp(WEEKS[2], tz="Europe/London"))
+    hours.loc[second, "wind_speed_ms"] = np.nan
+    results = run_jobs([replace(job, hours=hours, weeks=tuple(WEEKS[:4]))],
+                       _config(refit_weeks=4))
+    assert [bool(r.left_out) for r in results] == [False, True, True, False]
+    assert [_gbr(r).fitted_week for r in results] == [WEEKS[0], WEEKS[1], WEEKS[2], WEEKS[0]]
+    assert [sorted(r.fits) for r in results] == [["gbr_lags"], [], [], []]
