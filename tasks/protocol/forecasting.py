@@ -390,6 +390,20 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
     return model
 
 
+SERVING_HISTORY_SHARE = 0.75
+"""A final fit serves the weeks after it only when at least this share of its history's hours
+were fitted on (usable): a model still gathering its history (a new building, the archive's
+first year) learns much from each new week, and is fitted every week until it has it."""
+
+
+def _keeps_fit(window: Window, inputs: ForecastConfig) -> bool:
+    """Whether a final fit made on ``window`` may serve later weeks: its window left no input
+    out (a fit without one is not the usual model's) and had most of its history."""
+    history_hours = inputs.history_weeks * 7 * 24
+    return (not window.left_out
+            and window.coverage["train"].usable >= SERVING_HISTORY_SHARE * history_hours)
+
+
 def _learned_outcomes(
     names: list[str], window: Window, config: ForecastConfig, building_id: str,
     stored: Mapping[str, StoredParams], record: TrackRecord | None,
@@ -780,7 +794,7 @@ def forecast_building_week(
                                done[name].base, own.week)
             for name, model in models_fitted.items()
             if name in config.refit_models and done[name].fitted_week == own.week
-            and not own.left_out})  # a fit without some input is not the usual model's
+            and _keeps_fit(own, inputs)})
         fitted.update({name: (model, own) for name, model in models_fitted.items()})
     for name in config.models:
         if MODELS[name].is_learned:

@@ -241,7 +241,8 @@ def write_result_tables(
 
 def _keep_latest_fits(con: duckdb.DuckDBPyConnection, written: pa.Table) -> None:
     """Delete the stored fits that a later fit of the same building and model replaces: only
-    the latest serves the weeks ahead (a fit is several hundred kB; a fleet keeps one each)."""
+    the latest serves the weeks ahead (a packed fit of the deployed boostings is about 120 kB; a
+    fleet keeps one per building and model)."""
     con.execute(
         """
         DELETE FROM fitted_models f

@@ -212,3 +212,16 @@ def test_a_week_without_a_weather_input_fits_apart_and_keeps_the_usual_fit(weekl
     assert [bool(r.left_out) for r in results] == [False, True, True, False]
     assert [_gbr(r).fitted_week for r in results] == [WEEKS[0], WEEKS[1], WEEKS[2], WEEKS[0]]
     assert [sorted(r.fits) for r in results] == [["gbr_lags"], [], [], []]
+
+
+def test_a_model_still_gathering_its_history_is_fitted_every_week(warehouse):
+    """Fitted on 14 weeks, on readings from 2024-01-01: a fit serves later weeks only once at
+    least three quarters of its history's hours (1,764) were fitted on."""
+    config = _config(history_weeks=14)
+    weeks = [FIRST + timedelta(weeks=k) for k in range(6)]
+    [job] = load_jobs(warehouse, [BUILDING], weeks, config)
+    results = run_jobs([job], config)
+    fitted_on = [_gbr(r).n_train for r in results]
+    assert fitted_on[1] < 0.75 * 14 * 168 <= fitted_on[2]  # the weeks grow by 168 hours
+    assert [_gbr(r).fitted_week for r in results] == [*weeks[:3], weeks[2], weeks[2], weeks[5]]
+    assert [bool(r.fits) for r in results] == [False, False, True, False, False, True]
