@@ -151,8 +151,8 @@ class RunFacts:
     status: dict[str, int]
     inside: float
     by_model: list[tuple]
-    """(model, ok, failed, tuning s, fit s, certify s, certified, fits reused, validation tuned /
-    refit / issued), most expensive first."""
+    """(model, ok, failed, tuning s, fit s, certify s, certified, validation tuned / refit /
+    issued), most expensive first."""
 
     @property
     def building_weeks(self) -> int:
@@ -174,7 +174,6 @@ def latest_run(warehouse: Path, runs: int = 1) -> RunFacts:
                       count(*) FILTER (WHERE status <> 'ok'),
                       coalesce(sum(tuning_time_s), 0), coalesce(sum(fit_time_s), 0),
                       coalesce(sum(certify_time_s), 0), count(certify_time_s),
-                      count(*) FILTER (WHERE fitted_week < target_week),
                       count(*) FILTER (WHERE validation_source = 'tuning'),
                       count(*) FILTER (WHERE validation_source = 'refit'),
                       count(*) FILTER (WHERE validation_source = 'issued')
@@ -188,7 +187,7 @@ def print_stages(facts: RunFacts, n: int) -> None:
     """Per model, seconds per building-week in each stage (wall seconds in the workers, which
     run one per core, so close to their CPU)."""
     print(f"{'model':<16}{'tuning':>9}{'fit':>9}{'certify':>9}{'certified':>11}{'failed':>8}"
-          f"{'fit reused':>12}   validation: tuned / refit / issued")
-    for model, _ok, failed, tuning, fit, certify, certified, reused, *sources in facts.by_model:
+          f"   validation: tuned / refit / issued")
+    for model, _ok, failed, tuning, fit, certify, certified, *sources in facts.by_model:
         print(f"{model:<16}{tuning / n:>9.3f}{fit / n:>9.3f}{certify / n:>9.3f}{certified:>11}"
-              f"{failed:>8}{reused:>12}   {' / '.join(str(k) for k in sources)}")
+              f"{failed:>8}   {' / '.join(str(k) for k in sources)}")

@@ -8,8 +8,8 @@ On real Cambridge buildings (default: 20 with complete 2019 data, none of the te
    tuned), every model, the deployed protocol;
 2. ``wadiro forecast --week W+k`` for k = 1 to 8 (``--weekly-runs``; default: the weeks a
    tuning is reused, ``reuse_max_age_weeks``): the weekly runs that follow, as a deployment
-   runs them (W's tuning reused, each week's forecasts the next one's validation forecasts, a
-   model whose fit serves several weeks fitted again when it no longer does), summed;
+   runs them (W's tuning reused, each week's forecasts the next one's validation forecasts),
+   summed;
 3. ``wadiro forecast --week W+1 --models seasonal_naive`` on copies of the warehouse, on every
    building and on one: what any run costs before a model is fitted (start-up, reading,
    writing; the persistence forecast is free), split into the run's fixed start-up and a

@@ -19,7 +19,6 @@ from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
-    StoredFit,
     StoredParams,
     epoch_us,
     forecast_building_week,
@@ -65,9 +64,6 @@ class BuildingJob:
     issued_history: dict[str, IssuedForecast] = field(default_factory=dict)
     """Per base model of the run (a model others are stacked on), its forecasts as issued for
     the weeks before the first target week, by hour."""
-    stored_fits: dict[str, StoredFit] = field(default_factory=dict)
-    """Per model whose final fit serves several weeks, its latest fit from before the first
-    target week (:attr:`ForecastConfig.refit_models`)."""
 
 
 def failed_results(
@@ -89,9 +85,8 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     A building's weeks run in order: each week's scores join its track record for the
     publication step of the weeks after it (they are over by then), and under
     ``tuning="reuse"`` each week's fresh tuning is what the weeks after it reuse, and each
-    week's forecasts are the issued forecasts the next week validates on, and each week's final
-    fits of the models fitted every few weeks are what the weeks after it forecast with,
-    exactly as if the weeks had run one run at a time.
+    week's forecasts are the issued forecasts the next week validates on, exactly as if the
+    weeks had run one run at a time.
 
     BLAS is pinned to one thread: parallelism comes from running batches side by side, and
     two BLAS threads per solve were measured to be much slower on small machines. Both this and
@@ -111,7 +106,6 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
         stored = dict(job.stored_params)
         issued = {min(job.weeks, default=None): job.issued}  # by the week that validates on it
         history = dict(job.issued_history)
-        fits = dict(job.stored_fits)
         for week in sorted(job.weeks):
             try:
                 result = forecast_building_week(
@@ -119,7 +113,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                     timezone=job.info.timezone, holiday_country=job.info.holiday_country,
                     holiday_subdiv=job.info.holiday_subdiv, week=week, config=config,
                     stored_params=stored, track_record=record, issued=issued.get(week),
-                    issued_history=history, stored_fits=fits,
+                    issued_history=history,
                 )
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
                 results += failed_results(job.info.building_id, [week], exc)
@@ -127,8 +121,6 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
             results.append(result)
             # Once this week is over its scores are known: the next weeks may use them.
             record[week] = week_scores(result.outcomes)
-            # ... and a final fit made this week is the one the next weeks forecast with.
-            fits.update(result.fits)
             # ... and a tuning done this week is the one the next weeks reuse.
             stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
                            if o.status == "ok" and o.tuned_week == week and o.trials})

@@ -238,12 +238,7 @@ class ModelInputs(BaseModel):
     still the WaDiRo program's solution. A model fitted on the load forecasts all of it.
     ``trials``, ``tuning_sample_every`` and ``fit_sample_every``: the model's own tuning
     budget and hour sampling (a model fitted on a year of history can sample its hours more
-    thinly than one fitted on 12 weeks and see as many of them).
-    ``refit_weeks`` (default 1: every week) is how many target weeks one final fit serves: a
-    fit made for week W forecasts W to W + refit_weeks - 1 from each week's own inputs (its
-    lags, weather, calendar), as long as its hyperparameters and features are unchanged, and
-    the model is fitted again after that. A year-long model learns little from one more week;
-    its level correction and intervals still follow each week's validation errors."""
+    thinly than one fitted on 12 weeks and see as many of them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -256,7 +251,6 @@ class ModelInputs(BaseModel):
     fit_sample_every: int | None = Field(None, ge=1)
     level_correction: float | None = Field(None, ge=0, le=1)
     correction_rate: float | None = Field(None, gt=0, le=1)
-    refit_weeks: int | None = Field(None, ge=1)
     search_bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
     @field_validator("feature_set")
@@ -532,16 +526,6 @@ class ForecastConfig(BaseModel):
         """The share of its learned correction that ``model``, fitted on a residual target,
         forecasts (1: all of it; :attr:`ModelInputs.correction_rate`)."""
         return self._own_input(model, "correction_rate", 1.0)
-
-    def refit_weeks_of(self, model: str) -> int:
-        """How many target weeks one final fit of ``model`` serves (1: it is fitted every
-        week; :attr:`ModelInputs.refit_weeks`)."""
-        return int(self._own_input(model, "refit_weeks", 1))
-
-    @property
-    def refit_models(self) -> tuple[str, ...]:
-        """The run's models whose final fit serves more than one week (stored between runs)."""
-        return tuple(m for m in self.models if self.refit_weeks_of(m) > 1)
 
     def _own_input(self, model: str, name: str, default: float) -> float:
         """``model``'s own :class:`ModelInputs` value ``name``, or ``default`` where it has none."""

@@ -25,12 +25,9 @@ forecast only (``"published"``), or not at all.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import pickle
 import time
 import warnings
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
@@ -77,40 +74,6 @@ class StoredParams:
 
     params: dict[str, Any]
     tuned_week: date
-
-
-@dataclass(frozen=True)
-class StoredFit:
-    """A model's final fit, made for ``fitted_week`` with ``params`` on the feature ``columns``
-    over ``base``: the fit the weeks after it forecast with while the model's ``refit_weeks``
-    last (:meth:`ForecastConfig.refit_weeks_of`) and nothing it was fitted with has changed.
-    The estimator travels and is stored ``packed`` (pickled, compressed: a fifth of its size
-    in memory) and is unpacked only by the week that forecasts with it."""
-
-    packed: bytes
-    params: dict[str, Any]
-    columns: tuple[str, ...]
-    base: str | None
-    fitted_week: date
-
-    @classmethod
-    def of(cls, estimator: Any, params: Mapping[str, Any], columns: Sequence[str],
-           base: str | None, fitted_week: date) -> StoredFit:
-        packed = zlib.compress(pickle.dumps(estimator, pickle.HIGHEST_PROTOCOL), 3)
-        return cls(packed, dict(params), tuple(columns), base, fitted_week)
-
-    def estimator(self) -> Any:
-        """The fitted estimator (this project's own bytes: never load a warehouse from a source
-        you do not trust)."""
-        return pickle.loads(zlib.decompress(self.packed))  # noqa: S301
-
-    def serves(self, week: date, refit_weeks: int, params: Mapping[str, Any],
-               columns: Sequence[str], base: str | None) -> bool:
-        """Whether this fit forecasts ``week`` of a model fitted every ``refit_weeks`` weeks
-        with ``params`` on ``columns`` over ``base``."""
-        return (self.fitted_week < week < self.fitted_week + timedelta(weeks=refit_weeks)
-                and dict(self.params) == dict(params) and tuple(self.columns) == tuple(columns)
-                and self.base == base)
 
 
 @dataclass(frozen=True)
@@ -174,9 +137,6 @@ class ModelOutcome:
     solver_status: str | None = None
     objective: float | None = None
     fit_time_s: float | None = None
-    fitted_week: date | None = None
-    """The target week whose final fit made the forecast: this week's, or an earlier one's
-    reused while the model's ``refit_weeks`` last (its ``fit_time_s`` is then 0)."""
     tuning_time_s: float | None = None
     n_train: int = 0
     validation_errors: pd.Series | None = None
@@ -216,9 +176,6 @@ class BuildingWeekResult:
     compute_time_s: float | None = None
     """CPU seconds of the thread that ran the protocol for this building-week (features, every
     model's tuning, fits, certificates, scoring); None when it failed before running."""
-    fits: dict[str, StoredFit] = field(default_factory=dict)
-    """The final fits made this week of the models whose fit serves later weeks too
-    (:attr:`ForecastConfig.refit_models`): what those weeks forecast with."""
 
     @property
     def n_failed_models(self) -> int:
@@ -345,24 +302,14 @@ def _reused_errors(name: str, fitter: Fitter, stored: StoredParams,
 
 
 def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcome,
-              record: TrackRecord | None, stored_fit: StoredFit | None = None) -> Any:
-    """Refit on the whole history (or take ``stored_fit`` where it still serves this week),
-    forecast the target week with intervals, score; returns the fitted model."""
+              record: TrackRecord | None) -> Any:
+    """Refit on the whole history, forecast the target week with intervals, score; returns the
+    fitted model."""
     train, test = fitter.parts["train"], fitter.parts["test"]
-    week = fitter.window.week
-    model = None
-    if stored_fit is not None and stored_fit.serves(
-            week, fitter.config.refit_weeks_of(name), outcome.params,
-            fitter.window.feature_columns, outcome.base):
-        with contextlib.suppress(Exception):  # unreadable here (another library's): fit again
-            model, outcome.fit_time_s = stored_fit.estimator(), 0.0
-            outcome.fitted_week = stored_fit.fitted_week
-    if model is None:
-        started = time.thread_time()
-        model = fitter.fit(name, "train", outcome.params, forecasts="test",
-                           sample_every=fitter.config.fit_sample_every)
-        outcome.fit_time_s = time.thread_time() - started
-        outcome.fitted_week = week
+    started = time.thread_time()
+    model = fitter.fit(name, "train", outcome.params, forecasts="test",
+                       sample_every=fitter.config.fit_sample_every)
+    outcome.fit_time_s = time.thread_time() - started
     outcome.validation_errors = errors
     outcome.validation_mae = mean_absolute(errors)
     outcome.y_hat = test.to_load(fitter.predict(name, model, "test"))
@@ -390,29 +337,13 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
     return model
 
 
-SERVING_HISTORY_SHARE = 0.75
-"""A final fit serves the weeks after it only when at least this share of its history's hours
-were fitted on (usable): a model still gathering its history (a new building, the archive's
-first year) learns much from each new week, and is fitted every week until it has it."""
-
-
-def _keeps_fit(window: Window, inputs: ForecastConfig) -> bool:
-    """Whether a final fit made on ``window`` may serve later weeks: its window left no input
-    out (a fit without one is not the usual model's) and had most of its history."""
-    history_hours = inputs.history_weeks * 7 * 24
-    return (not window.left_out
-            and window.coverage["train"].usable >= SERVING_HISTORY_SHARE * history_hours)
-
-
 def _learned_outcomes(
     names: list[str], window: Window, config: ForecastConfig, building_id: str,
     stored: Mapping[str, StoredParams], record: TrackRecord | None,
     issued: Mapping[str, IssuedForecast], earlier: Mapping[str, StoredParams],
-    stored_fits: Mapping[str, StoredFit],
 ) -> tuple[dict[str, ModelOutcome], dict[str, Any]]:
     """Every learned model's outcome, and the fitted models (for certificates). ``stored`` is
-    the tuning to reuse; ``earlier`` every model's latest tuning, however old (a warm start);
-    ``stored_fits`` the final fits earlier weeks made that may still serve this one."""
+    the tuning to reuse; ``earlier`` every model's latest tuning, however old (a warm start)."""
     fitter = Fitter(window, config)
     n_train = len(fitter.parts["train"].target)
     outcomes = {n: ModelOutcome(model=n, status="failed", n_train=n_train,
@@ -431,8 +362,7 @@ def _learned_outcomes(
     fitted: dict[str, Any] = {}
     for name in fitter.fit_order([n for n in names if n in errors]):
         try:
-            fitted[name] = _forecast(name, fitter, errors[name], outcomes[name], record,
-                                     stored_fits.get(name))
+            fitted[name] = _forecast(name, fitter, errors[name], outcomes[name], record)
         except Exception as exc:  # noqa: BLE001 - recorded, the other models go on
             outcomes[name].error = f"{type(exc).__name__}: {exc}"  # its status stays failed
     return outcomes, fitted
@@ -711,7 +641,6 @@ def forecast_building_week(
     track_record: TrackRecord | None = None,
     issued: Mapping[str, IssuedForecast] | None = None,
     issued_history: Mapping[str, IssuedForecast] | None = None,
-    stored_fits: Mapping[str, StoredFit] | None = None,
 ) -> BuildingWeekResult:
     """Run the protocol for one building and target week on its hourly frame.
 
@@ -729,10 +658,6 @@ def forecast_building_week(
     as issued for the weeks of the history: what the models stacked on it correct. Where they
     cover less than half of the fit weeks (a new building, the first weeks of a backfill), a
     stacked model corrects the persistence forecast instead (``model_fits.base`` says which).
-    ``stored_fits`` holds the latest final fit of each model whose fit serves several weeks
-    (:attr:`ForecastConfig.refit_models`); the week forecasts with it while it serves
-    (:meth:`StoredFit.serves`), and the result carries the fits made this week
-    (:attr:`BuildingWeekResult.fits`).
 
     When the window cannot feed the learned models (too little history, no weather), only the
     persistence models run, so the week still gets a forecast whenever last week's load exists.
@@ -786,15 +711,8 @@ def forecast_building_week(
         # a forecast issued with every input is not the forecast of a model without some
         standing_in = {} if own.left_out else (issued or {})
         done, models_fitted = _learned_outcomes(models, own, inputs, building_id, stored,
-                                                track_record, standing_in, earlier,
-                                                stored_fits or {})
+                                                track_record, standing_in, earlier)
         outcomes.update(done)
-        result.fits.update({
-            name: StoredFit.of(model, done[name].params, own.feature_columns,
-                               done[name].base, own.week)
-            for name, model in models_fitted.items()
-            if name in config.refit_models and done[name].fitted_week == own.week
-            and _keeps_fit(own, inputs)})
         fitted.update({name: (model, own) for name, model in models_fitted.items()})
     for name in config.models:
         if MODELS[name].is_learned:

@@ -28,7 +28,6 @@ from wadiro_fleet.tasks.warehouse.hours import (
 from wadiro_fleet.tasks.warehouse.results import (
     load_issued_forecasts,
     load_issued_history,
-    load_stored_fits,
     load_stored_params,
     load_track_record,
 )
@@ -43,8 +42,7 @@ def load_jobs(
     the building's scores of the weeks before the first (its track record), the forecasts its
     base models issued for the history's weeks (what models stacked on them correct), and (under
     ``tuning="reuse"``) the latest stored tuning per model and the forecasts issued for the
-    week before the first, which its validation can use instead of fitting again, and the latest
-    stored final fit of each model whose fit serves several weeks. A locked
+    week before the first, which its validation can use instead of fitting again. A locked
     warehouse is waited for at most ``lock_wait_s`` (default: a minute of retries)."""
     with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:
         infos = load_buildings_info(con, ids)
@@ -62,12 +60,10 @@ def load_jobs(
         history = (load_issued_history(con, ids, config.base_models,
                                        weeks[0] - timedelta(weeks=config.history_weeks),
                                        weeks[0]) if config.base_models else {})
-        fits = load_stored_fits(con, ids, config, weeks[0])
     return [
         BuildingJob(info=infos[bid], hours=frame, weeks=tuple(weeks),
                     stored_params=stored.get(bid, {}), track_record=record.get(bid, {}),
-                    issued=issued.get(bid, {}), issued_history=history.get(bid, {}),
-                    stored_fits=fits.get(bid, {}))
+                    issued=issued.get(bid, {}), issued_history=history.get(bid, {}))
         for bid, frame in _by_building(hours)
     ]
 

@@ -25,7 +25,6 @@ from wadiro_fleet.tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
     ModelOutcome,
-    StoredFit,
     StoredParams,
     epoch_us,
 )
@@ -35,7 +34,7 @@ from wadiro_fleet.tasks.warehouse.connection import transaction
 from wadiro_fleet.tasks.warehouse.rescoring import level_pct
 from wadiro_fleet.tasks.warehouse.slices import Slice, empty_rows, replace_slice
 
-PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits", "fitted_models")
+PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits")
 PER_WEEK_TABLES = ("window_status", "publications", "validation_errors")
 RESULT_SLICE_TABLES = (*PER_WEEK_TABLES, *PER_MODEL_TABLES)
 """The tables a batch of results replaces its slice of: per (building, week), and per
@@ -44,7 +43,7 @@ RESULT_SLICE_TABLES = (*PER_WEEK_TABLES, *PER_MODEL_TABLES)
 _FIT_COLUMNS = ("status", "error", "tuned_week", "solver", "solver_status", "objective",
                 "fit_time_s", "tuning_time_s", "n_train", "validation_mae", "validation_source",
                 "l_eps", "l_eps_lower", "l_eps_status", "oos_bound_kwh", "certify_time_s",
-                "level_shift", "base", "fitted_week")
+                "level_shift", "base")
 """The ``model_fits`` columns that hold the :class:`ModelOutcome` field of the same name."""
 
 
@@ -97,12 +96,6 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                    for level in LEVELS},
             })
             forecasts.append((res, out))
-        for model, fit in res.fits.items():
-            rows["fitted_models"].append({
-                **key, "model": model, "params": to_json(fit.params),
-                "columns": to_json(list(fit.columns)), "base": fit.base,
-                "estimator": fit.packed,
-                "run_id": run_id})
     tables = {table: _arrow_rows(rows[table]) for table in RESULT_SLICE_TABLES if rows[table]}
     if forecasts:
         tables["forecasts"] = _forecasts_table(forecasts, run_id)
@@ -234,69 +227,7 @@ def write_result_tables(
                 rows = rows.filter(pc.equal(rows["target_week"], pa.scalar(week, pa.date32())))
                 _, n = replace_slice(con, table, rows, Slice(where_in=where), own_transaction=False)
                 inserted += n
-        if "fitted_models" in tables:
-            _keep_latest_fits(con, tables["fitted_models"])
     return inserted
-
-
-def _keep_latest_fits(con: duckdb.DuckDBPyConnection, written: pa.Table) -> None:
-    """Delete the stored fits that a later fit of the same building and model replaces: only
-    the latest serves the weeks ahead (a packed fit of the deployed boostings is about 120 kB; a
-    fleet keeps one per building and model)."""
-    con.execute(
-        """
-        DELETE FROM fitted_models f
-        WHERE building_id IN (SELECT unnest(?::VARCHAR[]))
-          AND EXISTS (SELECT 1 FROM fitted_models g WHERE g.building_id = f.building_id
-                      AND g.model = f.model AND g.target_week > f.target_week)
-        """, [sorted(set(written["building_id"].to_pylist()))])
-
-
-def load_stored_fits(
-    con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], config: ForecastConfig,
-    before: date,
-) -> dict[str, dict[str, StoredFit]]:
-    """Per building, the latest stored final fit of each of ``config``'s models whose fit serves
-    several weeks, made for a week before ``before`` that it may still serve, by a run of the
-    same protocol (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`),
-    still packed (a week that cannot unpack it, under another library version, fits again)."""
-    models = config.refit_models
-    if not models:
-        return {}
-    oldest = before - timedelta(weeks=max(config.refit_weeks_of(m) for m in models) - 1)
-    rows = con.execute(
-        """
-        SELECT f.building_id, f.model, f.target_week, f.params, f.columns, f.base, f.estimator,
-               r.parameters
-        FROM fitted_models f JOIN runs r ON r.run_id = f.run_id
-        WHERE f.target_week < ? AND f.target_week >= ?
-          AND f.building_id IN (SELECT unnest(?::VARCHAR[]))
-          AND f.model IN (SELECT unnest(?::VARCHAR[]))
-        ORDER BY f.target_week
-        """, [before, oldest, list(building_ids), list(models)]).fetchall()
-    same = _ProtocolCheck(config)
-    fits: dict[str, dict[str, StoredFit]] = defaultdict(dict)
-    for building_id, model, week, params, columns, base, blob, parameters in rows:
-        if same(parameters):
-            fits[building_id][model] = StoredFit(blob, json.loads(params),
-                                                 tuple(json.loads(columns)), base, week)
-    return dict(fits)
-
-
-class _ProtocolCheck:
-    """Whether a run's recorded parameters (``runs.parameters``) are ``config``'s protocol;
-    each run's answer is kept (a batch reads many rows of a few runs)."""
-
-    def __init__(self, config: ForecastConfig) -> None:
-        self.wanted = config.protocol_record()
-        self.known: dict[str, bool] = {}
-
-    def __call__(self, parameters: str) -> bool:
-        if parameters not in self.known:
-            recorded = json.loads(parameters)
-            self.known[parameters] = all(recorded.get(name) == value
-                                         for name, value in self.wanted.items())
-        return self.known[parameters]
 
 
 def load_stored_params(
@@ -348,10 +279,15 @@ def load_issued_forecasts(
           AND m.model IN (SELECT unnest(?::VARCHAR[]))
           AND w.left_out IS NULL
         """, args).fetchall()
-    same_protocol = _ProtocolCheck(config)
+    wanted = config.protocol_record()
+    same_protocol: dict[str, bool] = {}  # by the run's recorded parameters: a few runs, many rows
     made: dict[tuple[str, str, str], tuple[str, float]] = {}  # -> params, level shift
     for building_id, model, run_id, params, parameters, shift in fits:
-        if same_protocol(parameters):
+        if parameters not in same_protocol:
+            recorded = json.loads(parameters)
+            same_protocol[parameters] = all(recorded.get(name) == value
+                                            for name, value in wanted.items())
+        if same_protocol[parameters]:
             made[building_id, model, run_id] = params, shift
     if not made:
         return {}

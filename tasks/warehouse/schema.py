@@ -182,19 +182,7 @@ RESULT_TABLES: dict[str, str] = {
             certify_time_s DOUBLE,
             validation_source VARCHAR,
             level_shift    DOUBLE,
-            base           VARCHAR,
-            fitted_week    DATE
-        )""",
-    "fitted_models": """
-        CREATE TABLE IF NOT EXISTS fitted_models (
-            building_id  VARCHAR NOT NULL,
-            model        VARCHAR NOT NULL,
-            target_week  DATE NOT NULL,
-            params       JSON NOT NULL,
-            columns      JSON NOT NULL,
-            base         VARCHAR,
-            estimator    BLOB NOT NULL,
-            run_id       VARCHAR NOT NULL
+            base           VARCHAR
         )""",
     "publications": """
         CREATE TABLE IF NOT EXISTS publications (
@@ -240,13 +228,6 @@ SCNN family's guarantees (``tasks.protocol.certification``) are in ``model_fits`
 'node_limit' | 'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other
 models, for fits not certified (``--certify published`` certifies the published one) or with
 certification off.
-``model_fits.fitted_week`` is the target week whose final fit made the forecast: its own, or
-an earlier one's for a model whose fit serves several weeks (``refit_weeks``; its
-``fit_time_s`` is then 0). ``fitted_models`` keeps, per building and such a model, its latest
-final fit (``target_week``: the week it was made for) with the hyperparameters, feature columns
-and base it was fitted with; ``estimator`` is the fitted estimator, pickled and compressed
-(zlib): the weeks after it forecast with it. It is the project's own file, read back only by
-this code: do not load a warehouse from a source you do not trust.
 ``tuning_time_s``, ``fit_time_s`` (the final fit on the whole history) and ``certify_time_s``
 are CPU seconds of the worker thread; under joint SCNN tuning the family's shared fits count
 where they were solved (a constrained network that took its twin's optimum spent none).
@@ -288,7 +269,6 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "n_persistence", "INTEGER"),
     ("runs", "n_degraded", "INTEGER"),
     ("runs", "n_unpublished", "INTEGER"),
-    ("model_fits", "fitted_week", "DATE"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
