@@ -13,8 +13,8 @@ hour one and two weeks earlier
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import holidays
@@ -102,6 +102,16 @@ class FeatureContext:
     local: pd.DatetimeIndex
     holidays: frozenset[np.datetime64]
     closures: tuple[ClosurePeriod, ...] = ()
+    computed: dict[Hashable, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    """What several features read, computed once per build (a lag of the load, the
+    holiday-aware persistence), by key."""
+
+    def once(self, key: Hashable, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """A copy of ``compute()``, computed the first time ``key`` is asked for (a copy: no
+        two columns share memory, and no caller changes what the next one reads)."""
+        if key not in self.computed:
+            self.computed[key] = compute()
+        return self.computed[key].copy()
 
 
 @dataclass(frozen=True)
@@ -210,11 +220,8 @@ LAG_WEEKS: tuple[int, ...] = (1, 2, 3, 4)
 
 def _lags(ctx: FeatureContext, weeks: tuple[int, ...]) -> np.ndarray:
     """(n_hours, len(weeks)) loads at the same local hour ``weeks`` weeks back (NaN: missing)."""
-    load = _series(ctx, LABEL)
-    columns = [
-        load.reindex(same_local_hour_weeks_before(ctx.local, k).as_unit("us")).to_numpy()
-        for k in weeks
-    ]
+    columns = [ctx.once(("lag", k), lambda k=k: _series(ctx, LABEL).reindex(
+        same_local_hour_weeks_before(ctx.local, k).as_unit("us")).to_numpy()) for k in weeks]
     return np.column_stack(columns) if len(ctx.local) else np.zeros((0, len(weeks)))
 
 
@@ -283,8 +290,8 @@ def _day_type_lag(ctx: FeatureContext) -> np.ndarray:
     """The holiday-aware persistence forecast of each hour
     (:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`) as a feature: a model
     that weighs it learns how far to trust the latest day of the same type."""
-    return day_type_persistence(_series(ctx, LABEL), ctx.local, ctx.holidays, ctx.closures,
-                                fallback=_persistence(ctx))
+    return ctx.once("day_type_persistence", lambda: day_type_persistence(
+        _series(ctx, LABEL), ctx.local, ctx.holidays, ctx.closures, fallback=_persistence(ctx)))
 
 
 def _year_ago(ctx: FeatureContext) -> np.ndarray:
@@ -489,9 +496,7 @@ def build_features(
     if LABEL in hours.columns:
         out[LABEL] = pd.to_numeric(hours[LABEL], errors="coerce").to_numpy(dtype=np.float64)
         out[PERSISTENCE] = _persistence(ctx)
-        out[DAY_TYPE_PERSISTENCE] = day_type_persistence(
-            _series(ctx, LABEL), local, ctx.holidays, closures,
-            fallback=out[PERSISTENCE].to_numpy())
+        out[DAY_TYPE_PERSISTENCE] = _day_type_lag(ctx)
         out[UNLIKE_LAST_WEEK] = unlike_last_week(local, ctx.holidays, closures).astype(float)
     return out
 

@@ -210,11 +210,16 @@ class Fitter:
             if self.config.target == "residual":
                 prediction = self.config.correction_rate_of(model) * prediction
             prediction = np.where(rows.keep_base, 0.0, prediction)
-        floor = self.floor(model, part)
-        if floor is not None and (self.config.target_week_floor == "projection"
-                                  or not MODELS[model].floor_in_program):
-            prediction = np.fmax(prediction, floor)  # NaN predictions stay NaN
+        if self.projects(model):
+            prediction = np.fmax(prediction, self.floor(model, part))  # NaN stays NaN
         return prediction
+
+    def projects(self, model: str) -> bool:
+        """Whether :meth:`predict` projects ``model``'s predictions of every part onto its
+        floor (they never fall below it there)."""
+        spec = MODELS[model]
+        return spec.load_floor is not None and (self.config.target_week_floor == "projection"
+                                                or not spec.floor_in_program)
 
     def fit_order(self, models: list[str]) -> list[str]:
         """``models`` with every relaxation before the model it serves."""

@@ -323,9 +323,11 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
     outcome.intervals = conformal_intervals(
         outcome.y_hat, errors.to_numpy() - outcome.level_shift,
         levels=adapted_levels(name, record, LEVELS), floor=0.0 if floor is None else floor)
+    # a model projected onto its floor breaks it on no training row: no need to predict them
     outcome.scores = score_forecast(
         test.load, outcome.y_hat,
-        train_prediction=train.to_load(fitter.predict(name, model, "train")),
+        train_prediction=None if fitter.projects(name) else train.to_load(
+            fitter.predict(name, model, "train")),
         intervals=outcome.intervals,
     )
     # solver facts an estimator exposes (the SCNN family); None for the baselines

@@ -294,3 +294,16 @@ def test_another_zone_and_calendar():
     assert out.loc[pd.Timestamp("2019-07-04 04:00Z"), "hour_cos"] == pytest.approx(1.0)
     assert out.loc[pd.Timestamp("2019-07-04 04:00Z"), "is_holiday_or_weekend"] == 1.0
     assert out.loc[pd.Timestamp("2019-07-04 03:00Z"), "is_holiday_or_weekend"] == 0.0
+
+
+def test_columns_read_from_one_computation_are_the_same_values_in_their_own_memory():
+    """The year set's holiday-aware persistence is computed once for its feature and for the
+    base a residual corrects: equal columns, each its own, so changing one leaves the other."""
+    frame = hourly("2018-06-04", "2019-07-15", kwh=True)
+    out = build_features(frame, **LONDON, feature_set="year")
+    lag, base = out["kwh_day_type_lag"].to_numpy(), out["kwh_day_type_persistence"].to_numpy()
+    np.testing.assert_array_equal(lag, base)
+    arrays = [out[c].to_numpy() for c in out.columns if out[c].dtype == np.float64]
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
+    out.loc[out.index[-1], "kwh_day_type_lag"] = -1.0
+    assert out["kwh_day_type_persistence"].iloc[-1] == base[-1] != -1.0
