@@ -63,6 +63,9 @@ def rescore_forecasts(
         "ts <= ?": end,
     }
     given = {clause: value for clause, value in filters.items() if value is not None}
+    # The forecasts' and readings' scans take the week and building filters too (a forecast's
+    # hours all share them), so that a batch's rescoring reads its own rows, not the table's.
+    rows_of = {clause: value for clause, value in given.items() if not clause.startswith("ts ")}
     both = "f.y_hat IS NOT NULL AND m.kwh IS NOT NULL"
     intervals = []
     for level in LEVELS:
@@ -88,16 +91,19 @@ def rescore_forecasts(
                    avg(m.kwh) FILTER (WHERE {both})                      AS mean_actual,
                    count(*) FILTER (WHERE {both})                        AS n_hours,
                    {", ".join(intervals)}
-            FROM forecasts f
+            FROM (SELECT * FROM forecasts WHERE {" AND ".join(["true", *rows_of])}) f
             JOIN weeks USING (building_id, model, target_week)
-            LEFT JOIN meter_readings m USING (building_id, ts)
+            LEFT JOIN (SELECT * FROM meter_readings WHERE {" AND ".join(
+                ["true", *(c for c in rows_of if c.startswith("building_id"))])}) m
+                USING (building_id, ts)
             GROUP BY f.building_id, f.model, f.target_week
         ) AS fresh
         WHERE s.building_id = fresh.building_id AND s.model = fresh.model
           AND s.target_week = fresh.target_week
           AND (s.n_hours <> fresh.n_hours OR {" OR ".join(_differs(c) for c in numbers)})
         """,
-        list(given.values()),
+        [*given.values(), *rows_of.values(),
+         *(v for c, v in rows_of.items() if c.startswith("building_id"))],
     ).fetchone()[0]
 
 

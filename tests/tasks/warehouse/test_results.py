@@ -200,6 +200,37 @@ def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
     assert mae == pytest.approx(expected.mae) and rmse == pytest.approx(expected.rmse)
 
 
+def test_rescore_of_some_buildings_touches_only_theirs_and_agrees_with_a_full_rescore(
+    warehouse, tmp_path
+):
+    """Rescoring by building (as a run does after each batch) updates exactly the scores a
+    rescore of the whole table updates for those buildings, and no other building's."""
+    import shutil
+
+    from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+
+    config = ForecastConfig(models=("wadiro_linreg", "seasonal_naive"), trials=2)
+    ids = ("synthetic_b00000", "synthetic_b00001")
+    results = [_run(warehouse, b, config) for b in ids]
+    paths = [tmp_path / "some.duckdb", tmp_path / "all.duckdb"]
+    for path in paths:
+        shutil.copy(warehouse, path)
+        with connect(path) as con:
+            write_results(con, results, run_id="r", models=config.models)
+            con.execute("UPDATE meter_readings SET kwh = kwh * 1.5 WHERE ts >= ?",
+                        [results[0].test_ts.min().to_pydatetime()])
+    scores = "SELECT building_id, model, mae, rmse, n_hours FROM scores ORDER BY 1, 2"
+    with connect(paths[0]) as con:
+        before = con.execute(scores).fetchall()
+        assert rescore_forecasts(con, WEEK, buildings=[ids[0]]) == 2
+        some = con.execute(scores).fetchall()
+    with connect(paths[1]) as con:
+        assert rescore_forecasts(con, WEEK) == 4
+        full = con.execute(scores).fetchall()
+    assert some[:2] == full[:2] and some[:2] != before[:2]  # b00000: as a full rescore
+    assert some[2:] == before[2:] != full[2:]  # b00001: untouched
+
+
 def test_a_week_with_a_weather_gap_still_publishes(warehouse):
     """58 hours of the target week's temperature and irradiance missing (more than a quarter
     of the week): both are left out, the models run on the wind and the calendar, and a forecast
