@@ -66,10 +66,13 @@ REGISTRY: MappingProxyType[str, ModelEntry] = MappingProxyType({
     "wadiro_linreg": ModelEntry("._wadiro_linreg:WaDiRoLinearRegression", LINREG_SPACE,
                                 fast={"solver": "clarabel-direct"}),
     # beyond the paper: the practitioner's gradient boosting, its forecasts projected on y >= 0
-    "gbr": ModelEntry("._boosting:GradientBoostingModel", GBR_SPACE, projected_floor=0.0),
+    # (fast: LightGBM grows the trees, on scikit-learn's bins)
+    "gbr": ModelEntry("._boosting:GradientBoostingModel", GBR_SPACE, projected_floor=0.0,
+                      fast={"engine": "lightgbm"}),
     # the same trees as a practitioner first runs them: scikit-learn's default settings
     # (the absolute loss), nothing tuned
-    "gbr_lags": ModelEntry("._boosting:GradientBoostingModel", {}, projected_floor=0.0),
+    "gbr_lags": ModelEntry("._boosting:GradientBoostingModel", {}, projected_floor=0.0,
+                           fast={"engine": "lightgbm"}),
 })
 """Model name -> its entry, in the order runs list the models."""
 
