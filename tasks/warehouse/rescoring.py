@@ -55,17 +55,19 @@ def rescore_forecasts(
     ``buildings``, with an hour from ``start`` to ``end`` (inclusive; each filter only when
     given). Returns the number of updated rows.
     """
-    filters = {
-        "target_week >= ?": since,
-        "building_id IN (SELECT unnest(?::VARCHAR[]))":
-            None if buildings is None else list(buildings),
-        "ts >= ?": start,
-        "ts <= ?": end,
-    }
-    given = {clause: value for clause, value in filters.items() if value is not None}
+    ids = None if buildings is None else list(dict.fromkeys(buildings))
+    # (clause, its parameters). The buildings also as their range: DuckDB then skips the row
+    # groups outside it, and a batch's rescoring reads about its own rows, not the tables'.
+    weeks = [("target_week >= ?", [since])] if since is not None else []
+    of_buildings = ([] if ids is None else [("false", [])] if not ids else [
+        ("building_id BETWEEN ? AND ?", [min(ids), max(ids)]),
+        (f"building_id IN ({', '.join('?' * len(ids))})", ids)])
+    hours = [(clause, [value]) for clause, value in (("ts >= ?", start), ("ts <= ?", end))
+             if value is not None]
+    given = {clause: value for clause, value in [*weeks, *of_buildings, *hours]}
     # The forecasts' and readings' scans take the week and building filters too (a forecast's
-    # hours all share them), so that a batch's rescoring reads its own rows, not the table's.
-    rows_of = {clause: value for clause, value in given.items() if not clause.startswith("ts ")}
+    # hours all share them).
+    rows_of = dict([*weeks, *of_buildings])
     both = "f.y_hat IS NOT NULL AND m.kwh IS NOT NULL"
     intervals = []
     for level in LEVELS:
@@ -94,7 +96,7 @@ def rescore_forecasts(
             FROM (SELECT * FROM forecasts WHERE {" AND ".join(["true", *rows_of])}) f
             JOIN weeks USING (building_id, model, target_week)
             LEFT JOIN (SELECT * FROM meter_readings WHERE {" AND ".join(
-                ["true", *(c for c in rows_of if c.startswith("building_id"))])}) m
+                ["true", *dict(of_buildings)])}) m
                 USING (building_id, ts)
             GROUP BY f.building_id, f.model, f.target_week
         ) AS fresh
@@ -102,8 +104,8 @@ def rescore_forecasts(
           AND s.target_week = fresh.target_week
           AND (s.n_hours <> fresh.n_hours OR {" OR ".join(_differs(c) for c in numbers)})
         """,
-        [*given.values(), *rows_of.values(),
-         *(v for c, v in rows_of.items() if c.startswith("building_id"))],
+        [value for values in [*given.values(), *rows_of.values(), *dict(of_buildings).values()]
+         for value in values],
     ).fetchone()[0]
 
 
