@@ -89,3 +89,60 @@ def test_its_search_space_is_its_own_parameters_around_scikit_learns_defaults():
         assert isinstance(dist, (LogUniform, IntUniform))
         if name != "l2_regularization":  # 0 by default, a log-uniform range above it
             assert dist.low <= params[name] <= dist.high, name
+
+
+# --- the LightGBM engine -----------------------------------------------------------------------
+
+def test_bins_are_scikit_learns_thresholds():
+    """Few distinct values: the midpoints between them; many: the inner quantiles; a missing
+    value is ignored; a constant input has one bin. Checked against the thresholds scikit-learn's
+    own trees bin with."""
+    from sklearn.ensemble._hist_gradient_boosting.binning import _BinMapper
+
+    from wadiro_models._boosting import bin_thresholds
+
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.normal(size=3000), rng.integers(0, 24, 3000).astype(float),
+                         np.where(rng.random(3000) < 0.1, np.nan, rng.exponential(size=3000)),
+                         np.ones(3000), np.repeat(rng.normal(size=600), 5)])
+    reference = _BinMapper(n_bins=256, random_state=0).fit(X).bin_thresholds_
+    for j in range(X.shape[1]):
+        np.testing.assert_array_equal(bin_thresholds(X[:, j], 255), reference[j])
+    np.testing.assert_array_equal(bin_thresholds(np.array([1.0, 3.0, 3.0, 6.0]), 255), [2.0, 4.5])
+    assert bin_thresholds(np.array([np.nan, 2.0, 2.0]), 255).size == 0
+
+
+def test_a_value_goes_to_the_bin_between_its_thresholds_and_a_missing_one_stays_missing():
+    from wadiro_models._boosting import to_bins
+
+    X = np.array([[0.5, 1.0], [2.0, np.nan], [2.5, 7.0], [9.0, -1.0]])
+    binned = to_bins(X, [np.array([1.0, 2.0, 3.0]), np.array([0.0])])
+    # bin i holds the values above threshold i-1 and up to threshold i
+    np.testing.assert_array_equal(binned, [[0.0, 1.0], [1.0, np.nan], [2.0, 1.0], [3.0, 0.0]])
+
+
+def test_lightgbm_grows_trees_as_good_as_scikit_learns_and_as_reproducible():
+    X, y = _data(n=2000, seed=6)
+    X[::9, 2] = np.nan
+    test_X, test_y = _data(n=1000, seed=7)
+    ours = GradientBoostingModel(engine="lightgbm").fit(X, y)
+    reference = GradientBoostingModel().fit(X, y)
+    mae = np.abs(ours.predict(test_X) - test_y).mean()
+    assert mae < 1.05 * np.abs(reference.predict(test_X) - test_y).mean()
+    assert mae < 0.2 * np.abs(test_y - np.median(y)).mean()  # it learned the signal
+    assert ours.model_.n_estimators == 100 and len(ours.bin_thresholds_) == 4
+    np.testing.assert_array_equal(
+        ours.predict(test_X), GradientBoostingModel(engine="lightgbm").fit(X, y).predict(test_X))
+
+
+def test_lightgbm_takes_the_settings_and_holds_the_floor():
+    X, y = _data(seed=8)
+    model = GradientBoostingModel(engine="lightgbm", max_iter=7, max_leaf_nodes=4,
+                                  min_samples_leaf=30, lower_bound=0.0).fit(X, y)
+    dumped = model.model_.booster_.dump_model()["tree_info"]
+    assert len(dumped) == 7 and all(tree["num_leaves"] <= 4 for tree in dumped)
+    assert (model.predict(X) >= 0.0).all() and (model.predict(X) == 0.0).any()
+    squared = GradientBoostingModel(engine="lightgbm", loss="squared_error").fit(X, y)
+    assert squared.model_.objective == "l2"
+    with pytest.raises(ValueError, match="engine"):
+        GradientBoostingModel(engine="xgboost").fit(X, y)
