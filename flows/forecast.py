@@ -4,7 +4,8 @@ Orchestration only, and one road, read top to bottom in :func:`forecast_weeks`: 
 read a few batches of buildings at a time (:data:`READ_BUILDINGS`); submit each batch's
 forecasts to the task runner (processes, threads or a Dask cluster), at most
 ``settings.max_in_flight`` batches in the air -- which bounds memory and the load on Prefect's
-API however large the fleet; write each batch's rows as soon as it is back; close the run.
+API however large the fleet; write the batches' rows as they come back (every
+:data:`~wadiro_fleet.tasks.warehouse.pending.WRITE_EVERY_S` at most); close the run.
 
 The flows run through Prefect or directly (:mod:`~wadiro_fleet.flows.engine`). Either way a
 run:

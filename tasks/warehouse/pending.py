@@ -2,8 +2,11 @@
 
 DuckDB admits one writing process, and an analyst's open connection -- even a read-only one --
 keeps a writer out for as long as it stays open. A run must not throw away what it computed
-because of that. :class:`RunWriter` writes each finished batch into the warehouse at once when
-its lock is free; when it is not, the batch is *staged*: plain Parquet files of the result
+because of that. :class:`RunWriter` writes the finished batches into the warehouse when its lock
+is free, every :data:`WRITE_EVERY_S` seconds at most (the batches finished since, in one
+transaction: a write's cost is mostly fixed, opening the file, replacing each table's slice,
+checkpointing on close) and at the run's end; when it is not free, they are *staged*: plain
+Parquet files of the result
 tables' own rows, one folder per batch
 (``<warehouse>.pending/<run_id>/batch-<number>-<building-weeks>/<table>.parquet``, the run's
 models in the files' metadata). :func:`load_staged` has DuckDB read them (``read_parquet``) and
@@ -47,6 +50,12 @@ from wadiro_fleet.tasks.warehouse.refusals import resource_error
 from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
 from wadiro_fleet.tasks.warehouse.results import result_tables, write_result_tables
 from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_end
+
+WRITE_EVERY_S = 10.0
+"""Longest time a finished batch waits in the run's process before it is written (or staged).
+On a 1,000-building warehouse, writing 10 buildings' results at a time cost 13.6 ms of CPU per
+building, 50 at a time 5.4 ms; a process ended by ``kill -9`` loses at most this much of its
+work (a stop, a failure or the run's end writes what is held first)."""
 
 WRITE_WAIT_S = 2.0
 """How long a batch's write (then the batch is staged) and a stopped run's closing record wait
@@ -98,7 +107,9 @@ class RunWriter:
         self.locked = False
         self.status: str | None = None
         """The run's final status once closed (a run is closed once)."""
-        self._last_try = time.monotonic()
+        self._last_try = self._last_write = time.monotonic()
+        self._held: list[BuildingWeekResult] = []
+        """Finished results not yet written or staged (:data:`WRITE_EVERY_S`)."""
 
     @property
     def pending(self) -> int:
@@ -110,10 +121,19 @@ class RunWriter:
         return pending_root(self.warehouse) / self.run_id
 
     def write(self, results: Sequence[BuildingWeekResult]) -> None:
-        """Write a finished batch, or stage it while the warehouse is locked."""
-        if not results:
+        """Take a finished batch: written (or staged while the warehouse is locked) with the
+        others held, once :data:`WRITE_EVERY_S` have passed since the last write."""
+        self._held.extend(results)
+        if time.monotonic() - self._last_write >= WRITE_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is held now, or stage it while the warehouse is locked."""
+        self._last_write = time.monotonic()
+        if not self._held:
             return
-        tables = result_tables(results, self.run_id)
+        tables = result_tables(self._held, self.run_id)
+        self._held = []
         if not self.locked:
             try:
                 with connect(self.warehouse, wait_s=WRITE_WAIT_S) as con:
@@ -124,7 +144,10 @@ class RunWriter:
         stage_tables(self.warehouse, self.run_id, tables, self.models)
 
     def retry(self) -> None:
-        """Load what a locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
+        """While the run waits: write what has been held :data:`WRITE_EVERY_S`, and load what a
+        locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
+        if self._held and time.monotonic() - self._last_write >= WRITE_EVERY_S:
+            self.flush()
         if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
             self._load(WRITE_WAIT_S)
 
@@ -134,6 +157,7 @@ class RunWriter:
         what stays staged then is loaded later (:meth:`how_to_load`). Closes once."""
         if self.status is not None:
             return self.status
+        self.flush()
         status, message = summary.final_status(error)
         self.status = status
         stage_closing(self.warehouse, summary, status, message)
@@ -360,6 +384,7 @@ def _not_superseded(
 
 __all__ = [
     "PENDING_RETRY_S",
+    "WRITE_EVERY_S",
     "WRITE_WAIT_S",
     "LoadReport",
     "RunWriter",

@@ -116,8 +116,10 @@ def warehouses(undisturbed, tmp_path):
 
 @pytest.fixture
 def slow_steps(monkeypatch, no_prefect_server):
-    """The compute step a second slower, and the waits for the lock shorter."""
+    """The compute step a second slower, the waits for the lock shorter, and every batch
+    written (or staged) as it comes back."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
+    monkeypatch.setattr(pending, "WRITE_EVERY_S", 0.0)
     monkeypatch.setattr(pending, "PENDING_RETRY_S", 0.5)
     monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.3)
 

@@ -1,6 +1,7 @@
-"""A run writes every finished batch straight into a free warehouse: the warehouse holds each
-batch's rows as soon as its write returns, nothing is staged beside it, and a run of one
-building per batch writes the rows a run of every building in one batch writes."""
+"""A run writes its finished batches straight into a free warehouse: every ``WRITE_EVERY_S``
+at most (with none, each batch's rows as soon as its write returns) and at its end, nothing
+staged beside it; a run of one building per batch writes the rows a run of every building in
+one batch writes, however its batches were grouped into writes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.settings import BackfillSettings
+from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.pending import RunWriter, pending_root
 from warehouse_rows import WEEKS, make_warehouse, result_rows
@@ -23,10 +25,12 @@ def pristine(tmp_path_factory):
     return make_warehouse(tmp_path_factory.mktemp("staged") / "pristine.duckdb", buildings=3)
 
 
-def _backfill(pristine, tmp_path, monkeypatch, batch_size: int) -> tuple[list, list]:
+def _backfill(pristine, tmp_path, monkeypatch, batch_size: int,
+              write_every_s: float = 0.0) -> tuple[list, list]:
     """Backfill a copy of ``pristine``: the building-weeks the warehouse held after each
     batch's write, and its result rows at the end."""
-    warehouse = tmp_path / f"batch-{batch_size}.duckdb"
+    monkeypatch.setattr(pending, "WRITE_EVERY_S", write_every_s)
+    warehouse = tmp_path / f"batch-{batch_size}-{write_every_s}.duckdb"
     shutil.copy(pristine, warehouse)
     write, held = RunWriter.write, []
 
@@ -53,3 +57,12 @@ def test_each_batch_is_in_the_warehouse_when_its_write_returns(pristine, tmp_pat
     together_held, together_rows = _backfill(pristine, tmp_path, monkeypatch, batch_size=3)
     assert together_held == [6]
     assert rows == together_rows and len(rows["forecasts"]) > 0
+
+
+def test_batches_finished_within_the_interval_are_written_together_at_the_end(
+    pristine, tmp_path, monkeypatch
+):
+    held, rows = _backfill(pristine, tmp_path, monkeypatch, batch_size=1, write_every_s=3600)
+    assert held == [0, 0, 0]  # each batch held, none written when it came back ...
+    _, one_by_one = _backfill(pristine, tmp_path, monkeypatch, batch_size=1)
+    assert rows == one_by_one  # ... and all of them at the run's end, the same rows

@@ -196,10 +196,29 @@ class _Told(list):
         self.append(line)
 
 
+def test_the_writer_holds_finished_batches_until_its_interval_is_up_then_writes_them_together(
+    warehouse, monkeypatch
+):
+    writer = pending.RunWriter(str(warehouse), "old", MODELS, lock_wait_s=0.2, tell=_Told())
+    writer.write(results("a", "first"))
+    writer.write(results("b", "second"))
+    writer.retry()  # the run waits, the interval is not up
+    assert statuses(warehouse) == [] and not pending_root(warehouse).exists()
+    writer._last_write -= pending.WRITE_EVERY_S  # ... and now it is
+    writer.retry()
+    assert [r[0] for r in statuses(warehouse)] == ["a", "a", "b", "b"]
+    writer.write(results("c", "third"))  # held again: the interval starts anew
+    assert len(statuses(warehouse)) == 4
+    assert writer.close(RunSummary(run_id="old", weeks=[W1, W2])) == "completed"
+    assert [r[0] for r in statuses(warehouse)] == ["a", "a", "b", "b", "c", "c"]  # the end
+    assert not pending_root(warehouse).exists()
+
+
 def test_the_writer_writes_a_free_warehouse_at_once_and_stages_only_while_it_is_locked(
     warehouse, monkeypatch
 ):
     monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.2)
+    monkeypatch.setattr(pending, "WRITE_EVERY_S", 0.0)  # every batch written as it comes
     told = _Told()
     writer = pending.RunWriter(str(warehouse), "old", MODELS, lock_wait_s=0.2, tell=told)
     writer.write(results("a", "free"))
