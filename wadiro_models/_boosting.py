@@ -141,6 +141,9 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     bin_thresholds_ : list of ndarray
         Per input, the thresholds of its bins (``engine="lightgbm"`` only).
 
+    n_iter_ : int
+        Trees fitted (``max_iter``: no early stopping).
+
     solver_status_ : str
         ``"optimal"`` (the trees are fitted to their last iteration).
 
@@ -231,6 +234,8 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
                 l2_regularization=self.l2_regularization, max_bins=self.max_bins,
                 early_stopping=False, random_state=self.random_state,
             ).fit(X, y)
+        self.n_iter_ = (self.model_.booster_.current_iteration() if self.engine == "lightgbm"
+                        else self.model_.n_iter_)
         self.solver_status_ = "optimal"
         self.fit_time_ = time.perf_counter() - started
         return self

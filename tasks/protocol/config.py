@@ -172,7 +172,8 @@ DEPLOYED_OPTIONS: Mapping[str, Any] = MappingProxyType(_model_options(
     [name for name, spec in MODELS.items() if spec.is_learned]))
 """The deployed protocol's model options: every model's fast solver (the same program with less
 work: one factorisation for the GP, the SVR's l1 program solved exactly, the linear program
-handed to Clarabel as matrices, the structured interior point for the networks). Which hours a
+handed to Clarabel as matrices, the structured interior point for the networks; for the
+gradient boostings, LightGBM's trees on scikit-learn's bins). Which hours a
 model is fitted on is the protocol's (``tuning_sample_every``, ``fit_sample_every`` and
 :data:`DEPLOYED_INPUTS`), never an estimator's option."""
 

@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import check_param_validation, parametrize_w
 from wadiro_models import (
     SCNN,
     GaussianProcessBaseline,
+    GradientBoostingModel,
     LinearSVRBaseline,
     WaDiRoLinearRegression,
     WaDiRoSCNN,
@@ -27,6 +28,8 @@ ESTIMATORS = [
     WaDiRoLinearRegression(),
     GaussianProcessBaseline(),
     LinearSVRBaseline(),
+    GradientBoostingModel(max_iter=20),
+    GradientBoostingModel(max_iter=20, engine="lightgbm"),
 ]
 
 
