@@ -25,8 +25,9 @@ before the hour's own local week, so it is known when that week's forecast is is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -91,14 +92,28 @@ def parse_closure_periods(periods: Iterable[str]) -> tuple[ClosurePeriod, ...]:
 def day_types(wall: pd.DatetimeIndex, holidays: frozenset[np.datetime64],
               closures: Sequence[ClosurePeriod]) -> np.ndarray:
     """The day type of each local wall-clock time (naive), as :data:`WORKDAY`,
-    :data:`WEEKEND` or :data:`OFF_WEEKDAY`."""
+    :data:`WEEKEND` or :data:`OFF_WEEKDAY`.
+
+    Computed on the days as numbers (a feature build asks for the types of tens of thousands
+    of hours, several times over; pandas' calendar fields cost several times more)."""
     days = wall.to_numpy().astype("datetime64[D]")
-    off = np.isin(days, np.array(sorted(holidays), dtype="datetime64[D]"))
-    month, day = wall.month.to_numpy(), wall.day.to_numpy()
-    for period in closures:
-        off |= period.contains(month, day)
+    off = np.isin(days, _sorted_days(holidays))
+    if closures:
+        months = days.astype("datetime64[M]")
+        month = months.astype(np.int64) % 12 + 1
+        day = (days - months).astype(np.int64) + 1
+        for period in closures:
+            off |= period.contains(month, day)
     types = np.where(off, OFF_WEEKDAY, WORKDAY)
-    return np.where(wall.day_of_week.to_numpy() >= 5, WEEKEND, types)
+    weekday = (days.astype(np.int64) + 3) % 7  # 1970-01-01 was a Thursday; Monday is 0
+    return np.where(weekday >= 5, WEEKEND, types)
+
+
+@lru_cache(maxsize=64)
+def _sorted_days(holidays: frozenset[np.datetime64]) -> np.ndarray:
+    """A holiday calendar's dates as one sorted array (a building's calendar, asked for by
+    every feature build)."""
+    return np.array(sorted(holidays), dtype="datetime64[D]")
 
 
 def unlike_last_week(local: pd.DatetimeIndex, holidays: frozenset[np.datetime64],
@@ -114,12 +129,14 @@ def unlike_last_week(local: pd.DatetimeIndex, holidays: frozenset[np.datetime64]
 def day_type_persistence(load: pd.Series, local: pd.DatetimeIndex,
                          holidays: frozenset[np.datetime64],
                          closures: Sequence[ClosurePeriod],
-                         fallback: np.ndarray, weeks: Sequence[int] = (1, 2, 3, 4)) -> np.ndarray:
+                         fallback: np.ndarray, weeks: Sequence[int] = (1, 2, 3, 4),
+                         earlier_loads: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """The holiday-aware persistence forecast of each hour of ``local`` (module docstring).
 
     ``load`` is indexed by UTC hour; ``fallback`` is last week's persistence of each hour,
     taken where no day of the same type is found (and by off weekdays without a Sunday
-    reading).
+    reading). ``earlier_loads(k)``, when given, is the load at the same local hour ``k`` weeks
+    back that a caller has already read (a feature build's load lags), else it is read here.
     """
     wall = local.tz_localize(None)
     own = day_types(wall, holidays, closures)
@@ -127,7 +144,8 @@ def day_type_persistence(load: pd.Series, local: pd.DatetimeIndex,
     found = np.zeros(len(wall), dtype=bool)
     for k in weeks:
         earlier = wall - pd.Timedelta(weeks=k)
-        value = load.reindex(wall_clock_to_utc(earlier, local.tz).as_unit("us")).to_numpy()
+        value = (earlier_loads(k) if earlier_loads is not None else
+                 load.reindex(wall_clock_to_utc(earlier, local.tz).as_unit("us")).to_numpy())
         take = ~found & (day_types(earlier, holidays, closures) == own) & np.isfinite(value)
         out[take], found = value[take], found | take
     sunday = (wall.normalize() - pd.to_timedelta(wall.day_of_week + 1, unit="D")

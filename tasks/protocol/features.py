@@ -291,7 +291,8 @@ def _day_type_lag(ctx: FeatureContext) -> np.ndarray:
     (:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`) as a feature: a model
     that weighs it learns how far to trust the latest day of the same type."""
     return ctx.once("day_type_persistence", lambda: day_type_persistence(
-        _series(ctx, LABEL), ctx.local, ctx.holidays, ctx.closures, fallback=_persistence(ctx)))
+        _series(ctx, LABEL), ctx.local, ctx.holidays, ctx.closures, fallback=_persistence(ctx),
+        weeks=LAG_WEEKS, earlier_loads=lambda k: _lags(ctx, (k,))[:, 0]))
 
 
 def _year_ago(ctx: FeatureContext) -> np.ndarray:

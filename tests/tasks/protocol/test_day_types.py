@@ -155,3 +155,25 @@ def test_the_off_day_flag_counts_closure_weekdays_as_the_day_types_do():
     plain = build_features(hours("2019-12-01", "2020-01-20"), **LONDON, feature_set="year",
                            closure_periods=())
     assert (plain["is_off_day"].to_numpy() == paper["is_holiday_or_weekend"].to_numpy()).all()
+
+
+def test_day_types_agree_with_pandas_calendar_on_any_day_of_any_year():
+    """Computed on the days as numbers: the weekday, month and day pandas' calendar gives, for
+    hours before and after 1970, leap days and the turn of the year included."""
+    rng = np.random.default_rng(11)
+    seconds = rng.integers(pd.Timestamp("1950-01-01").value // 10**9,
+                           pd.Timestamp("2050-01-01").value // 10**9, 50_000)
+    wall = pd.DatetimeIndex(pd.to_datetime(seconds, unit="s")).append(pd.DatetimeIndex(
+        ["2024-02-29 23:00", "2023-12-31 23:59", "2024-01-01 00:00", "1969-12-31 12:00"]))
+    holidays = frozenset(np.datetime64(day, "D") for day in
+                         pd.date_range("1950-01-01", "2050-01-01", freq="11D").to_numpy())
+    closures = parse_closure_periods(["12-24..01-01", "02-29..03-02"])
+    month, day = wall.month.to_numpy(), wall.day.to_numpy()
+    off = np.isin(wall.normalize().to_numpy().astype("datetime64[D]"),
+                  np.array(sorted(holidays), dtype="datetime64[D]"))
+    for period in closures:
+        off |= period.contains(month, day)
+    expected = np.where(wall.day_of_week.to_numpy() >= 5, WEEKEND,
+                        np.where(off, OFF_WEEKDAY, WORKDAY))
+    np.testing.assert_array_equal(day_types(wall, holidays, closures), expected)
+    assert set(np.unique(expected)) == {WORKDAY, WEEKEND, OFF_WEEKDAY}
