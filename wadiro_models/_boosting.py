@@ -13,8 +13,9 @@ Two engines grow the same kind of trees: scikit-learn's (the reference) and Ligh
 third of the CPU on the pipeline's windows (most of a scikit-learn fit there is per-node Python).
 Both split on the same candidate thresholds: the LightGBM engine is given each input as its bin
 under scikit-learn's rule (every distinct value its own bin when there are at most ``max_bins``,
-else ``max_bins`` bins between quantiles), because LightGBM's own binning of the same data forecast
-0.4-0.7 % worse on the development years (``docs/benchmarks.md``).
+else ``max_bins`` bins between quantiles): with its own binning of the same data LightGBM forecast
+0.5-0.7 % worse, with these bins 0.2-0.4 % better than scikit-learn's trees (10 buildings of
+2017-2018, the development years; ``docs/benchmarks.md``, decision log).
 """
 
 from __future__ import annotations
