@@ -5,7 +5,7 @@ read a few batches of buildings at a time (:data:`READ_BUILDINGS`); submit each 
 forecasts to the task runner (processes, threads or a Dask cluster), at most
 ``settings.max_in_flight`` batches in the air -- which bounds memory and the load on Prefect's
 API however large the fleet; write the batches' rows as they come back (every
-:data:`~wadiro_fleet.tasks.warehouse.pending.WRITE_EVERY_S` at most); close the run.
+``settings.write_every_s`` at most); close the run.
 
 The flows run through Prefect or directly (:mod:`~wadiro_fleet.flows.engine`). Either way a
 run:
@@ -157,7 +157,7 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
                     "load them with `wadiro load-pending --warehouse %s`",
                     len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
     summary = RunSummary(run_id=run.run_id, weeks=weeks)
-    writer = run_writer(run, engine.warn)
+    writer = run_writer(run, engine.warn, settings.write_every_s)
     try:
         with STOP.polling(), engine.watch(), \
                 STOP.last_words(lambda: writer.close(summary, _stopped_or_ended())), \

@@ -128,9 +128,10 @@ must recompute. Its function is the protocol's own (``forecast_batch.fn``): a wo
 that runs it without Prefect imports the protocol, not Prefect or this module."""
 
 
-def run_writer(run: OpenRun, tell: Callable[[str], None]) -> RunWriter:
+def run_writer(run: OpenRun, tell: Callable[[str], None], write_every_s: float) -> RunWriter:
     """The run's one writer of results and of its closing record."""
-    return RunWriter(run.warehouse, run.run_id, run.config.models, run.lock_wait_s, tell)
+    return RunWriter(run.warehouse, run.run_id, run.config.models, run.lock_wait_s, tell,
+                     write_every_s=write_every_s)
 
 
 def read_batches(run: OpenRun, groups: list[list[str]]) -> list[Batch]:

@@ -3,7 +3,8 @@
 DuckDB admits one writing process, and an analyst's open connection -- even a read-only one --
 keeps a writer out for as long as it stays open. A run must not throw away what it computed
 because of that. :class:`RunWriter` writes the finished batches into the warehouse when its lock
-is free, every :data:`WRITE_EVERY_S` seconds at most (the batches finished since, in one
+is free, every ``write_every_s`` seconds at most (the run's setting, :data:`WRITE_EVERY_S` by
+default: the batches finished since, in one
 transaction: a write's cost is mostly fixed, opening the file, replacing each table's slice,
 checkpointing on close) and at the run's end; when it is not free, they are *staged*: plain
 Parquet files of the result
@@ -52,7 +53,8 @@ from wadiro_fleet.tasks.warehouse.results import result_tables, write_result_tab
 from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_end
 
 WRITE_EVERY_S = 10.0
-"""Longest time a finished batch waits in the run's process before it is written (or staged).
+"""By default, the longest time a finished batch waits in the run's process before it is
+written (or staged); a run's ``write_every_s``.
 On a 1,000-building warehouse, writing 10 buildings' results at a time cost 13.6 ms of CPU per
 building, 50 at a time 5.4 ms; a process ended by ``kill -9`` loses at most this much of its
 work (a stop, a failure or the run's end writes what is held first)."""
@@ -100,16 +102,16 @@ class RunWriter:
     receives what the user must know: the warehouse locked, free again."""
 
     def __init__(self, warehouse: str, run_id: str, models: Sequence[str], lock_wait_s: float,
-                 tell: Callable[[str], None]) -> None:
+                 tell: Callable[[str], None], write_every_s: float = WRITE_EVERY_S) -> None:
         self.warehouse, self.run_id, self.models = warehouse, run_id, list(models)
-        self.lock_wait_s = lock_wait_s
+        self.lock_wait_s, self.write_every_s = lock_wait_s, write_every_s
         self.tell = tell
         self.locked = False
         self.status: str | None = None
         """The run's final status once closed (a run is closed once)."""
         self._last_try = self._last_write = time.monotonic()
         self._held: list[BuildingWeekResult] = []
-        """Finished results not yet written or staged (:data:`WRITE_EVERY_S`)."""
+        """Finished results not yet written or staged (``write_every_s``)."""
 
     @property
     def pending(self) -> int:
@@ -122,9 +124,9 @@ class RunWriter:
 
     def write(self, results: Sequence[BuildingWeekResult]) -> None:
         """Take a finished batch: written (or staged while the warehouse is locked) with the
-        others held, once :data:`WRITE_EVERY_S` have passed since the last write."""
+        others held, once ``write_every_s`` have passed since the last write."""
         self._held.extend(results)
-        if time.monotonic() - self._last_write >= WRITE_EVERY_S:
+        if time.monotonic() - self._last_write >= self.write_every_s:
             self.flush()
 
     def flush(self) -> None:
@@ -144,9 +146,9 @@ class RunWriter:
         stage_tables(self.warehouse, self.run_id, tables, self.models)
 
     def retry(self) -> None:
-        """While the run waits: write what has been held :data:`WRITE_EVERY_S`, and load what a
+        """While the run waits: write what has been held ``write_every_s``, and load what a
         locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
-        if self._held and time.monotonic() - self._last_write >= WRITE_EVERY_S:
+        if self._held and time.monotonic() - self._last_write >= self.write_every_s:
             self.flush()
         if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
             self._load(WRITE_WAIT_S)

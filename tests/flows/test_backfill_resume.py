@@ -29,7 +29,8 @@ from warehouse_rows import (
 )
 
 BUILDINGS = 3
-BACKFILL = {"models": FAST_MODELS, "trials": 2, "batch_size": 1, "max_in_flight": 1}
+BACKFILL = {"models": FAST_MODELS, "trials": 2, "batch_size": 1, "max_in_flight": 1,
+            "write_every_s": 0}
 """One building per batch, one batch at a time, each written as it finishes: the first rows land
 long before the last."""
 
@@ -42,7 +43,8 @@ _CHILD = textwrap.dedent("""
     from wadiro_fleet.flows.settings import BackfillSettings
     backfill_flow(date.fromisoformat(sys.argv[2]), date.fromisoformat(sys.argv[3]),
                   BackfillSettings(warehouse=sys.argv[1], models=sys.argv[4].split(","),
-                                   trials=int(sys.argv[5]), batch_size=1, max_in_flight=1))
+                                   trials=int(sys.argv[5]), batch_size=1, max_in_flight=1,
+                                   write_every_s=0))
 """)
 
 

@@ -29,10 +29,12 @@ from wadiro_fleet.tasks.warehouse.pending import pending_root
 from warehouse_rows import WEEKS, make_warehouse, result_rows
 
 MODELS = ["svr", "seasonal_naive"]
-SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1}
+SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1,
+            "write_every_s": 0}
 BACKFILL = ["backfill", "--start", WEEKS[0].isoformat(), "--end", WEEKS[-1].isoformat(),
             "--models", ",".join(MODELS), "--trials", "2", "--runner", "threads",
-            "--batch-size", "1", "--max-in-flight", "1"]
+            "--batch-size", "1", "--max-in-flight", "1", "--write-every-s", "0"]
+"""Every batch written (or staged) as it comes back."""
 
 _ANALYST = textwrap.dedent("""
     import sys, time, duckdb
@@ -116,10 +118,8 @@ def warehouses(undisturbed, tmp_path):
 
 @pytest.fixture
 def slow_steps(monkeypatch, no_prefect_server):
-    """The compute step a second slower, the waits for the lock shorter, and every batch
-    written (or staged) as it comes back."""
+    """The compute step a second slower, and the waits for the lock shorter."""
     monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
-    monkeypatch.setattr(pending, "WRITE_EVERY_S", 0.0)
     monkeypatch.setattr(pending, "PENDING_RETRY_S", 0.5)
     monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.3)
 

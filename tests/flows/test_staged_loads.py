@@ -1,4 +1,4 @@
-"""A run writes its finished batches straight into a free warehouse: every ``WRITE_EVERY_S``
+"""A run writes its finished batches straight into a free warehouse: every ``write_every_s``
 at most (with none, each batch's rows as soon as its write returns) and at its end, nothing
 staged beside it; a run of one building per batch writes the rows a run of every building in
 one batch writes, however its batches were grouped into writes."""
@@ -11,7 +11,6 @@ import pytest
 from wadiro_fleet.flows.engine import LocalEngine, run_flow
 from wadiro_fleet.flows.forecast import backfill_flow
 from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.warehouse import pending
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.pending import RunWriter, pending_root
 from warehouse_rows import WEEKS, make_warehouse, result_rows
@@ -29,7 +28,6 @@ def _backfill(pristine, tmp_path, monkeypatch, batch_size: int,
               write_every_s: float = 0.0) -> tuple[list, list]:
     """Backfill a copy of ``pristine``: the building-weeks the warehouse held after each
     batch's write, and its result rows at the end."""
-    monkeypatch.setattr(pending, "WRITE_EVERY_S", write_every_s)
     warehouse = tmp_path / f"batch-{batch_size}-{write_every_s}.duckdb"
     shutil.copy(pristine, warehouse)
     write, held = RunWriter.write, []
@@ -43,7 +41,7 @@ def _backfill(pristine, tmp_path, monkeypatch, batch_size: int,
     monkeypatch.setattr(RunWriter, "write", watched_write)
     run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1],
              settings=BackfillSettings(warehouse=str(warehouse), batch_size=batch_size,
-                                       **SETTINGS))
+                                       write_every_s=write_every_s, **SETTINGS))
     with connect(warehouse, read_only=True) as con:
         assert con.execute("SELECT status, n_building_weeks FROM runs").fetchall() == [
             ("completed", 6)]

@@ -35,10 +35,11 @@ from warehouse_rows import WEEKS, make_warehouse
 
 BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--models",
             "wadiro_pcscnn,svr,seasonal_naive", "--trials", "3", "--tuning", "per-window",
-            "--batch-size", "1", "--max-in-flight", "2", "--runner", "processes", "--workers", "2"]
-"""Three buildings x five weeks, every window tuned, one building per batch: a minute or more of
-work (the deployed protocol's fast fits finish the cheaper models' run before a signal lands),
-first rows early."""
+            "--batch-size", "1", "--max-in-flight", "2", "--runner", "processes", "--workers", "2",
+            "--write-every-s", "0"]
+"""Three buildings x five weeks, every window tuned, one building per batch, each written as it
+comes back: a minute or more of work (the deployed protocol's fast fits finish the cheaper
+models' run before a signal lands), first rows early."""
 
 WRITTEN = "SELECT count(*) FROM window_status"
 NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
@@ -194,7 +195,7 @@ def test_a_stopped_run_s_abandoned_batches_print_no_traceback(monkeypatch, stop)
 def test_ctrl_c_with_batches_waiting_prints_only_its_two_lines(tmp_path):
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     many_waiting = [*BACKFILL[:BACKFILL.index("--max-in-flight")], "--max-in-flight", "8",
-                    "--runner", "processes", "--workers", "2"]
+                    "--runner", "processes", "--workers", "2", "--write-every-s", "0"]
     proc = start([*many_waiting, "--warehouse", str(warehouse)], local_env(), tmp_path)
     try:
         wait_for_rows(proc, warehouse, WRITTEN, 1, within_s=300)

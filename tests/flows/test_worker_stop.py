@@ -24,8 +24,10 @@ from warehouse_rows import make_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_BACKFILL = ('{"models": ["wadiro_pcscnn", "svr", "seasonal_naive"], "trials": 3, '
-                 '"tuning": "per-window", "batch_size": 1, "max_in_flight": 2, "workers": 2}')
-"""Three buildings x five weeks, every window tuned: a minute or more of work."""
+                 '"tuning": "per-window", "batch_size": 1, "max_in_flight": 2, "workers": 2, '
+                 '"write_every_s": 0}')
+"""Three buildings x five weeks, every window tuned, each batch written as it comes back: a
+minute or more of work."""
 
 
 def _as_in_a_script() -> None:

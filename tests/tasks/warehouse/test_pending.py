@@ -218,9 +218,9 @@ def test_the_writer_writes_a_free_warehouse_at_once_and_stages_only_while_it_is_
     warehouse, monkeypatch
 ):
     monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.2)
-    monkeypatch.setattr(pending, "WRITE_EVERY_S", 0.0)  # every batch written as it comes
-    told = _Told()
-    writer = pending.RunWriter(str(warehouse), "old", MODELS, lock_wait_s=0.2, tell=told)
+    told = _Told()  # every batch written as it comes (no interval)
+    writer = pending.RunWriter(str(warehouse), "old", MODELS, lock_wait_s=0.2, tell=told,
+                               write_every_s=0.0)
     writer.write(results("a", "free"))
     assert [r[0] for r in statuses(warehouse)] == ["a", "a"] and not pending_root(warehouse).exists()
 
