@@ -35,7 +35,6 @@ from pydantic_core import CoreSchema
 from wadiro_fleet.tasks.protocol.comma_lists import CommaList
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
 from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
-from wadiro_fleet.tasks.warehouse.pending import WRITE_EVERY_S
 
 RunnerKind = Literal["threads", "processes", "dask"]
 
@@ -93,12 +92,12 @@ class RunSettings(BaseModel):
         "forecast could be trusted) or none, or failed, after everything is written: for "
         "schedulers that should alert.",
     )
-    write_every_s: float = Field(
-        WRITE_EVERY_S, ge=0,
-        description="Longest time a finished batch waits before it is written: the batches "
-        "back by then are written together (a write's cost is mostly fixed), and what is left "
-        "at the run's end or stop; 0 writes each batch as it comes back. A run ended by kill -9 "
-        "loses at most this much finished work.",
+    write_every_s: float | None = Field(
+        None, ge=0,
+        description="Longest time a finished batch waits before it is written (default: 10 "
+        "seconds): the batches back by then are written together (a write's cost is mostly "
+        "fixed), and what is left at the run's end or stop; 0 writes each batch as it comes "
+        "back. A run ended by kill -9 loses at most this much finished work.",
     )
     lock_wait_minutes: float = Field(
         10.0, ge=0,
