@@ -34,7 +34,6 @@ from wadiro_fleet.tasks.warehouse.connection import (
 )
 from wadiro_fleet.tasks.warehouse.issued import validation_leaderboard
 from wadiro_fleet.tasks.warehouse.pending import (
-    WRITE_EVERY_S,
     WRITE_WAIT_S,
     LoadReport,
     RunWriter,
@@ -134,7 +133,7 @@ def run_writer(run: OpenRun, tell: Callable[[str], None],
     """The run's one writer of results and of its closing record (writing every
     ``write_every_s``, default :data:`~wadiro_fleet.tasks.warehouse.pending.WRITE_EVERY_S`)."""
     return RunWriter(run.warehouse, run.run_id, run.config.models, run.lock_wait_s, tell,
-                     write_every_s=WRITE_EVERY_S if write_every_s is None else write_every_s)
+                     write_every_s=write_every_s)
 
 
 def read_batches(run: OpenRun, groups: list[list[str]]) -> list[Batch]:

@@ -102,9 +102,10 @@ class RunWriter:
     receives what the user must know: the warehouse locked, free again."""
 
     def __init__(self, warehouse: str, run_id: str, models: Sequence[str], lock_wait_s: float,
-                 tell: Callable[[str], None], write_every_s: float = WRITE_EVERY_S) -> None:
+                 tell: Callable[[str], None], write_every_s: float | None = None) -> None:
         self.warehouse, self.run_id, self.models = warehouse, run_id, list(models)
-        self.lock_wait_s, self.write_every_s = lock_wait_s, write_every_s
+        self.lock_wait_s = lock_wait_s
+        self.write_every_s = WRITE_EVERY_S if write_every_s is None else write_every_s
         self.tell = tell
         self.locked = False
         self.status: str | None = None
@@ -126,8 +127,11 @@ class RunWriter:
         """Take a finished batch: written (or staged while the warehouse is locked) with the
         others held, once ``write_every_s`` have passed since the last write."""
         self._held.extend(results)
-        if time.monotonic() - self._last_write >= self.write_every_s:
+        if self._write_due():
             self.flush()
+
+    def _write_due(self) -> bool:
+        return time.monotonic() - self._last_write >= self.write_every_s
 
     def flush(self) -> None:
         """Write what is held now, or stage it while the warehouse is locked."""
@@ -148,7 +152,7 @@ class RunWriter:
     def retry(self) -> None:
         """While the run waits: write what has been held ``write_every_s``, and load what a
         locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
-        if self._held and time.monotonic() - self._last_write >= self.write_every_s:
+        if self._held and self._write_due():
             self.flush()
         if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
             self._load(WRITE_WAIT_S)
