@@ -64,10 +64,11 @@ def rescore_forecasts(
         (f"building_id IN ({', '.join('?' * len(ids))})", ids)])
     hours = [(clause, [value]) for clause, value in (("ts >= ?", start), ("ts <= ?", end))
              if value is not None]
-    given = {clause: value for clause, value in [*weeks, *of_buildings, *hours]}
     # The forecasts' and readings' scans take the week and building filters too (a forecast's
     # hours all share them).
-    rows_of = dict([*weeks, *of_buildings])
+    looked_at, forecast_rows, reading_rows = (
+        _where(filters) for filters in ([*weeks, *of_buildings, *hours], [*weeks, *of_buildings],
+                                        of_buildings))
     both = "f.y_hat IS NOT NULL AND m.kwh IS NOT NULL"
     intervals = []
     for level in LEVELS:
@@ -85,7 +86,7 @@ def rescore_forecasts(
         FROM (
             WITH weeks AS (
                 SELECT DISTINCT building_id, model, target_week FROM forecasts
-                WHERE {" AND ".join(["true", *given])}
+                WHERE {looked_at[0]}
             )
             SELECT f.building_id, f.model, f.target_week,
                    avg(abs(f.y_hat - m.kwh))                             AS mae,
@@ -93,10 +94,9 @@ def rescore_forecasts(
                    avg(m.kwh) FILTER (WHERE {both})                      AS mean_actual,
                    count(*) FILTER (WHERE {both})                        AS n_hours,
                    {", ".join(intervals)}
-            FROM (SELECT * FROM forecasts WHERE {" AND ".join(["true", *rows_of])}) f
+            FROM (SELECT * FROM forecasts WHERE {forecast_rows[0]}) f
             JOIN weeks USING (building_id, model, target_week)
-            LEFT JOIN (SELECT * FROM meter_readings WHERE {" AND ".join(
-                ["true", *dict(of_buildings)])}) m
+            LEFT JOIN (SELECT * FROM meter_readings WHERE {reading_rows[0]}) m
                 USING (building_id, ts)
             GROUP BY f.building_id, f.model, f.target_week
         ) AS fresh
@@ -104,9 +104,14 @@ def rescore_forecasts(
           AND s.target_week = fresh.target_week
           AND (s.n_hours <> fresh.n_hours OR {" OR ".join(_differs(c) for c in numbers)})
         """,
-        [value for values in [*given.values(), *rows_of.values(), *dict(of_buildings).values()]
-         for value in values],
+        [*looked_at[1], *forecast_rows[1], *reading_rows[1]],
     ).fetchone()[0]
+
+
+def _where(filters: list[tuple[str, list]]) -> tuple[str, list]:
+    """(clause, its parameters) pairs as one ``WHERE`` condition and its parameters in order."""
+    return (" AND ".join(["true", *(clause for clause, _ in filters)]),
+            [value for _, values in filters for value in values])
 
 
 def rescored_note(rescored: int) -> str:
