@@ -227,6 +227,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
                 random_state=self.random_state, n_jobs=1, deterministic=True,
                 force_row_wise=True, verbose=-1,
             ).fit(to_bins(X, self.bin_thresholds_), y)
+            self.n_iter_ = self.model_.booster_.current_iteration()
         else:
             self.model_ = HistGradientBoostingRegressor(
                 loss=_trees_loss(self.loss), learning_rate=self.learning_rate,
@@ -235,8 +236,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
                 l2_regularization=self.l2_regularization, max_bins=self.max_bins,
                 early_stopping=False, random_state=self.random_state,
             ).fit(X, y)
-        self.n_iter_ = (self.model_.booster_.current_iteration() if self.engine == "lightgbm"
-                        else self.model_.n_iter_)
+            self.n_iter_ = self.model_.n_iter_
         self.solver_status_ = "optimal"
         self.fit_time_ = time.perf_counter() - started
         return self
