@@ -9,12 +9,9 @@ bad data (e.g. a duplicated reading) fails that building only and the others go 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 from wadiro_fleet.tasks.errors import BuildingDataError
 from wadiro_fleet.tasks.protocol.batch import BuildingJob, failed_results
 from wadiro_fleet.tasks.protocol.config import ForecastConfig
@@ -22,8 +19,8 @@ from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
 from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
 from wadiro_fleet.tasks.warehouse.connection import connect
 from wadiro_fleet.tasks.warehouse.hours import (
+    load_building_hours_by_id,
     load_buildings_info,
-    load_many_building_hours,
 )
 from wadiro_fleet.tasks.warehouse.results import (
     load_issued_forecasts,
@@ -50,8 +47,8 @@ def load_jobs(
         start, _ = config.load_range(weeks[0], tz)
         _, end = config.load_range(weeks[-1], tz)
         # A day of slack on both sides covers buildings in other time zones of the batch.
-        hours = load_many_building_hours(con, ids, start - timedelta(days=1),
-                                         end + timedelta(days=1))
+        hours = load_building_hours_by_id(con, ids, start - timedelta(days=1),
+                                          end + timedelta(days=1))
         reuse = config.tuning == "reuse"
         stored = load_stored_params(con, ids, config.models, weeks[0]) if reuse else {}
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
@@ -64,18 +61,8 @@ def load_jobs(
         BuildingJob(info=infos[bid], hours=frame, weeks=tuple(weeks),
                     stored_params=stored.get(bid, {}), track_record=record.get(bid, {}),
                     issued=issued.get(bid, {}), issued_history=history.get(bid, {}))
-        for bid, frame in _by_building(hours)
+        for bid, frame in hours.items()
     ]
-
-
-def _by_building(hours: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
-    """Each building's hours, without the ``building_id`` column: the frame holds them in
-    blocks, building after building, so a block is a slice (no grouping)."""
-    ids = hours["building_id"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    body = hours.drop(columns="building_id")
-    for start, end in zip(starts, [*starts[1:], len(ids)], strict=True):
-        yield ids[start], body.iloc[start:end].reset_index(drop=True)
 
 
 def load_batch(

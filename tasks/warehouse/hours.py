@@ -87,13 +87,32 @@ def load_many_building_hours(
     start_utc: datetime | pd.Timestamp,
     end_utc: datetime | pd.Timestamp,
 ) -> pd.DataFrame:
-    """Hourly frames of many buildings over ``[start_utc, end_utc)``, read in one pass.
+    """Hourly frames of many buildings over ``[start_utc, end_utc)``, read in one pass, as one
+    frame: columns ``building_id`` then :data:`HOUR_COLUMNS`, sorted by building then hour
+    (:func:`load_building_hours_by_id`, whose errors it raises)."""
+    frames = load_building_hours_by_id(con, building_ids, start_utc, end_utc)
+    if not frames:
+        return pd.DataFrame(columns=["building_id", *HOUR_COLUMNS])
+    ids = np.repeat(np.array(list(frames), dtype=object),
+                    [len(frame) for frame in frames.values()])
+    together = pd.concat(frames.values(), ignore_index=True)
+    together.insert(0, "building_id", pd.array(ids, dtype="str"))
+    return together
 
-    Columns ``building_id`` then :data:`HOUR_COLUMNS`, sorted by building then hour; each
-    building has every hour of the range. Raises :class:`UnknownBuildingError` for ids missing
-    from ``buildings``, :class:`DuplicateRowError` when a reading or a weather row of one kind
-    is stored twice for the same hour, and :class:`OffHourReadingError` for a reading that is
-    not at the start of an hour (it would otherwise be silently left out).
+
+def load_building_hours_by_id(
+    con: duckdb.DuckDBPyConnection,
+    building_ids: Sequence[str],
+    start_utc: datetime | pd.Timestamp,
+    end_utc: datetime | pd.Timestamp,
+) -> dict[str, pd.DataFrame]:
+    """Each building's hourly frame over ``[start_utc, end_utc)`` (columns
+    :data:`HOUR_COLUMNS`, every hour of the range), keyed by id in id order, read in one pass.
+
+    Raises :class:`UnknownBuildingError` for ids missing from ``buildings``,
+    :class:`DuplicateRowError` when a reading or a weather row of one kind is stored twice for
+    the same hour, and :class:`OffHourReadingError` for a reading that is not at the start of
+    an hour (it would otherwise be silently left out).
     """
     start, end = _hour_range(start_utc, end_utc)
     infos = load_buildings_info(con, building_ids)
@@ -102,35 +121,33 @@ def load_many_building_hours(
     params = {"ids": ids, "start": start.to_pydatetime(), "end": end.to_pydatetime()}
     _check_integrity(con, params)
     # Stored rows only, each put at its place in the (building x hour) grid by its position:
-    # no grid joined in SQL and no sort, which cost several times the scan itself.
+    # no grid joined in SQL and no sort, which cost several times the scan itself. Each
+    # building's frame is then made from its rows of the grids (a site's for the weather).
     n_hours = int((end - start) // pd.Timedelta(hours=1))
     readings = con.sql(_READINGS_SQL, params=params).to_arrow_table()
     weather = con.sql(_WEATHER_SQL, params={**params, "ids": sites}).to_arrow_table()
     kwh = _on_grid(readings, "building_id", ids, n_hours, ["kwh"])[0]
     *site_weather, site_kind = _on_grid(weather, "site_id", sites, n_hours, [*_WEATHER, "kind"])
-    site_of = [sites.index(infos[bid].site_id) for bid in ids]  # a building's row of its site's
-    kind = site_kind[site_of].ravel()
-    columns = {
-        "building_id": pa.array(ids, pa.string()).take(
-            pa.array(np.repeat(np.arange(len(ids)), n_hours))),
-        "ts": pa.array(np.tile(start.value // 1000 + np.arange(n_hours) * _HOUR_US, len(ids)),
-                       pa.timestamp("us", tz="UTC")),
-        "kwh": pa.array(kwh.ravel(), from_pandas=True),
-        **{name: pa.array(values[site_of].ravel(), from_pandas=True)
-           for name, values in zip(_WEATHER, site_weather, strict=True)},
-        "weather_kind": pa.DictionaryArray.from_arrays(
-            pa.array(kind, mask=np.isnan(kind)).cast(pa.int8()),
-            pa.array(_WEATHER_KINDS)).cast(pa.string()),
-    }
-    frame = pa.table(columns).to_pandas()
-    frame["ts"] = frame["ts"].dt.tz_convert("UTC")
-    return frame[["building_id", *HOUR_COLUMNS]]
+    ts = pd.DatetimeIndex(start.value // 1000 + np.arange(n_hours) * _HOUR_US,
+                          dtype="datetime64[us]").tz_localize("UTC")
+    site_frames = {}
+    for row, site in enumerate(sites):
+        kind = site_kind[row]
+        site_frames[site] = {
+            **{name: values[row] for name, values in zip(_WEATHER, site_weather, strict=True)},
+            "weather_kind": pd.array(np.where(np.isnan(kind), None, _KIND_NAMES[
+                np.nan_to_num(kind).astype(np.int64)]), dtype="str"),
+        }
+    return {bid: pd.DataFrame({"ts": ts, "kwh": kwh[row],
+                               **site_frames[infos[bid].site_id]}, columns=list(HOUR_COLUMNS))
+            for row, bid in enumerate(ids)}
 
 
 _HOUR_US = 3_600_000_000
 _WEATHER = HOUR_COLUMNS[2:6]
 """The stored weather inputs of :data:`HOUR_COLUMNS`."""
-_WEATHER_KINDS = ("observed", "forecast")
+_KIND_NAMES = np.array(["observed", "forecast"], dtype=object)
+"""``kind`` of the weather query: 0 an hour with an observation, 1 a forecast only."""
 
 
 def _on_grid(rows: pa.Table, key: str, keys: list[str], n_hours: int,
@@ -321,6 +338,7 @@ __all__ = [
     "OffHourReadingError",
     "TimeRangeError",
     "load_buildings_info",
+    "load_building_hours_by_id",
     "load_many_building_hours",
     "next_week_inputs",
 ]

@@ -24,6 +24,7 @@ from wadiro_fleet.tasks.warehouse.hours import (
     DuplicateRowError,
     OffHourReadingError,
     TimeRangeError,
+    load_building_hours_by_id,
     load_buildings_info,
     load_many_building_hours,
 )
@@ -161,6 +162,29 @@ def test_batch_equals_one_query_per_building(con):
         single = load_building_hours(con, building_id, start, end)
         pd.testing.assert_frame_equal(part.drop(columns="building_id").reset_index(drop=True), single)
     assert batch.loc[batch["building_id"] == "b2", "temperature_c"].tolist()[1] == 15.0
+
+
+def test_frames_by_building_are_each_buildings_own_in_id_order(con):
+    add_readings(con, "b2", [("2019-07-01 00:00Z", 5.0)])
+    add_readings(con, "b1", [("2019-07-01 01:00Z", 4.0)])
+    add_weather(con, "bedford", [("2019-07-01 01:00Z", 15.0, "observed"),
+                                 ("2019-07-01 02:00Z", 16.0, "forecast")])
+    start, end = T("2019-07-01 00:00Z"), T("2019-07-01 03:00Z")
+    frames = load_building_hours_by_id(con, ["b3", "b2", "b1"], start, end)
+    assert list(frames) == ["b1", "b2", "b3"]
+    for building_id, frame in frames.items():
+        pd.testing.assert_frame_equal(frame, load_building_hours(con, building_id, start, end))
+    assert frames["b1"]["kwh"].tolist()[1] == 4.0 and np.isnan(frames["b2"]["kwh"][1])
+    assert frames["b1"]["weather_kind"].tolist()[1:] == ["observed", "forecast"]
+    assert pd.isna(frames["b1"]["weather_kind"][0])
+    # two buildings of one site hold the site's weather each in a frame of its own
+    frames["b1"].loc[1, "temperature_c"] = -99.0
+    assert frames["b2"]["temperature_c"].tolist()[1] == 15.0
+
+
+def test_no_buildings_give_an_empty_frame(con):
+    frame = load_many_building_hours(con, [], T("2019-07-01 00:00Z"), T("2019-07-02 00:00Z"))
+    assert frame.empty and list(frame.columns) == ["building_id", *HOUR_COLUMNS]
 
 
 def test_empty_range_gives_an_empty_frame(con):
