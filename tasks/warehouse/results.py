@@ -165,7 +165,8 @@ def _forecasts_table(forecasts: Sequence[tuple[BuildingWeekResult, ModelOutcome]
 
     hours: dict[int, np.ndarray] = {}  # a building-week's hours, shared by its models
     for res, _ in forecasts:
-        hours.setdefault(id(res), epoch_us(res.test_ts))
+        if id(res) not in hours:
+            hours[id(res)] = epoch_us(res.test_ts)
     columns = {
         "building_id": repeated([res.building_id for res, _ in forecasts], pa.large_string()),
         "model": repeated([out.model for _, out in forecasts], pa.large_string()),
