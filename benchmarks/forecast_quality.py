@@ -22,6 +22,8 @@ holiday weeks against persistence, negative hours, 80 % coverage.
 
     python benchmarks/forecast_quality.py                                 # 10 buildings x 2019
     python benchmarks/forecast_quality.py --years 2016,2017,2018 --buildings auto 20
+    python benchmarks/forecast_quality.py --years 2019,2020 --buildings auto 20 \\
+        --skip-buildings 20                                                # other buildings
     python benchmarks/forecast_quality.py --archive /data/cambridge-estates --years 2021 \\
         --buildings auto 20                                                # your own archive
     python benchmarks/forecast_quality.py --buildings UCam_Building_b7 --start 2019-03-04 \\
@@ -286,6 +288,9 @@ def main() -> None:
                         help="an archive in the Cambridge layout (default: ../shared's)")
     parser.add_argument("--buildings", nargs="+", default=[",".join(BUILDINGS)],
                         help="comma-separated ids, or 'auto N' (module docstring)")
+    parser.add_argument("--skip-buildings", type=int, default=0, metavar="K",
+                        help="with 'auto N': the N complete buildings after the first K (buildings "
+                        "the design was not chosen on)")
     parser.add_argument("--years", default=None,
                         help="every Monday of these years, comma-separated (instead of "
                         "--start/--end)")
@@ -323,6 +328,8 @@ def main() -> None:
              else {0: mondays_between(args.start, args.end)[::args.every]})
     auto = args.buildings[0] == "auto"
     n_auto = int(args.buildings[1]) if auto and len(args.buildings) > 1 else 10
+    if args.skip_buildings and not auto:
+        parser.error("--skip-buildings goes with --buildings auto N")
     print(f"protocol {config.protocol}: models {', '.join(config.models)}, {config.trials} "
           f"trials, tuning {config.tuning}, feature set {config.feature_set}, target "
           f"{config.target}, persistence {config.persistence}, {args.workers} workers",
@@ -330,8 +337,9 @@ def main() -> None:
     all_rows, tables = [], {}
     for year, weeks in spans.items():
         data_years = [y for y in (weeks[0].year - 1, weeks[-1].year) if y in on_disk]
-        buildings = (complete_buildings(args.archive, data_years, n_auto) if auto
-                     else args.buildings[0].split(","))
+        buildings = (complete_buildings(args.archive, data_years,
+                                        args.skip_buildings + n_auto)[args.skip_buildings:]
+                     if auto else args.buildings[0].split(","))
         began = time.perf_counter()
         earliest = year_weeks(on_disk[0], on_disk[0])[0]
         warm_up = [w for w in (weeks[0] - timedelta(weeks=k)
