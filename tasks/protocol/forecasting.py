@@ -647,7 +647,7 @@ def forecast_building_week(
     """Run the protocol for one building and target week on its hourly frame.
 
     ``hours`` is the building's hourly frame
-    (:func:`~wadiro_fleet.tasks.warehouse.hours.load_many_building_hours`) covering at least the
+    (:func:`~wadiro_fleet.tasks.warehouse.hours.load_building_hours_by_id`) covering at least the
     window and the feature set's lookback. ``stored_params`` holds the
     latest tuning results per model: ``--tuning reuse`` refits with them; entries older than
     ``config.reuse_max_age_weeks`` are not reused (the model is tuned again, starting from them
