@@ -63,7 +63,7 @@ from wadiro_fleet.tasks.protocol.weeks import mondays_between
 from wadiro_fleet.tasks.protocol.windows import Window, build_window, window_load_range
 from wadiro_fleet.tasks.warehouse.batches import load_jobs
 from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import load_many_building_hours
+from wadiro_fleet.tasks.warehouse.hours import load_building_hours_by_id
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 """The archive in ``../shared`` (``--archive`` names another)."""
@@ -267,11 +267,9 @@ def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[da
         ingest_cambridge(warehouse, archive, buildings, first, weeks[-1] + timedelta(weeks=1))
         jobs = [job for b in buildings for job in load_jobs(warehouse, [b], run_weeks, config)]
         with connect(warehouse, read_only=True) as con:
-            hours = load_many_building_hours(
+            peer_hours = load_building_hours_by_id(
                 con, buildings, pd.Timestamp(first, tz="UTC"),
                 pd.Timestamp(weeks[-1] + timedelta(weeks=1, days=1), tz="UTC"))
-    peer_hours = {b: frame.drop(columns="building_id").reset_index(drop=True)
-                  for b, frame in hours.groupby("building_id")}
     with ProcessPoolExecutor(max_workers=workers) as pool:
         outputs = list(pool.map(run_building, jobs, [config] * len(jobs),
                                 [peer_hours[job.info.building_id] for job in jobs],
