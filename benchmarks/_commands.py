@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from wadiro_fleet.tasks.warehouse.connection import connect
+from tasks.warehouse.connection import connect
 
 WADIRO = [str(Path(sys.executable).with_name("wadiro"))]  # the installed command
 

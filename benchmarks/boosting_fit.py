@@ -27,14 +27,14 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.ingest.cambridge_archive import (
     HOLIDAY_COUNTRY,
     HOLIDAY_SUBDIV,
     TIMEZONE,
     load_cambridge,
 )
-from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
-
+from tasks.protocol.features import build_features, get_feature_set
 from wadiro_models import GradientBoostingModel
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"

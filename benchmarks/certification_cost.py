@@ -18,11 +18,11 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.batch import run_jobs
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.models import MODEL_NAMES
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.protocol.batch import run_jobs
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.models import MODEL_NAMES
+from tasks.warehouse.batches import load_jobs
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 

@@ -52,9 +52,9 @@ from forecast_quality import PEERS, REFERENCE, peer_window
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import build_features
+from tasks.warehouse.batches import load_jobs
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 BUILDINGS = tuple(f"UCam_Building_b{n}" for n in (15, 16, 19, 20, 21, 22, 23, 24, 25, 26,

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from _commands import Measured, RunFacts, latest_run, measure, print_stages, wadiro
 
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.connection import connect, transaction
 
 START = date(2024, 1, 1)
 WEEK = date(2024, 4, 1)  # the 14th local week of the fleet: the first measured weekly run

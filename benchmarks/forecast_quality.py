@@ -53,17 +53,17 @@ import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_jobs
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import build_features, holiday_dates
-from wadiro_fleet.tasks.protocol.intervals import LEVELS
-from wadiro_fleet.tasks.protocol.models import MODELS, SEASONAL_NAIVE
-from wadiro_fleet.tasks.protocol.weeks import mondays_between
-from wadiro_fleet.tasks.protocol.windows import Window, build_window, window_load_range
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import load_building_hours_by_id
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.protocol.batch import BuildingJob, run_jobs
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import build_features, holiday_dates
+from tasks.protocol.intervals import LEVELS
+from tasks.protocol.models import MODELS, SEASONAL_NAIVE
+from tasks.protocol.weeks import mondays_between
+from tasks.protocol.windows import Window, build_window, window_load_range
+from tasks.warehouse.batches import load_jobs
+from tasks.warehouse.connection import connect
+from tasks.warehouse.hours import load_building_hours_by_id
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 """The archive in ``../shared`` (``--archive`` names another)."""

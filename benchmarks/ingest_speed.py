@@ -91,12 +91,12 @@ _LAUNCHER = """
 import sys
 for finder in sys.meta_path:  # the editable install's map of packages to folders
     mapping = getattr(sys.modules.get(getattr(finder, "__module__", ""), None), "MAPPING", None)
-    if isinstance(mapping, dict) and "wadiro_fleet.tasks" in mapping:
-        mapping.update({"wadiro_fleet.tasks": sys.argv[1] + "/tasks",
-                        "wadiro_fleet.flows": sys.argv[1] + "/flows",
+    if isinstance(mapping, dict) and "tasks" in mapping:
+        mapping.update({"tasks": sys.argv[1] + "/tasks",
+                        "flows": sys.argv[1] + "/flows",
                         "wadiro_models": sys.argv[1] + "/wadiro_models"})
 sys.argv = ["wadiro", *sys.argv[2:]]
-from wadiro_fleet.flows.cli import app
+from flows.cli import app
 app()
 """
 

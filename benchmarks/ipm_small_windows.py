@@ -39,16 +39,16 @@ from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.ingest.cambridge_archive import (
     HOLIDAY_COUNTRY,
     HOLIDAY_SUBDIV,
     TIMEZONE,
     load_cambridge,
 )
-from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
-from wadiro_fleet.tasks.protocol.windows import window_bounds
-
-from wadiro_models import WaDiRoSCNN, solve_clarabel
+from tasks.protocol.features import build_features, get_feature_set
+from tasks.protocol.windows import window_bounds
+from wadiro_models import WaDiRoSCNN
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}

@@ -4,14 +4,14 @@ A synthetic fleet of N buildings (default 1,000) is generated in a temporary dir
 target week is forecast with the cheap ``seasonal_naive`` model only, so the compute is tiny and
 the orchestration overhead dominates. Timed with ``time.perf_counter``:
 
-* ``compute``: ``wadiro_fleet.tasks.protocol.batch.run_jobs`` over every building in this process, the
+* ``compute``: ``tasks.protocol.batch.run_jobs`` over every building in this process, the
   buildings' hours already in memory;
 * ``bare``: the flow's work without Prefect, one batch after another: read the batch's hours
   (read-only), ``run_jobs``, write its results in one transaction;
 * ``flow``: ``weekly_forecast_flow`` on the threads runner (and the processes runner) for each
   batch size; at most ``max_in_flight`` batches are submitted at a time. Through Prefect
   (``prefect``), and as the command line runs it without a Prefect server (``direct``:
-  :class:`~wadiro_fleet.flows.engine.LocalEngine`, no Prefect API).
+  :class:`~flows.engine.LocalEngine`, no Prefect API).
 
 Overhead = flow - bare, also per building. Flows through Prefect talk to a temporary local
 Prefect server (started here) unless ``--api-url`` names a running one::
@@ -31,17 +31,17 @@ from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
-from wadiro_fleet.tasks.ingest.synthetic_fleet import (
+from tasks.ingest.synthetic_fleet import (
     FleetSpec,
     building_ids,
     ingest_synthetic,
 )
-from wadiro_fleet.tasks.protocol.batch import run_jobs
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.results import write_results
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.protocol.batch import run_jobs
+from tasks.protocol.config import ForecastConfig
+from tasks.warehouse.batches import load_jobs
+from tasks.warehouse.connection import connect
+from tasks.warehouse.results import write_results
+from tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2024, 4, 1)  # the 14th week of a fleet starting 2024-01-01: 12 weeks of history before it
 MODELS = ("seasonal_naive",)
@@ -90,9 +90,9 @@ def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, 
 
 def time_flow(warehouse: Path, runner: str, batch_size: int, max_in_flight: int,
               engine: str = "prefect") -> tuple[float, int]:
-    from wadiro_fleet.flows.engine import LocalEngine, PrefectEngine, run_flow
-    from wadiro_fleet.flows.forecast import weekly_forecast_flow
-    from wadiro_fleet.flows.settings import WeeklySettings
+    from flows.engine import LocalEngine, PrefectEngine, run_flow
+    from flows.forecast import weekly_forecast_flow
+    from flows.settings import WeeklySettings
 
     started = time.perf_counter()
     summary = run_flow(

@@ -118,6 +118,7 @@ def job(experiment: str, function: str, model: str, n_samples: int, trials: int,
         full: bool, seed: int) -> dict:
     import optuna
     from sklearn.exceptions import ConvergenceWarning
+
     from wadiro_models.synthetic import make_outlier_experiment
 
     warnings.filterwarnings("ignore", category=ConvergenceWarning)

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.portfolio_sql import portfolio_calibration
+from tasks.warehouse.connection import connect
+from tasks.warehouse.portfolio_sql import portfolio_calibration
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _commands import wadiro  # noqa: E402

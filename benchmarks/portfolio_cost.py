@@ -33,9 +33,9 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
-from wadiro_fleet.tasks.export import export_forecasts
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+from tasks.export import export_forecasts
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.portfolio_sql import (
     read_portfolio_forecasts,
     read_portfolio_scores,
 )

@@ -35,15 +35,15 @@ from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.ingest.cambridge_archive import (
     HOLIDAY_COUNTRY,
     HOLIDAY_SUBDIV,
     TIMEZONE,
     load_cambridge,
 )
-from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
-from wadiro_fleet.tasks.protocol.windows import window_bounds
-
+from tasks.protocol.features import build_features, get_feature_set
+from tasks.protocol.windows import window_bounds
 from wadiro_models import (
     ScnnProgram,
     WaDiRoSCNN,

@@ -29,15 +29,15 @@ from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.ingest.cambridge_archive import (
     HOLIDAY_COUNTRY,
     HOLIDAY_SUBDIV,
     TIMEZONE,
     load_cambridge,
 )
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.windows import build_window
-
+from tasks.protocol.features import build_features
+from tasks.protocol.windows import build_window
 from wadiro_models import WaDiRoSCNN
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"

@@ -2,13 +2,13 @@
 
 A command runs its flow through the Prefect server configured with ``PREFECT_API_URL`` (its
 history and UI then show the run), or, with none configured, directly in this process: no
-temporary server is started (:mod:`~wadiro_fleet.flows.engine`).
+temporary server is started (:mod:`~flows.engine`).
 
 The options are cyclopts': a command that takes a settings model (a run's settings, an ingest's
 options) gets one option per field, nested models flattened (``Parameter(name="*")``), and the
 model validates the values. Lists are given comma-separated (the models split them). A command
-taking settings lives in :mod:`~wadiro_fleet.flows.cli_forecasting` or
-:mod:`~wadiro_fleet.flows.cli_ingest` and is imported only when it runs or a help page lists it,
+taking settings lives in :mod:`~flows.cli_forecasting` or
+:mod:`~flows.cli_ingest` and is imported only when it runs or a help page lists it,
 so that a short command starts in about a second.
 """
 
@@ -34,14 +34,14 @@ from rich.console import Console
 # its workers, are read at import. Users can override.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from wadiro_fleet.flows.stopping import (  # noqa: E402
+from flows.stopping import (  # noqa: E402
     STOP,
     handle_stop_signals,
     hard_exit,
     quiet_resource_tracker,
 )
-from wadiro_fleet.tasks.errors import PipelineError, RunStoppedError  # noqa: E402
-from wadiro_fleet.tasks.warehouse.connection import (  # noqa: E402
+from tasks.errors import PipelineError, RunStoppedError  # noqa: E402
+from tasks.warehouse.connection import (  # noqa: E402
     DEFAULT_WAREHOUSE,
     MACHINE_ERRORS,
     WAREHOUSE_ENV,
@@ -50,7 +50,8 @@ from wadiro_fleet.tasks.warehouse.connection import (  # noqa: E402
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
-    from wadiro_fleet.tasks.forecast_tasks import RunSummary
+
+    from tasks.forecast_tasks import RunSummary
 
 NOT_OPTIONS = re.compile(r"^(?!(model_options|model_inputs)$)")
 """Settings fields that are not options: the per-model mappings (a flow parameter or a
@@ -125,7 +126,7 @@ def usage_error(message: str) -> NoReturn:
 def split_list(value: str | None, option: str) -> list[str] | None:
     """``"a, b"`` -> ``["a", "b"]``, as the settings split their lists; ``None`` -> ``None``;
     an empty list is a usage error."""
-    from wadiro_fleet.tasks.protocol.comma_lists import split_commas
+    from tasks.protocol.comma_lists import split_commas
 
     if value is None:
         return None
@@ -222,9 +223,9 @@ def run_guarded(call: Callable[[], T]) -> T:
 
 
 def run_command_flow(flow: Any, **parameters: Any) -> Any:
-    """A command's flow, on the engine :func:`~wadiro_fleet.flows.engine.run_flow` chooses,
+    """A command's flow, on the engine :func:`~flows.engine.run_flow` chooses,
     Prefect's own logging kept to warnings."""
-    from wadiro_fleet.flows.engine import run_flow
+    from flows.engine import run_flow
 
     _quiet_prefect()
     return run_flow(flow, **parameters)
@@ -238,7 +239,7 @@ class _IngestSummary(Protocol):
 
 def run_ingest(label: str, warehouse: Path, **parameters: Any) -> None:
     """Run the ingest flow ``ingest_{label}_flow``; print its one-line summary."""
-    from wadiro_fleet.flows import ingest
+    from flows import ingest
 
     flow = getattr(ingest, f"ingest_{label}_flow")
     began = time.perf_counter()
@@ -291,13 +292,13 @@ LAZY_HELP = {
     "backfill": """Forecast and score every target week from --start to --end.""",
 }
 """The help of the commands that take a settings model: they are imported only when they run
-(:mod:`~wadiro_fleet.flows.cli_ingest`, :mod:`~wadiro_fleet.flows.cli_forecasting`), and a
+(:mod:`~flows.cli_ingest`, :mod:`~flows.cli_forecasting`), and a
 help page lists them without importing them."""
 
 for _command, _help in LAZY_HELP.items():
     _parent, _, _name = _command.rpartition(" ")
     _module = "cli_ingest" if _parent else "cli_forecasting"
-    (ingest_app if _parent else app).command(f"wadiro_fleet.flows.{_module}:{_name}", name=_name,
+    (ingest_app if _parent else app).command(f"flows.{_module}:{_name}", name=_name,
                                               help=inspect.cleandoc(_help))
 
 
@@ -305,8 +306,8 @@ for _command, _help in LAZY_HELP.items():
 
 def report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     """Run a forecasting flow; print its summary, its failures and its leaderboard."""
-    from wadiro_fleet.tasks.errors import DegradedRunError
-    from wadiro_fleet.tasks.report import read_run_leaderboard
+    from tasks.errors import DegradedRunError
+    from tasks.report import read_run_leaderboard
 
     def strictly() -> tuple[RunSummary, DegradedRunError | None]:
         try:
@@ -335,7 +336,8 @@ def report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
 def _print_issued(warehouse: str, run_id: str) -> None:
     """A week not yet over: what was published for it, and how the models did last week."""
     import pandas as pd
-    from wadiro_fleet.tasks.report import read_issued
+
+    from tasks.report import read_issued
 
     published, validation = run_guarded(lambda: read_issued(warehouse, run_id))
     if published.empty:
@@ -361,7 +363,7 @@ def worker(
     `prefect worker start --pool POOL ...` (other options go to it): the flow runs in progress
     stop first, writing what they finished, then the worker.
     """
-    from wadiro_fleet.flows.worker import run_worker
+    from flows.worker import run_worker
 
     raise SystemExit(run_worker(["--pool", pool, *arguments]))
 
@@ -372,7 +374,7 @@ def load_pending(*, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
 
     Building-weeks that a later run has written since are left out.
     """
-    from wadiro_fleet.tasks.forecast_tasks import load_pending_results
+    from tasks.forecast_tasks import load_pending_results
 
     echo(f"load-pending: {run_guarded(lambda: load_pending_results(str(warehouse))).line()}")
 
@@ -384,7 +386,7 @@ def runs(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The latest forecasting runs in the warehouse: when, what, how they ended."""
-    from wadiro_fleet.tasks.forecast_tasks import run_history
+    from tasks.forecast_tasks import run_history
 
     rows = run_guarded(lambda: run_history(str(warehouse), limit))
     if not rows:
@@ -410,7 +412,7 @@ def report(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Write the fleet leaderboard, per-building errors and forecast plots."""
-    from wadiro_fleet.tasks.report import write_report
+    from tasks.report import write_report
 
     ids = split_list(buildings, "--buildings")
     result = run_guarded(lambda: write_report(warehouse, out, ids))
@@ -446,7 +448,7 @@ def export(
     intra-hour shape where its readings came sub-hourly, evenly otherwise; the periods of an
     hour sum to its forecast and to its interval bounds.
     """
-    from wadiro_fleet.tasks.export import export_forecasts
+    from tasks.export import export_forecasts
 
     if buildings is not None and portfolios is not None:
         usage_error("give --buildings or --portfolios, not both")
@@ -473,7 +475,7 @@ def quality(
     warehouse's latest reading), the longest gap, flat-lined, zero and negative runs: the
     building_data_quality view (README, "The warehouse").
     """
-    from wadiro_fleet.tasks.report import read_data_quality, write_data_quality_csv
+    from tasks.report import read_data_quality, write_data_quality_csv
 
     ids = split_list(buildings, "--buildings")
     result = run_guarded(lambda: read_data_quality(warehouse, ids))
@@ -504,11 +506,11 @@ def demo(
     forecast, that week forecast with every model, what was published and how the models did
     last week.
     """
-    from wadiro_fleet.flows.forecast import weekly_forecast_flow
-    from wadiro_fleet.flows.ingest import ingest_synthetic_flow
-    from wadiro_fleet.flows.settings import WeeklySettings
-    from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
-    from wadiro_fleet.tasks.warehouse.selection import has_buildings
+    from flows.forecast import weekly_forecast_flow
+    from flows.ingest import ingest_synthetic_flow
+    from flows.settings import WeeklySettings
+    from tasks.ingest.synthetic_fleet import FleetSpec
+    from tasks.warehouse.selection import has_buildings
 
     if not run_guarded(lambda: has_buildings(warehouse)):
         echo(f"generating a demo fleet of {buildings} buildings into {warehouse}: 16 weeks "

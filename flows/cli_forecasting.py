@@ -1,5 +1,5 @@
 """The forecasting commands, ``wadiro forecast`` and ``wadiro backfill``: an option per field of
-the run's settings (:mod:`~wadiro_fleet.flows.settings`) and of the forecast they hold."""
+the run's settings (:mod:`~flows.settings`) and of the forecast they hold."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from datetime import date
 from typing import Annotated
 
 from cyclopts import Parameter
-from wadiro_fleet.flows import cli
-from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings
+
+from flows import cli
+from flows.settings import BackfillSettings, WeeklySettings
 
 
 def forecast(
@@ -18,8 +19,8 @@ def forecast(
     ] = None,
     settings: Annotated[WeeklySettings, Parameter(name="*")] = WeeklySettings(),
 ) -> None:
-    """``wadiro forecast`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
-    from wadiro_fleet.flows.forecast import weekly_forecast_flow
+    """``wadiro forecast`` (its help: :data:`~flows.cli.LAZY_HELP`)."""
+    from flows.forecast import weekly_forecast_flow
 
     cli.report_run(
         lambda: cli.run_command_flow(weekly_forecast_flow, week=week, settings=settings),
@@ -32,8 +33,8 @@ def backfill(
     end: Annotated[date, Parameter(help="Last target week's local Monday (inclusive).")],
     settings: Annotated[BackfillSettings, Parameter(name="*")] = BackfillSettings(),
 ) -> None:
-    """``wadiro backfill`` (its help: :data:`~wadiro_fleet.flows.cli.LAZY_HELP`)."""
-    from wadiro_fleet.flows.forecast import backfill_flow
+    """``wadiro backfill`` (its help: :data:`~flows.cli.LAZY_HELP`)."""
+    from flows.forecast import backfill_flow
 
     cli.report_run(
         lambda: cli.run_command_flow(backfill_flow, start=start, end=end, settings=settings),

@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from wadiro_fleet.flows.stopping import (
+from flows.stopping import (
     GRACE_S,
     STOP,
     Stop,
@@ -39,8 +39,8 @@ from wadiro_fleet.flows.stopping import (
     quiet_abandoned_futures,
     worker_init,
 )
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.batch import LOADED_ON_FIRST_USE
+from tasks.errors import PipelineError
+from tasks.protocol.batch import LOADED_ON_FIRST_USE
 
 R = TypeVar("R")
 
@@ -186,7 +186,7 @@ def one_line_input_errors() -> None:
 class _ServerWatch:
     """Checks the Prefect server's health every few seconds; when it misses
     :data:`SERVER_WATCH_MISSES` checks in a row, the run is asked to stop (status ``crashed``)
-    and the process ends within :data:`~wadiro_fleet.flows.stopping.GRACE_S` seconds."""
+    and the process ends within :data:`~flows.stopping.GRACE_S` seconds."""
 
     def __init__(self, api_url: str) -> None:
         import threading
@@ -214,7 +214,7 @@ class _ServerWatch:
                 return
 
 
-WORKER_PRELOAD = ("__main__", "wadiro_fleet.tasks.protocol.batch", *LOADED_ON_FIRST_USE)
+WORKER_PRELOAD = ("__main__", "tasks.protocol.batch", *LOADED_ON_FIRST_USE)
 """What the fork server imports once for all worker processes: the command's own module, the
 protocol a batch runs and what that imports on first use."""
 

@@ -7,19 +7,19 @@ forecasts to the task runner (processes, threads or a Dask cluster), at most
 API however large the fleet; write the batches' rows as they come back (every
 ``settings.write_every_s`` at most); close the run.
 
-The flows run through Prefect or directly (:mod:`~wadiro_fleet.flows.engine`). Either way a
+The flows run through Prefect or directly (:mod:`~flows.engine`). Either way a
 run:
 
 * stops cleanly on the first Ctrl-C or SIGTERM: it submits nothing more, abandons the batches
   in flight and ends their worker processes, writes what is finished, records the run as
-  ``interrupted`` and raises :class:`~wadiro_fleet.tasks.errors.RunStoppedError`
-  (:mod:`~wadiro_fleet.flows.stopping`);
+  ``interrupted`` and raises :class:`~tasks.errors.RunStoppedError`
+  (:mod:`~flows.stopping`);
 * stops the same way, recorded as ``crashed``, when the Prefect server it reports to stops
   answering;
 * never throws computed results away because another process holds the warehouse: its writer
   stages them beside it and loads them once the lock clears; the run waits for that at its
   end, at most ``settings.lock_wait_minutes``, and otherwise says how to load them later
-  (:class:`~wadiro_fleet.tasks.warehouse.pending.RunWriter`).
+  (:class:`~tasks.warehouse.pending.RunWriter`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from datetime import date, timedelta
 from itertools import islice
 
 from prefect import flow
-from wadiro_fleet.flows.engine import Engine, current_engine, one_line_input_errors
-from wadiro_fleet.flows.progress import RunProgress
-from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
-from wadiro_fleet.flows.stopping import STOP, quiet_resource_tracker, stop_child_processes
-from wadiro_fleet.tasks.errors import DegradedRunError, RunStoppedError
-from wadiro_fleet.tasks.forecast_tasks import (
+
+from flows.engine import Engine, current_engine, one_line_input_errors
+from flows.progress import RunProgress
+from flows.settings import BackfillSettings, RunSettings, WeeklySettings
+from flows.stopping import STOP, quiet_resource_tracker, stop_child_processes
+from tasks.errors import DegradedRunError, RunStoppedError
+from tasks.forecast_tasks import (
     Batch,
     OpenRun,
     RunSummary,
@@ -54,9 +55,9 @@ from wadiro_fleet.tasks.forecast_tasks import (
     rescore_earlier_forecasts,
     run_writer,
 )
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.protocol.weeks import check_mondays, mondays_between
-from wadiro_fleet.tasks.warehouse.connection import (
+from tasks.protocol.forecasting import BuildingWeekResult
+from tasks.protocol.weeks import check_mondays, mondays_between
+from tasks.warehouse.connection import (
     ResourceError,
     WarehouseLockedError,
     require_warehouse,
@@ -244,7 +245,7 @@ def weekly_forecast_flow(
 ) -> RunSummary:
     """One target week for the fleet (default: the week after the latest readings when its
     weather, observed or forecast, is stored; see
-    :func:`~wadiro_fleet.tasks.warehouse.selection.choose_week`).
+    :func:`~tasks.warehouse.selection.choose_week`).
 
     First scores the last weeks' forecasts again where their actuals have arrived since, so a
     forecast made before its week happened is scored by the first run after its readings are in.

@@ -1,5 +1,5 @@
 """Prefect flows that fill the warehouse's input tables (run through Prefect or directly,
-:mod:`~wadiro_fleet.flows.engine`): each reads and checks its source first, writing nothing on
+:mod:`~flows.engine`): each reads and checks its source first, writing nothing on
 any error, then writes it in one transaction."""
 
 from __future__ import annotations
@@ -9,29 +9,30 @@ from typing import TypeVar
 
 import duckdb
 from prefect import flow
-from wadiro_fleet.tasks.ingest.buildings_file import (
+
+from tasks.ingest.buildings_file import (
     BuildingsSummary,
     load_buildings,
     write_buildings,
 )
-from wadiro_fleet.tasks.ingest.cambridge import IngestSummary, ingest_cambridge
-from wadiro_fleet.tasks.ingest.cambridge_archive import ArchiveSelection
-from wadiro_fleet.tasks.ingest.readings_file import (
+from tasks.ingest.cambridge import IngestSummary, ingest_cambridge
+from tasks.ingest.cambridge_archive import ArchiveSelection
+from tasks.ingest.readings_file import (
     ReadingsOptions,
     ReadingsSummary,
     load_readings,
     write_readings,
 )
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, FileOptions
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic
-from wadiro_fleet.tasks.ingest.weather_file import (
+from tasks.ingest.source_files import CsvFormat, FileOptions
+from tasks.ingest.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic
+from tasks.ingest.weather_file import (
     WeatherOptions,
     WeatherSummary,
     load_weather,
     write_weather,
 )
-from wadiro_fleet.tasks.portfolios import PortfoliosSummary, load_portfolios, write_portfolios
-from wadiro_fleet.tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect
+from tasks.portfolios import PortfoliosSummary, load_portfolios, write_portfolios
+from tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect
 
 __all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_portfolios_flow",
            "ingest_readings_flow", "ingest_synthetic_flow", "ingest_weather_flow"]

@@ -3,8 +3,8 @@
 One definition serves every entry point. The flows take a settings object as one parameter
 (``settings``), the deployments in ``prefect.yaml`` take the flows' defaults, and the command
 line has an option per field, the forecast's flattened beside the run's (cyclopts'
-``Parameter(name="*")``, :mod:`wadiro_fleet.flows.cli_forecasting`). What a run computes is its
-:class:`~wadiro_fleet.tasks.protocol.config.ForecastConfig` (``forecast``), held, not inherited:
+``Parameter(name="*")``, :mod:`flows.cli_forecasting`). What a run computes is its
+:class:`~tasks.protocol.config.ForecastConfig` (``forecast``), held, not inherited:
 the protocol's tasks receive it alone. The weekly run and a backfill share every default; how
 they tune is the protocol's (the deployed one reuses recent tuning, the paper's tunes every
 window).
@@ -32,9 +32,10 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
-from wadiro_fleet.tasks.protocol.comma_lists import CommaList
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
+
+from tasks.protocol.comma_lists import CommaList
+from tasks.protocol.config import ForecastConfig
+from tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
 
 RunnerKind = Literal["threads", "processes", "dask"]
 

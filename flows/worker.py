@@ -13,7 +13,7 @@ SIGKILL of itself:
 :func:`run_worker` starts ``prefect worker start`` in a session of its own (so a terminal's
 Ctrl-C reaches only this process) with SIGINT at its default. On the first SIGINT or SIGTERM it
 sends SIGTERM to each flow run the worker is executing -- each stops within
-:data:`~wadiro_fleet.flows.stopping.GRACE_S` seconds, writes what it finished and records its
+:data:`~flows.stopping.GRACE_S` seconds, writes what it finished and records its
 run as ``interrupted`` -- waits for them, then stops the worker (SIGINT) and exits with status
 128 + the signal's number. A second signal ends everything at once (SIGKILL). As it starts, it
 warns of what would make every scheduled run fail (:func:`preflight_warnings`).
@@ -31,8 +31,9 @@ from pathlib import Path
 from types import FrameType
 
 import psutil
-from wadiro_fleet.flows.stopping import GRACE_S, STOP_SIGNALS
-from wadiro_fleet.tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
+
+from flows.stopping import GRACE_S, STOP_SIGNALS
+from tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
 
 WORKER_STOP_S = 20.0
 """How long the Prefect worker gets to stop once its flow runs have ended."""

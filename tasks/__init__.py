@@ -1,14 +1,14 @@
-"""The pipeline's steps, installed as ``wadiro_fleet.tasks``.
+"""The pipeline's steps, installed as ``tasks``.
 
 Three rooms, in the order data flows through them:
 
-* :mod:`~wadiro_fleet.tasks.ingest` -- source files (the Cambridge archive, a synthetic fleet)
+* :mod:`~tasks.ingest` -- source files (the Cambridge archive, a synthetic fleet)
   to the warehouse's input tables;
-* :mod:`~wadiro_fleet.tasks.warehouse` -- the DuckDB warehouse: schema, connections,
+* :mod:`~tasks.warehouse` -- the DuckDB warehouse: schema, connections,
   idempotent writes, hourly frames in, result rows out;
-* :mod:`~wadiro_fleet.tasks.protocol` -- the forecasting protocol for one (building, week):
+* :mod:`~tasks.protocol` -- the forecasting protocol for one (building, week):
   weeks, features, windows, tuning, models, scoring. Pure: no storage, no Prefect.
 
-:mod:`~wadiro_fleet.tasks.forecast_tasks` holds the Prefect tasks a forecasting run is wired
-from; :mod:`~wadiro_fleet.tasks.report` writes the fleet report.
+:mod:`~tasks.forecast_tasks` holds the Prefect tasks a forecasting run is wired
+from; :mod:`~tasks.report` writes the fleet report.
 """

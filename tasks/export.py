@@ -10,7 +10,7 @@ change (336, 334 or 338 half-hours).
 
 **Settlement periods** (``resolution`` 30 or 15 minutes): an hour's forecast is split by the
 building's own intra-hour shape where its readings came sub-hourly
-(:func:`~wadiro_fleet.tasks.warehouse.intra_hour.period_shares`), evenly otherwise. A period
+(:func:`~tasks.warehouse.intra_hour.period_shares`), evenly otherwise. A period
 gets its share of the hour's forecast, and the same share of the hour's interval bounds: the
 periods of an hour sum to the hour's forecast and to its bounds (to rounding), so the period
 bounds are the hour's band split by the shape, not separately calibrated intervals of each
@@ -18,7 +18,7 @@ period. A portfolio's hour is split as the sum of its buildings' split forecasts
 
 CSV (RFC 4180: CRLF line ends) text cells that a spreadsheet would run as a formula get a
 leading ``'``
-(:mod:`~wadiro_fleet.tasks.warehouse.output_files`); the file is written beside its name and
+(:mod:`~tasks.warehouse.output_files`); the file is written beside its name and
 renamed onto it, so a half-written file is never left under the name.
 """
 
@@ -35,17 +35,18 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.intervals import LEVELS
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
-from wadiro_fleet.tasks.warehouse.output_files import csv_text, write_bytes
-from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+
+from tasks.errors import PipelineError
+from tasks.protocol.intervals import LEVELS
+from tasks.warehouse.connection import connect
+from tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
+from tasks.warehouse.output_files import csv_text, write_bytes
+from tasks.warehouse.portfolio_sql import (
     checked_portfolio_ids,
     read_portfolio_forecasts,
     stored_members_sql,
 )
-from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids, shown_ids
+from tasks.warehouse.selection import fleet_building_ids, shown_ids
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 """File extensions written, and as what."""

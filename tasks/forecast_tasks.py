@@ -5,9 +5,9 @@ They run in the flow's own process, the warehouse's single writer: open the run,
 of buildings, choose the weekly run's week, score earlier forecasts again, list what was not
 forecast. Each either only reads or changes the warehouse in one transaction that replaces
 what it owns, so running it again is safe. A step that finds the warehouse locked by another
-process waits for it (:func:`~wadiro_fleet.tasks.warehouse.connection.connect`'s one retry
+process waits for it (:func:`~tasks.warehouse.connection.connect`'s one retry
 policy) at most the run's ``--lock-wait-minutes`` (``lock_wait_s``), then fails saying so.
-Results are written by the run's :class:`~wadiro_fleet.tasks.warehouse.pending.RunWriter`,
+Results are written by the run's :class:`~tasks.warehouse.pending.RunWriter`,
 which never throws them away because another process holds the warehouse.
 """
 
@@ -21,40 +21,41 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from wadiro_fleet.tasks.errors import EmptySelectionError
-from wadiro_fleet.tasks.protocol.batch import BuildingJob, run_batch
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.provenance import code_version
-from wadiro_fleet.tasks.report import run_leaderboard
-from wadiro_fleet.tasks.warehouse.batches import load_batches
-from wadiro_fleet.tasks.warehouse.connection import (
+
+from tasks.errors import EmptySelectionError
+from tasks.protocol.batch import BuildingJob, run_batch
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.forecasting import BuildingWeekResult
+from tasks.provenance import code_version
+from tasks.report import run_leaderboard
+from tasks.warehouse.batches import load_batches
+from tasks.warehouse.connection import (
     connect,
     require_warehouse,
 )
-from wadiro_fleet.tasks.warehouse.issued import validation_leaderboard
-from wadiro_fleet.tasks.warehouse.pending import (
+from tasks.warehouse.issued import validation_leaderboard
+from tasks.warehouse.pending import (
     WRITE_WAIT_S,
     LoadReport,
     RunWriter,
     load_staged,
     staged_runs,
 )
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
-from wadiro_fleet.tasks.warehouse.run_dates import (
+from tasks.warehouse.rescoring import rescore_forecasts
+from tasks.warehouse.run_dates import (
     check_plausible_weeks,
     future_readings,
     readings_cutoff,
     readings_until,
 )
-from wadiro_fleet.tasks.warehouse.runs import (
+from tasks.warehouse.runs import (
     NotForecast,
     RunSummary,
     not_forecast_rows,
     record_run_start,
 )
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.selection import (
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import (
     ChosenWeek,
     choose_week,
     fleet_building_ids,
@@ -131,7 +132,7 @@ that runs it without Prefect imports the protocol, not Prefect or this module.""
 def run_writer(run: OpenRun, tell: Callable[[str], None],
                write_every_s: float | None = None) -> RunWriter:
     """The run's one writer of results and of its closing record (writing every
-    ``write_every_s``, default :data:`~wadiro_fleet.tasks.warehouse.pending.WRITE_EVERY_S`)."""
+    ``write_every_s``, default :data:`~tasks.warehouse.pending.WRITE_EVERY_S`)."""
     return RunWriter(run.warehouse, run.run_id, run.config.models, run.lock_wait_s, tell,
                      write_every_s=write_every_s)
 
@@ -168,7 +169,7 @@ def load_pending_results(warehouse: str) -> LoadReport:
 def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None,
                              lock_wait_s: float = 600.0) -> ChosenWeek:
     """The weekly run's default target week (:func:`choose_week`), chosen from the readings
-    dated up to now (:mod:`~wadiro_fleet.tasks.warehouse.run_dates`); when later ones are
+    dated up to now (:mod:`~tasks.warehouse.run_dates`); when later ones are
     stored, ``why`` says so and the choice is not ``complete`` (the run warns)."""
     cutoff = readings_cutoff()
     with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:

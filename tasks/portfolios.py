@@ -5,7 +5,7 @@ in several portfolios. Every portfolio the file names is replaced by the file's 
 building left out of it leaves the portfolio); portfolios the file does not name are kept; all
 in one transaction. The portfolio ``all`` (every building) exists in every warehouse and cannot
 be defined by a file. What a portfolio's forecast is:
-:mod:`~wadiro_fleet.tasks.warehouse.portfolio_sql`.
+:mod:`~tasks.warehouse.portfolio_sql`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-from wadiro_fleet.tasks.errors import UnknownBuildingError
-from wadiro_fleet.tasks.ingest.contract import Column, FileContract
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.portfolio_sql import ALL
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
+
+from tasks.errors import UnknownBuildingError
+from tasks.ingest.contract import Column, FileContract
+from tasks.ingest.source_files import CsvFormat
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.portfolio_sql import ALL
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
+from tasks.warehouse.slices import Slice, replace_slice
 
 PORTFOLIOS_FILE = FileContract(
     "a portfolios file",

@@ -3,7 +3,7 @@ accuracy in % of load, data problems), then the leaderboard, per-building normal
 forecast-versus-actual plots and each building's data quality (also on its own: ``wadiro
 quality``).
 
-Every file goes through :mod:`~wadiro_fleet.tasks.warehouse.output_files`: written beside its
+Every file goes through :mod:`~tasks.warehouse.output_files`: written beside its
 name and renamed onto it, so a link planted in ``--out`` is replaced, never written through, and
 a folder inside it that is a link is refused (nothing is written outside ``--out``); CSV text
 cells a spreadsheet would run as a formula (an id starting with ``=``, ``+``, ``-``, ``@``) get
@@ -21,29 +21,30 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.report_html import ACTUAL_STYLE, printable, render_report
-from wadiro_fleet.tasks.warehouse.connection import WarehouseError, connect
-from wadiro_fleet.tasks.warehouse.issued import (
+
+from tasks.errors import PipelineError
+from tasks.report_html import ACTUAL_STYLE, printable, render_report
+from tasks.warehouse.connection import WarehouseError, connect
+from tasks.warehouse.issued import (
     published_summary,
     validation_leaderboard,
 )
-from wadiro_fleet.tasks.warehouse.manager_summary import (
+from tasks.warehouse.manager_summary import (
     building_peaks,
     next_week,
     recent_accuracy,
 )
-from wadiro_fleet.tasks.warehouse.output_files import (
+from tasks.warehouse.output_files import (
     OutputFolderError,
     csv_text,
     write_bytes,
     write_csv,
     write_text,
 )
-from wadiro_fleet.tasks.warehouse.portfolio_sql import portfolio_ids, read_portfolio_scores
-from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality
-from wadiro_fleet.tasks.warehouse.schema import leaderboard_sql
-from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids
+from tasks.warehouse.portfolio_sql import portfolio_ids, read_portfolio_scores
+from tasks.warehouse.quality import DataQuality, data_quality
+from tasks.warehouse.schema import leaderboard_sql
+from tasks.warehouse.selection import fleet_building_ids
 
 
 def fleet_leaderboard(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -158,7 +159,7 @@ def write_report(
     warehouse: str | Path, out_dir: Path, buildings: Sequence[str] | None = None
 ) -> Report:
     """Leaderboard, per-building errors and data quality as CSV, one self-contained HTML page
-    (:mod:`~wadiro_fleet.tasks.report_html`) and one PNG per building, read from the warehouse
+    (:mod:`~tasks.report_html`) and one PNG per building, read from the warehouse
     in one read-only connection."""
     with connect(warehouse, read_only=True) as con:
         try:
@@ -194,7 +195,7 @@ def read_run_leaderboard(warehouse: str | Path, run_id: str) -> pd.DataFrame:
 
 def read_issued(warehouse: str | Path, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What run ``run_id`` issued for a week not yet scored: its published summary and its
-    models' validation leaderboard (:mod:`~wadiro_fleet.tasks.warehouse.issued`), read in a
+    models' validation leaderboard (:mod:`~tasks.warehouse.issued`), read in a
     short read-only connection."""
     with connect(warehouse, read_only=True) as con:
         return published_summary(con, run_id), validation_leaderboard(con, run_id)

@@ -1,6 +1,6 @@
 """The fleet report as one self-contained HTML page: open it in any browser, mail it, archive it.
 
-Its first part is for the manager (:mod:`~wadiro_fleet.tasks.warehouse.manager_summary`): next
+Its first part is for the manager (:mod:`~tasks.warehouse.manager_summary`): next
 week's forecast of every portfolio, hour by hour with its 80 % and 95 % bands, the peak hour
 and kWh of each portfolio and of the buildings with the largest peaks, how accurate the last
 weeks were per building in per cent of its own load, and the data problems that need someone to
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 import duckdb
 import jinja2
 import pandas as pd
-from wadiro_fleet.tasks.warehouse.manager_summary import (
+
+from tasks.warehouse.manager_summary import (
     building_peaks,
     data_problems,
     next_week,
@@ -38,9 +39,9 @@ from wadiro_fleet.tasks.warehouse.manager_summary import (
     portfolio_peaks,
     recent_accuracy,
 )
-from wadiro_fleet.tasks.warehouse.portfolio_sql import portfolio_calibration
-from wadiro_fleet.tasks.warehouse.quality import DataQuality, data_quality
-from wadiro_fleet.tasks.warehouse.schema import (
+from tasks.warehouse.portfolio_sql import portfolio_calibration
+from tasks.warehouse.quality import DataQuality, data_quality
+from tasks.warehouse.schema import (
     FLAT_RUN_ALERT_HOURS,
     SPIKE_RATIO,
     leaderboard_sql,

@@ -6,7 +6,7 @@ import io
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 
-from wadiro_fleet.flows.cli import app
+from flows.cli import app
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-INSTALLED = {"wadiro_fleet.tasks": "tasks", "wadiro_fleet.flows": "flows"}
 
 # room (a folder or a module, as a dotted path under the checkout) -> rooms it may import
 ALLOWED: dict[str, set[str]] = {
@@ -45,7 +44,7 @@ def _module(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
-    """Absolute names imported by ``path``, installed names mapped back to folders."""
+    """Absolute names imported by ``path`` (relative imports resolved against its package)."""
     names: set[str] = set()
     package = _module(path) if path.name == "__init__.py" else _module(path).rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
@@ -57,13 +56,7 @@ def _imports(path: Path) -> set[str]:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             names.add(base)
-    mapped = set()
-    for name in names:
-        for installed, folder in INSTALLED.items():
-            if name == installed or name.startswith(installed + "."):
-                name = folder + name[len(installed):]
-        mapped.add(name)
-    return mapped
+    return names
 
 
 def _room(module: str) -> str | None:
@@ -91,13 +84,14 @@ def test_imports_run_only_downward(path):
             assert not libraries & banned, f"{pure} must stay pure but imports {libraries & banned}"
 
 
-def test_nothing_imports_the_folders_by_their_bare_names():
-    """``tasks`` and ``flows`` are installed as ``wadiro_fleet.*``; a bare import would load a
-    second copy of a module from the working directory, or fail once installed."""
+def test_the_rooms_are_imported_by_their_folders_names():
+    """An import path is a folder path: ``tasks.protocol.fitting`` is ``tasks/protocol/fitting.py``.
+
+    The project once installed ``tasks`` and ``flows`` under another name; nothing may import
+    through that name again (it would load a second copy of each module)."""
     for path in SOURCES + sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py")):
         tree = ast.parse(path.read_text())
-        bare = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level
-                and n.module and n.module.split(".")[0] in {"tasks", "flows"}]
-        bare += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-                 if a.name.split(".")[0] in {"tasks", "flows"}]
-        assert not bare, f"{path.relative_to(ROOT)} imports {bare}"
+        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        mapped = [n for n in names if n.split(".")[0] == "wadiro_fleet"]
+        assert not mapped, f"{path.relative_to(ROOT)} imports {mapped}"

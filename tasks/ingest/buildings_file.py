@@ -4,7 +4,7 @@ Columns: ``building_id, site_id, timezone, holiday_country`` (required, every ce
 ``holiday_subdiv, building_type`` (optional columns, blank cells allowed). A time zone must be
 one :mod:`zoneinfo` knows (IANA, e.g. ``Europe/London``), and the holiday calendar one the
 ``holidays`` package has: the country, and the subdivision within it when given. Ids and the
-building type are printable text (:mod:`~wadiro_fleet.tasks.ingest.identifiers`: no control or
+building type are printable text (:mod:`~tasks.ingest.identifiers`: no control or
 text-direction characters). A column mapping (``--columns "Asset Name=building_id,Site=site_id"``,
 ``--columns-file``) reads an asset register's own column names. Each row's
 ``source`` is the file's name. A building already stored is updated (its row replaced); the
@@ -23,12 +23,13 @@ import holidays
 import pandas as pd
 import pyarrow as pa
 from pydantic import TypeAdapter, ValidationError
-from wadiro_fleet.tasks.ingest.contract import Column, FileContract
-from wadiro_fleet.tasks.ingest.source_files import CsvFormat, SourceRows
-from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
+
+from tasks.ingest.contract import Column, FileContract
+from tasks.ingest.source_files import CsvFormat, SourceRows
+from tasks.ingest.timestamps import TimeZoneName
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.slices import Slice, replace_slice
 
 __all__ = [
     "BUILDINGS_FILE",

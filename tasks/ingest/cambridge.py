@@ -1,7 +1,7 @@
 """Ingest of the Cambridge archive into the warehouse.
 
 The archive is read and checked first
-(:func:`~wadiro_fleet.tasks.ingest.cambridge_archive.load_cambridge`, nothing written on any
+(:func:`~tasks.ingest.cambridge_archive.load_cambridge`, nothing written on any
 error); the warehouse is then changed in one transaction that replaces
 the selected buildings' rows and every hour of readings and weather the archive holds in the
 asked range, so a rerun leaves the same rows. Hours the archive does not hold (a year without a
@@ -19,15 +19,16 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.compute as pc
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.ingest.cambridge_archive import (
     CambridgeBatch,
     load_cambridge,
 )
-from wadiro_fleet.tasks.ingest.plausibility import ImplausiblePolicy, value_notes
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice, write_key_hours
+from tasks.ingest.plausibility import ImplausiblePolicy, value_notes
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.slices import Slice, replace_slice, write_key_hours
 
 __all__ = ["IngestSummary", "ingest_cambridge", "write_cambridge"]
 

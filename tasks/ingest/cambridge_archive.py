@@ -21,7 +21,7 @@ Rules (also in ``data/README.md``):
   truncated file, a duplicated timestamp, a non-numeric value) is an error naming the file, and
   nothing is written.
 * Every value of the selected hours must be finite and physically plausible
-  (:mod:`~wadiro_fleet.tasks.ingest.plausibility`: no negative energy, no temperature no
+  (:mod:`~tasks.ingest.plausibility`: no negative energy, no temperature no
   weather station has recorded, ...). A value just past its bound within a sensor's tolerance
   (humidity up to 105 %, irradiance down to -30 W/m2) is clipped to the bound and counted.
   Otherwise the ingest stops with an error naming file, line and column and writes nothing --
@@ -30,7 +30,7 @@ Rules (also in ``data/README.md``):
   is: every yearly file is checked whole).
 
 Everything is read and checked into Arrow tables (:class:`CambridgeBatch`), with no
-warehouse: the ingest (:mod:`~wadiro_fleet.tasks.ingest.cambridge`), the tests and the
+warehouse: the ingest (:mod:`~tasks.ingest.cambridge`), the tests and the
 benchmarks all read the archive through :func:`load_cambridge`.
 """
 
@@ -48,14 +48,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from pydantic import BaseModel, ConfigDict, Field
-from wadiro_fleet.tasks.errors import UnknownBuildingError
-from wadiro_fleet.tasks.ingest.errors import (
+
+from tasks.errors import UnknownBuildingError
+from tasks.ingest.errors import (
     DuplicateTimestampError,
     EmptyRangeError,
     MalformedSourceError,
     SourceNotFoundError,
 )
-from wadiro_fleet.tasks.ingest.plausibility import (
+from tasks.ingest.plausibility import (
     ENERGY_KWH,
     HUMIDITY_PCT,
     IRRADIANCE_WM2,
@@ -65,7 +66,7 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     Tally,
     check_column,
 )
-from wadiro_fleet.tasks.protocol.comma_lists import CommaList
+from tasks.protocol.comma_lists import CommaList
 
 __all__ = [
     "ARCHIVE_SOURCE",

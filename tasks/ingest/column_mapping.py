@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.errors import MalformedSourceError
 
 __all__ = ["ColumnMapping", "parse_pairs"]
 

@@ -11,7 +11,7 @@ building, named by its id). The contract reads the file (:meth:`FileContract.rea
 refusing the first bad one naming its line and column. What is a reader's own stays with it:
 timestamps (their clock and layout options), time zones and calendars, the time grid.
 
->>> from wadiro_fleet.tasks.ingest.plausibility import TEMPERATURE_C
+>>> from tasks.ingest.plausibility import TEMPERATURE_C
 >>> contract = FileContract("a thermometer file", (
 ...     Column("site_id", "id", what="site id"), Column("ts", "time"),
 ...     Column("temperature_c", "number", filled=False, bound=TEMPERATURE_C)))
@@ -30,15 +30,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.identifiers import (
+
+from tasks.ingest.column_mapping import ColumnMapping
+from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.identifiers import (
     check_id_names,
     unprintable_at,
     unprintable_problem,
 )
-from wadiro_fleet.tasks.ingest.plausibility import Bound, ImplausiblePolicy, Tally, check_column
-from wadiro_fleet.tasks.ingest.source_files import (
+from tasks.ingest.plausibility import Bound, ImplausiblePolicy, Tally, check_column
+from tasks.ingest.source_files import (
     CsvFormat,
     FileOptions,
     SourceRows,
@@ -59,9 +60,9 @@ class Column:
 
     name: str
     cells: CellKind = "text"
-    """``id``: printable text (:mod:`~wadiro_fleet.tasks.ingest.identifiers`); ``text``;
+    """``id``: printable text (:mod:`~tasks.ingest.identifiers`); ``text``;
     ``number``: float64, checked against ``bound``; ``time``: read by the reader's own clock
-    options (:mod:`~wadiro_fleet.tasks.ingest.timestamps`), not judged here."""
+    options (:mod:`~tasks.ingest.timestamps`), not judged here."""
     required: bool = True
     """Whether the header must have the column (else it is optional)."""
     filled: bool = True

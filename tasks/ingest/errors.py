@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wadiro_fleet.tasks.errors import PipelineError
+from tasks.errors import PipelineError
 
 
 class IngestError(PipelineError, ValueError):

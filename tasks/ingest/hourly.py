@@ -8,7 +8,7 @@ and every timestamp must lie on that grid of UTC instants (10:07 in an hourly fi
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
 interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh);
 ``register`` is a cumulative register in kWh, differenced first
-(:mod:`~wadiro_fleet.tasks.ingest.registers`).
+(:mod:`~tasks.ingest.registers`).
 Sub-hourly energies are summed to their hour, never as a partial sum: an hour with a blank
 sub-interval is stored as missing (NULL), and an hour with a sub-interval absent from the file
 is not written at all (the file does not hold that hour; what is stored for it stays).
@@ -20,8 +20,9 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
-from wadiro_fleet.tasks.ingest.source_files import SourceRows
+
+from tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
+from tasks.ingest.source_files import SourceRows
 
 __all__ = [
     "SUPPORTED_MINUTES",

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
+
+from tasks.ingest.errors import MalformedSourceError
 
 __all__ = ["UNPRINTABLE", "check_id_names", "unprintable_at", "unprintable_problem"]
 

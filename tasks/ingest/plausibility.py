@@ -22,7 +22,8 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
+
+from tasks.ingest.errors import MalformedSourceError
 
 ImplausiblePolicy = Literal["refuse", "missing"]
 

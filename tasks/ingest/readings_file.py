@@ -8,13 +8,13 @@ Two layouts, CSV or Parquet:
 
 ``--layout auto`` (the default) takes a file with a ``building_id`` column as long, any other as
 wide; a column mapping (``--columns``, ``--columns-file``) names the file's own columns
-(:mod:`~wadiro_fleet.tasks.ingest.column_mapping`). Timestamps, clock changes, their layout
+(:mod:`~tasks.ingest.column_mapping`). Timestamps, clock changes, their layout
 (``--time-format``, ``--dayfirst``) and the dates a file may hold, the grid, units and
-sub-hourly sums follow :mod:`~wadiro_fleet.tasks.ingest.timestamps` and
-:mod:`~wadiro_fleet.tasks.ingest.hourly`; every value must be a plausible energy
-(:mod:`~wadiro_fleet.tasks.ingest.plausibility`); registers follow
-:mod:`~wadiro_fleet.tasks.ingest.registers`. Building ids are printable text
-(:mod:`~wadiro_fleet.tasks.ingest.identifiers`).
+sub-hourly sums follow :mod:`~tasks.ingest.timestamps` and
+:mod:`~tasks.ingest.hourly`; every value must be a plausible energy
+(:mod:`~tasks.ingest.plausibility`); registers follow
+:mod:`~tasks.ingest.registers`. Building ids are printable text
+(:mod:`~tasks.ingest.identifiers`).
 
 The file is read a chunk at a time (a CSV block, a Parquet batch): each chunk's cells become
 compact columns (a building's code, the instant, the energy, the row) before the next is read,
@@ -26,12 +26,12 @@ touched, whatever gap lies between the file's rows. With ``replace_range``
 (``--replace-range``) each building's stored hours from its first to its last hour in the file
 are replaced instead, so the hours of that range the file lacks are removed, and the summary
 says how many. The scores of stored forecasts whose hours the file changed are recomputed in
-the same transaction (:mod:`~wadiro_fleet.tasks.warehouse.rescoring`). All buildings change in
+the same transaction (:mod:`~tasks.warehouse.rescoring`). All buildings change in
 one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing.
 Every building id must already be in ``buildings``. A sub-hourly file's latest
-:data:`~wadiro_fleet.tasks.warehouse.intra_hour.KEEP_DAYS` days of each building's complete
+:data:`~tasks.warehouse.intra_hour.KEEP_DAYS` days of each building's complete
 hours are kept as they came, in the same transaction (``sub_hourly_readings``,
-:mod:`~wadiro_fleet.tasks.warehouse.intra_hour`): the building's own intra-hour shape, by which
+:mod:`~tasks.warehouse.intra_hour`): the building's own intra-hour shape, by which
 ``wadiro export`` splits its hours into settlement periods. A building whose file hours have a
 median :data:`LEVEL_CHANGE` times above or below its stored hours' around them (four weeks either
 side) is refused, naming the unit options (a register in Wh sent as kWh is stored 1,000 times
@@ -52,11 +52,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
-from wadiro_fleet.tasks.errors import UnknownBuildingError
-from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping
-from wadiro_fleet.tasks.ingest.contract import Column, FileContract, checked_ids
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.hourly import (
+
+from tasks.errors import UnknownBuildingError
+from tasks.ingest.column_mapping import ColumnMapping
+from tasks.ingest.contract import Column, FileContract, checked_ids
+from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.hourly import (
     EnergyUnit,
     check_on_grid,
     check_unique,
@@ -64,27 +65,27 @@ from wadiro_fleet.tasks.ingest.hourly import (
     kwh_factor,
     sum_to_hours,
 )
-from wadiro_fleet.tasks.ingest.plausibility import (
+from tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
     ImplausiblePolicy,
     Tally,
     check_column,
 )
-from wadiro_fleet.tasks.ingest.registers import (
+from tasks.ingest.registers import (
     RegisterCounts,
     difference_registers,
     refuse_non_registers,
     refuse_registers,
 )
-from wadiro_fleet.tasks.ingest.source_files import (
+from tasks.ingest.source_files import (
     FileOptions,
     SourceRows,
     SourceStream,
     SourceTable,
     open_source,
 )
-from wadiro_fleet.tasks.ingest.timestamps import (
+from tasks.ingest.timestamps import (
     DAYS_AHEAD,
     AmbiguousPolicy,
     LocalTimeOptions,
@@ -92,12 +93,12 @@ from wadiro_fleet.tasks.ingest.timestamps import (
     accepted_until,
     localise,
 )
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import write_key_hours
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
+from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
+from tasks.warehouse.slices import write_key_hours
 
 __all__ = [
     "LEVEL_CHANGE",
@@ -222,7 +223,7 @@ class ReadingsBatch:
     accept_level_change: bool = False
     sub_hourly: pa.Table = field(default_factory=lambda: recent_sub_hourly(pd.DataFrame(), 60))
     """The file's latest sub-hourly energies, each building's intra-hour shape
-    (:func:`~wadiro_fleet.tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly
+    (:func:`~tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly
     file."""
 
 

@@ -48,8 +48,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.hourly import _epoch_us, series_order
+
+from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.hourly import _epoch_us, series_order
 
 __all__ = [
     "JUMP_RATIO",

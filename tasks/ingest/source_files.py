@@ -9,14 +9,14 @@ written otherwise (European Excel's ``;`` and decimal commas, Latin-1 text) is r
 the line and the option that reads it. With ``--decimal ','`` a dot separates thousands
 (``1.234,5`` is 1234.5, ``1.234`` is 1234; ``1.23`` is refused). The file's own column names
 are read as the warehouse's through a column mapping (:class:`FileOptions`,
-:mod:`~wadiro_fleet.tasks.ingest.column_mapping`).
+:mod:`~tasks.ingest.column_mapping`).
 
 :meth:`SourceTable.numbers` and :meth:`SourceTable.text` turn a column into values, refusing a
 cell that is not one with an error naming file, row and column. A large file is read in chunks
 (:func:`open_source`, :meth:`SourceStream.chunks`: a CSV block or a Parquet batch at a time), so
 that only the columns a reader keeps, in their compact form, grow with the file. A file is
 opened and read from disk once: a CSV's header, its rows and the scan naming the line of a CSV
-pyarrow refuses read the same bytes (:mod:`~wadiro_fleet.tasks.ingest.csv_bytes`).
+pyarrow refuses read the same bytes (:mod:`~tasks.ingest.csv_bytes`).
 Rows are named as a reader finds them: ``line N`` of a CSV (the header is line 1), ``row N``
 (1-based) of a Parquet file, counted from the file's start in every chunk; a table's rows by
 its :class:`SourceRows` (``SourceTable.at``), which the checks are given.
@@ -39,10 +39,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from wadiro_fleet.tasks.ingest.column_mapping import ColumnMapping, parse_pairs
-from wadiro_fleet.tasks.ingest.csv_bytes import CsvBytes, Undecodable, first_problem
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
-from wadiro_fleet.tasks.protocol.comma_lists import CommaList
+
+from tasks.ingest.column_mapping import ColumnMapping, parse_pairs
+from tasks.ingest.csv_bytes import CsvBytes, Undecodable, first_problem
+from tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
+from tasks.protocol.comma_lists import CommaList
 
 __all__ = ["FORMATS", "CsvFormat", "FileOptions", "SourceRows", "SourceStream", "SourceTable",
            "check_columns", "open_source", "read_source"]
@@ -112,7 +113,7 @@ class CsvFormat(BaseModel):
 
 class FileOptions(CsvFormat):
     """How an operator's file is read: a CSV's format, and which of the file's columns is which
-    warehouse column (:mod:`~wadiro_fleet.tasks.ingest.column_mapping`)."""
+    warehouse column (:mod:`~tasks.ingest.column_mapping`)."""
 
     columns: CommaList | None = Field(
         None, description="Read the file's column SOURCE as TARGET, as SOURCE=TARGET pairs "

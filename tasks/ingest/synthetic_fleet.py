@@ -41,11 +41,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from wadiro_fleet.tasks.ingest.timestamps import TimeZoneName
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts, rescored_note
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.slices import Slice, replace_slice
+
+from tasks.ingest.timestamps import TimeZoneName
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.slices import Slice, replace_slice
 
 __all__ = [
     "BUILDING_TYPES",

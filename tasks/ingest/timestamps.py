@@ -40,9 +40,10 @@ import pandas as pd
 import pyarrow as pa
 from pandas.tseries.api import guess_datetime_format
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.source_files import SourceRows, SourceTable
-from wadiro_fleet.tasks.protocol.weeks import resolve_timezone
+
+from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.source_files import SourceRows, SourceTable
+from tasks.protocol.weeks import resolve_timezone
 
 __all__ = [
     "DAYS_AHEAD",
@@ -79,7 +80,7 @@ _NO_OFFSET_HINT = (
 
 TimeZoneName = Annotated[str, AfterValidator(lambda name: resolve_timezone(name).key)]
 """An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; the check is
-:func:`~wadiro_fleet.tasks.protocol.weeks.resolve_timezone`)."""
+:func:`~tasks.protocol.weeks.resolve_timezone`)."""
 
 
 def accepted_until(days_ahead: int, now: datetime | None = None) -> pd.Timestamp:

@@ -4,10 +4,10 @@ Columns: ``site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms`` (required
 blank cell is a missing value, stored as NULL), ``humidity_pct`` (optional), and for forecasts
 ``issued_at`` (required, every cell filled: when the forecast was issued); a column mapping
 (``--columns``, ``--columns-file``) names the file's own columns. Timestamps are hourly, each
-the start of its hour, read like meter timestamps (:mod:`~wadiro_fleet.tasks.ingest.timestamps`,
+the start of its hour, read like meter timestamps (:mod:`~tasks.ingest.timestamps`,
 ``--time-format``, ``--dayfirst``); ``issued_at`` may be any instant. Observations and issue
 times may lie at most two days after today, a forecast's hours three weeks. Values must be
-plausible (:mod:`~wadiro_fleet.tasks.ingest.plausibility`); site ids printable text.
+plausible (:mod:`~tasks.ingest.plausibility`); site ids printable text.
 
 Blank cells are counted per variable, and the summary says so (``wind_speed_ms blank in 161 of
 168 rows``), as it names a variable the file has no column of: a variable blank for most of a
@@ -25,7 +25,7 @@ the *latest issue*: within the file the latest ``issued_at`` per hour wins, and 
 of that hour is replaced only by one issued at the same time or later (an older file ingested
 late never overwrites a newer forecast). Forecast hours the file does not hold are untouched.
 Readers prefer an observation to a forecast for the same hour
-(:mod:`~wadiro_fleet.tasks.warehouse.hours`).
+(:mod:`~tasks.warehouse.hours`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
-from wadiro_fleet.tasks.ingest.contract import Column, FileContract
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError, UnknownSiteError
-from wadiro_fleet.tasks.ingest.hourly import check_on_grid, check_unique
-from wadiro_fleet.tasks.ingest.plausibility import (
+
+from tasks.ingest.contract import Column, FileContract
+from tasks.ingest.errors import MalformedSourceError, UnknownSiteError
+from tasks.ingest.hourly import check_on_grid, check_unique
+from tasks.ingest.plausibility import (
     HUMIDITY_PCT,
     IRRADIANCE_WM2,
     TEMPERATURE_C,
@@ -50,8 +51,8 @@ from wadiro_fleet.tasks.ingest.plausibility import (
     ImplausiblePolicy,
     value_notes,
 )
-from wadiro_fleet.tasks.ingest.source_files import FileOptions
-from wadiro_fleet.tasks.ingest.timestamps import (
+from tasks.ingest.source_files import FileOptions
+from tasks.ingest.timestamps import (
     DAYS_AHEAD,
     FORECAST_DAYS_AHEAD,
     AmbiguousPolicy,
@@ -59,10 +60,10 @@ from wadiro_fleet.tasks.ingest.timestamps import (
     accepted_until,
     utc_instants,
 )
-from wadiro_fleet.tasks.warehouse.connection import connect, transaction
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.selection import ids_not_in_buildings, shown_ids
-from wadiro_fleet.tasks.warehouse.slices import replace_unless_newer, write_key_hours
+from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
+from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
 __all__ = [
     "FORECAST_FILE",

@@ -15,16 +15,16 @@ from datetime import date, timedelta
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import (
+
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
     StoredParams,
     epoch_us,
     forecast_building_week,
 )
-from wadiro_fleet.tasks.protocol.track_record import WeekScore, week_scores
-
+from tasks.protocol.track_record import WeekScore, week_scores
 from wadiro_models.registry import estimator_modules
 
 LOADED_ON_FIRST_USE = ("sklearn.exceptions", "wadiro_models.certification", *estimator_modules(),

@@ -1,7 +1,7 @@
 """What a forecasting run computes: every choice that changes its numbers, with its default.
 
 :class:`ForecastConfig` is the one place these defaults are said, each in its field. A run's
-settings hold it beside where and how the run goes (``wadiro_fleet.flows.settings``), the
+settings hold it beside where and how the run goes (``flows.settings``), the
 command line builds its options from its fields, and the ``runs`` table records it.
 
 Two protocols are named (``protocol``), and a field left out takes its value from the chosen one
@@ -29,18 +29,19 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION
-from wadiro_fleet.tasks.protocol.comma_lists import CommaList
-from wadiro_fleet.tasks.protocol.day_types import (
+
+from tasks.protocol.certification import DEFAULT_PERTURBATION
+from tasks.protocol.comma_lists import CommaList
+from tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
     parse_closure_periods,
 )
-from wadiro_fleet.tasks.protocol.features import (
+from tasks.protocol.features import (
     FEATURE_SETS,
     FEATURES,
     get_feature_set,
 )
-from wadiro_fleet.tasks.protocol.models import (
+from tasks.protocol.models import (
     BOOSTING_MODELS,
     DAY_TYPE_NAIVE,
     ENSEMBLE,
@@ -49,7 +50,6 @@ from wadiro_fleet.tasks.protocol.models import (
     SEASONAL_NAIVE,
     check_model_names,
 )
-
 from wadiro_models.search_spaces import IntUniform
 
 TuningMode = Literal["per-window", "reuse"]
@@ -555,7 +555,7 @@ class ForecastConfig(BaseModel):
     def load_range(self, week: Any, timezone: str) -> tuple[Any, Any]:
         """The UTC hours a window of ``week`` reads, for every model of the run: the longest
         history and lookback among them, through the end of the week."""
-        from wadiro_fleet.tasks.protocol.windows import window_load_range
+        from tasks.protocol.windows import window_load_range
 
         ranges = [window_load_range(week, timezone, history_weeks=c.history_weeks,
                                     feature_set=c.feature_set)

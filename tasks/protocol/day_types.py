@@ -31,8 +31,9 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.weeks import wall_clock_to_utc
+
+from tasks.errors import PipelineError
+from tasks.protocol.weeks import wall_clock_to_utc
 
 WORKDAY, WEEKEND, OFF_WEEKDAY = 0, 1, 2
 

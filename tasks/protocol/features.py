@@ -8,7 +8,7 @@ the paper's order and the default.
 
 Lag features (``kwh_lag_168``, ``kwh_lag_336``) take the load at the same LOCAL wall-clock
 hour one and two weeks earlier
-(:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`).
+(:func:`~tasks.protocol.weeks.same_local_hour_weeks_before`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from functools import lru_cache
 import holidays
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.day_types import (
+
+from tasks.errors import PipelineError
+from tasks.protocol.day_types import (
     DEFAULT_CLOSURE_PERIODS,
     WORKDAY,
     ClosurePeriod,
@@ -30,7 +31,7 @@ from wadiro_fleet.tasks.protocol.day_types import (
     parse_closure_periods,
     unlike_last_week,
 )
-from wadiro_fleet.tasks.protocol.weeks import (
+from tasks.protocol.weeks import (
     resolve_timezone,
     same_local_hour_weeks_before,
 )
@@ -43,15 +44,15 @@ whenever the load is known and carried through the window beside the label: the 
 model forecasts it, a residual model learns the correction to it."""
 DAY_TYPE_PERSISTENCE = "kwh_day_type_persistence"
 """The holiday-aware persistence forecast of each hour
-(:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`), carried beside
+(:func:`~tasks.protocol.day_types.day_type_persistence`), carried beside
 :data:`PERSISTENCE`: the base a residual model corrects when the run says so."""
 ISSUED_BASE = "kwh_issued_base"
 """A model's forecast of each hour as it was issued a week ahead (the target week's: as it is
 issued now), carried through a window beside the persistence forecasts when a residual target
-corrects that model (:attr:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.base_model`)."""
+corrects that model (:attr:`~tasks.protocol.config.ForecastConfig.base_model`)."""
 UNLIKE_LAST_WEEK = "unlike_last_week"
 """1.0 for an hour whose day type differs from the same hour last week's, or that is an off
-weekday (:func:`~wadiro_fleet.tasks.protocol.day_types.unlike_last_week`), else 0.0; carried
+weekday (:func:`~tasks.protocol.day_types.unlike_last_week`), else 0.0; carried
 beside the persistence forecasts."""
 PERSISTENCE_LOOKBACK = pd.Timedelta(hours=168 * 4 + 1)
 CHANGE_SUFFIX = "_change_168"
@@ -288,7 +289,7 @@ YEAR_WEEKS = 52
 
 def _day_type_lag(ctx: FeatureContext) -> np.ndarray:
     """The holiday-aware persistence forecast of each hour
-    (:func:`~wadiro_fleet.tasks.protocol.day_types.day_type_persistence`) as a feature: a model
+    (:func:`~tasks.protocol.day_types.day_type_persistence`) as a feature: a model
     that weighs it learns how far to trust the latest day of the same type."""
     return ctx.once("day_type_persistence", lambda: day_type_persistence(
         _series(ctx, LABEL), ctx.local, ctx.holidays, ctx.closures, fallback=_persistence(ctx),
@@ -313,7 +314,7 @@ def _year_ago_change(ctx: FeatureContext) -> np.ndarray:
 
 
 def _unlike_last_week(ctx: FeatureContext) -> np.ndarray:
-    """1.0 for an hour unlike the same hour last week (:func:`~wadiro_fleet.tasks.protocol.
+    """1.0 for an hour unlike the same hour last week (:func:`~tasks.protocol.
     day_types.unlike_last_week`), else 0.0."""
     return unlike_last_week(ctx.local, ctx.holidays, ctx.closures).astype(float)
 

@@ -41,16 +41,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import (
+
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import (
     DAY_TYPE_PERSISTENCE,
     ISSUED_BASE,
     PERSISTENCE,
     TS,
     UNLIKE_LAST_WEEK,
 )
-from wadiro_fleet.tasks.protocol.models import MODELS
-from wadiro_fleet.tasks.protocol.windows import PARTS, Window
+from tasks.protocol.models import MODELS
+from tasks.protocol.windows import PARTS, Window
 
 FORECAST_PARTS = ("validation", "test")
 """The parts a model forecasts (the others it is fitted on)."""

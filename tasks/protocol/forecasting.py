@@ -2,8 +2,8 @@
 
 window -> features -> tuning split -> TPE per model -> refit on the 12 weeks -> forecast W with
 intervals -> score -> choose the forecast to publish. Nothing here touches storage or Prefect;
-:mod:`~wadiro_fleet.tasks.protocol.batch` runs it over a batch of buildings and
-:mod:`~wadiro_fleet.tasks.warehouse.results` turns its output into warehouse rows.
+:mod:`~tasks.protocol.batch` runs it over a batch of buildings and
+:mod:`~tasks.warehouse.results` turns its output into warehouse rows.
 
 Every model is tuned and refitted on its own (under ``scnn_tuning="joint"`` the SCNN family's
 two networks share a study, each taking its own best trial: :mod:`~.fitting`): a model that fails
@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.protocol.certification import certify_fit
-from wadiro_fleet.tasks.protocol.config import ForecastConfig, base_members
-from wadiro_fleet.tasks.protocol.features import (
+
+from tasks.protocol.certification import certify_fit
+from tasks.protocol.config import ForecastConfig, base_members
+from tasks.protocol.features import (
     CHANGE_SUFFIX,
     ISSUED_BASE,
     LABEL,
@@ -45,21 +46,21 @@ from wadiro_fleet.tasks.protocol.features import (
     WEATHER_COLUMNS,
     build_features,
 )
-from wadiro_fleet.tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart, base_name
-from wadiro_fleet.tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
-from wadiro_fleet.tasks.protocol.models import MODELS
-from wadiro_fleet.tasks.protocol.publication import (
+from tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart, base_name
+from tasks.protocol.intervals import LEVELS, Intervals, conformal_intervals
+from tasks.protocol.models import MODELS
+from tasks.protocol.publication import (
     Candidate,
     Publication,
     choose_publication,
     member_problem,
     publish_certified,
 )
-from wadiro_fleet.tasks.protocol.scoring import Scores, mean_absolute, score_forecast
-from wadiro_fleet.tasks.protocol.seeding import stable_seed
-from wadiro_fleet.tasks.protocol.track_record import TrackRecord, adapted_levels, track_ratio
-from wadiro_fleet.tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
-from wadiro_fleet.tasks.protocol.windows import (
+from tasks.protocol.scoring import Scores, mean_absolute, score_forecast
+from tasks.protocol.seeding import stable_seed
+from tasks.protocol.track_record import TrackRecord, adapted_levels, track_ratio
+from tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
+from tasks.protocol.windows import (
     MIN_VALIDATION_HOURS,
     Window,
     WindowBounds,
@@ -172,7 +173,7 @@ class BuildingWeekResult:
     publication: Publication | None = None
     left_out: dict[str, str] = field(default_factory=dict)
     """Weather inputs the window left out of this week's features, each with why
-    (:attr:`~wadiro_fleet.tasks.protocol.windows.Window.left_out`)."""
+    (:attr:`~tasks.protocol.windows.Window.left_out`)."""
     compute_time_s: float | None = None
     """CPU seconds of the thread that ran the protocol for this building-week (features, every
     model's tuning, fits, certificates, scoring); None when it failed before running."""
@@ -449,7 +450,7 @@ def _combine(forecasts: np.ndarray, weights: np.ndarray, method: str) -> np.ndar
 
 def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[ModelOutcome],
                       config: ForecastConfig, record: TrackRecord | None) -> ModelOutcome:
-    """The hourly combination (:data:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.
+    """The hourly combination (:data:`~tasks.protocol.config.ForecastConfig.
     ensemble_method`) of the run's ensemble members that can be trusted this week (the
     publication's checks, negative hours aside: the combination is clipped at zero), and of
     their validation forecasts, which calibrate its intervals. It needs at least
@@ -601,7 +602,7 @@ def _window_hours(hours: pd.DataFrame, week: date, timezone: str,
 
 WEATHER_KIND = "weather_kind"
 """The hourly frame's column saying where an hour's weather came from (``observed`` or
-``forecast``; :mod:`~wadiro_fleet.tasks.warehouse.hours`)."""
+``forecast``; :mod:`~tasks.warehouse.hours`)."""
 
 
 def target_week_weather_sources(
@@ -647,7 +648,7 @@ def forecast_building_week(
     """Run the protocol for one building and target week on its hourly frame.
 
     ``hours`` is the building's hourly frame
-    (:func:`~wadiro_fleet.tasks.warehouse.hours.load_building_hours_by_id`) covering at least the
+    (:func:`~tasks.warehouse.hours.load_building_hours_by_id`) covering at least the
     window and the feature set's lookback. ``stored_params`` holds the
     latest tuning results per model: ``--tuning reuse`` refits with them; entries older than
     ``config.reuse_max_age_weeks`` are not reused (the model is tuned again, starting from them

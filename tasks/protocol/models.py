@@ -4,10 +4,10 @@ seasonal-naive floor.
 A learned model is an estimator constructor from :mod:`wadiro_models`, its search space and
 the constructor arguments the pipeline fixes (not tuned). The persistence forecasts have no
 estimator. ``seasonal_naive`` repeats the load of the same local hour one week earlier
-(:func:`~wadiro_fleet.tasks.protocol.weeks.same_local_hour_weeks_before`), or two, three or four
+(:func:`~tasks.protocol.weeks.same_local_hour_weeks_before`), or two, three or four
 weeks earlier where that reading is missing: "same as last week", the bar every model must
 clear. ``day_type_naive`` repeats the same hour of the latest earlier day of the same type
-(workday, weekend, holiday or closure day: :mod:`~wadiro_fleet.tasks.protocol.day_types`), so a
+(workday, weekend, holiday or closure day: :mod:`~tasks.protocol.day_types`), so a
 bank holiday is forecast from a Sunday and the Monday after it from the Monday before.
 ``ensemble`` combines the forecasts of other models: the hourly median of those the run names
 (``ensemble_members``) that can be trusted that week.
@@ -21,9 +21,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE
-
+from tasks.errors import PipelineError
+from tasks.protocol.features import DAY_TYPE_PERSISTENCE, PERSISTENCE
 from wadiro_models import REGISTRY, ModelEntry
 
 SEASONAL_NAIVE = "seasonal_naive"
@@ -44,7 +43,7 @@ class ModelSpec:
 
     ``estimator`` builds an unfitted scikit-learn estimator from keyword arguments and
     ``search_space`` gives the tuned ones; ``fast_options`` solve the same program with less
-    work (which protocol uses them is :mod:`~wadiro_fleet.tasks.protocol.config`'s business).
+    work (which protocol uses them is :mod:`~tasks.protocol.config`'s business).
     A model without an estimator is a persistence forecast: the window's column
     ``persistence``.
     """

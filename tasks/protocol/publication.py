@@ -6,7 +6,7 @@ earlier under tuning reuse), its record on this building's earlier
 weeks, its solver status, whether its forecast is physically sane (complete, never
 negative) and whether the weather it reads was forecast or mostly filled in (the window leaves
 out every weather input missing for more than
-:data:`~wadiro_fleet.tasks.protocol.windows.MAX_FILLED_WEATHER_SHARE` of the target week's hours,
+:data:`~tasks.protocol.windows.MAX_FILLED_WEATHER_SHARE` of the target week's hours,
 so no input a model reads is more guessed than that; a model reading more filled-in weather is
 not trusted). A model is published only when it is expected to beat the persistence forecast
 (``seasonal_naive``, last week's load); otherwise seasonal naive is published, and so whenever
@@ -25,10 +25,11 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from wadiro_fleet.tasks.protocol.models import MODELS, SEASONAL_NAIVE
-from wadiro_fleet.tasks.protocol.scoring import count_violations
-from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS, TrackRecord, track_ratio
-from wadiro_fleet.tasks.protocol.windows import MAX_FILLED_WEATHER_SHARE
+
+from tasks.protocol.models import MODELS, SEASONAL_NAIVE
+from tasks.protocol.scoring import count_violations
+from tasks.protocol.track_record import RECORD_WEEKS, TrackRecord, track_ratio
+from tasks.protocol.windows import MAX_FILLED_WEATHER_SHARE
 
 LEARNED = "learned"
 PERSISTENCE = "persistence"

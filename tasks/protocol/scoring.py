@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
-from wadiro_fleet.tasks.protocol.intervals import Intervals, coverage
+
+from tasks.protocol.intervals import Intervals, coverage
 
 VIOLATION_TOLERANCE_KWH = 1e-6
 """y_hat below -tolerance is a violation of y_hat >= 0 (absorbs solver feasibility tolerance)."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
-from wadiro_fleet.tasks.protocol.models import SEASONAL_NAIVE
+
+from tasks.protocol.models import SEASONAL_NAIVE
 
 RECORD_WEEKS = 8
 """How many earlier scored weeks of a building the intervals' adaptation counts (and, unless a

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import optuna
-from wadiro_fleet.tasks.protocol.scoring import mean_absolute
 
+from tasks.protocol.scoring import mean_absolute
 from wadiro_models.search_spaces import Categorical, IntUniform, LogUniform
 
 # optuna's default of 10 random start-up trials would leave 5 of the protocol's 15 to TPE.

@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.errors import EmptySelectionError, PipelineError
+
+from tasks.errors import EmptySelectionError, PipelineError
 
 WeekLike = date | datetime | str
 """A target week: a Monday as a date, a naive midnight datetime or an ISO date string."""

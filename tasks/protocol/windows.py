@@ -43,8 +43,9 @@ from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.features import (
+
+from tasks.errors import PipelineError
+from tasks.protocol.features import (
     CHANGE_SUFFIX,
     DAY_TYPE_PERSISTENCE,
     DEFAULT_FEATURE_SET,
@@ -57,7 +58,7 @@ from wadiro_fleet.tasks.protocol.features import (
     FeatureSet,
     get_feature_set,
 )
-from wadiro_fleet.tasks.protocol.weeks import (
+from tasks.protocol.weeks import (
     WeekLike,
     as_monday,
     local_midnight_utc,

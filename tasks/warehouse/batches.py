@@ -12,17 +12,17 @@ from __future__ import annotations
 from datetime import date, timedelta
 from pathlib import Path
 
-from wadiro_fleet.tasks.errors import BuildingDataError
-from wadiro_fleet.tasks.protocol.batch import BuildingJob, failed_results
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.protocol.track_record import RECORD_WEEKS
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import (
+from tasks.errors import BuildingDataError
+from tasks.protocol.batch import BuildingJob, failed_results
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.forecasting import BuildingWeekResult
+from tasks.protocol.track_record import RECORD_WEEKS
+from tasks.warehouse.connection import connect
+from tasks.warehouse.hours import (
     load_building_hours_by_id,
     load_buildings_info,
 )
-from wadiro_fleet.tasks.warehouse.results import (
+from tasks.warehouse.results import (
     load_issued_forecasts,
     load_issued_history,
     load_stored_params,

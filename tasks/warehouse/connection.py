@@ -11,7 +11,7 @@ Inside :func:`connect`, DuckDB's own errors about the file itself become one-lin
 that is not there yet (DuckDB would otherwise look for a Python variable of that name: its
 replacement scans are switched off), a damaged file, a write-ahead log (``.wal``) that is not
 the warehouse's own; and the machine's refusals (a full disk, a file-size limit, a read-only
-folder, memory) become :class:`~wadiro_fleet.tasks.warehouse.refusals.ResourceError` s
+folder, memory) become :class:`~tasks.warehouse.refusals.ResourceError` s
 (re-exported here for the command line, with :func:`machine_refusal`).
 
 Which warehouse: the one given, else ``$WADIRO_WAREHOUSE`` (:data:`WAREHOUSE_ENV`), else
@@ -37,8 +37,9 @@ from tenacity import (
     stop_after_attempt,
     stop_after_delay,
 )
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.warehouse.refusals import (
+
+from tasks.errors import PipelineError
+from tasks.warehouse.refusals import (
     MACHINE_ERRORS,
     UNCHANGED,
     ResourceError,
@@ -154,7 +155,7 @@ def _translated(path: Path, error: duckdb.Error) -> WarehouseError | None:
         return _damaged(path, _first_line(error))
     match = _MISSING_TABLE.search(str(error))
     if isinstance(error, duckdb.CatalogException) and match:
-        from wadiro_fleet.tasks.warehouse.schema import INPUT_TABLES  # schema imports no connection
+        from tasks.warehouse.schema import INPUT_TABLES  # schema imports no connection
 
         table = match.group(1)
         what, todo = (("input data", _INGEST_FIRST) if table in INPUT_TABLES

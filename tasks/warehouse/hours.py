@@ -23,10 +23,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from wadiro_fleet.tasks.errors import BuildingDataError, UnknownBuildingError
-from wadiro_fleet.tasks.protocol.batch import BuildingInfo
-from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
-from wadiro_fleet.tasks.protocol.weeks import latest_complete_week, local_midnight_utc
+
+from tasks.errors import BuildingDataError, UnknownBuildingError
+from tasks.protocol.batch import BuildingInfo
+from tasks.protocol.features import WEATHER_COLUMNS
+from tasks.protocol.weeks import latest_complete_week, local_midnight_utc
 
 HOUR_COLUMNS: tuple[str, ...] = (
     "ts",

@@ -20,7 +20,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from wadiro_fleet.tasks.warehouse.connection import transaction
+
+from tasks.warehouse.connection import transaction
 
 KEEP_DAYS = 28
 """Days of sub-hourly readings kept per building (counted back from its latest)."""

@@ -2,7 +2,7 @@
 per building (energy, peak hour and kWh), how accurate the last weeks were per building in
 per cent of its own load (not kWh, which averages buildings hundreds of times apart), and the
 data problems that need someone to act. The report's first page renders these
-(:mod:`~wadiro_fleet.tasks.report_html`); each is also a CSV beside it."""
+(:mod:`~tasks.report_html`); each is also a CSV beside it."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from datetime import date
 
 import duckdb
 import pandas as pd
-from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+
+from tasks.warehouse.portfolio_sql import (
     portfolio_ids,
     read_portfolio_forecasts,
     read_portfolio_scores,
 )
-from wadiro_fleet.tasks.warehouse.quality import DataQuality
-from wadiro_fleet.tasks.warehouse.schema import FLAT_RUN_ALERT_HOURS, HIGH_RATIO
+from tasks.warehouse.quality import DataQuality
+from tasks.warehouse.schema import FLAT_RUN_ALERT_HOURS, HIGH_RATIO
 
 ACCURACY_WEEKS = 4
 """How many of the latest scored weeks the accuracy table shows."""

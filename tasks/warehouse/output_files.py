@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from wadiro_fleet.tasks.errors import PipelineError
+
+from tasks.errors import PipelineError
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """What a spreadsheet reads as the start of a formula."""

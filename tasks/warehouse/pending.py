@@ -40,17 +40,18 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.warehouse.connection import (
+
+from tasks.protocol.forecasting import BuildingWeekResult
+from tasks.warehouse.connection import (
     WarehouseError,
     WarehouseLockedError,
     connect,
     transaction,
 )
-from wadiro_fleet.tasks.warehouse.refusals import resource_error
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
-from wadiro_fleet.tasks.warehouse.results import result_tables, write_result_tables
-from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_end
+from tasks.warehouse.refusals import resource_error
+from tasks.warehouse.rescoring import rescore_forecasts
+from tasks.warehouse.results import result_tables, write_result_tables
+from tasks.warehouse.runs import RunSummary, record_run_end
 
 WRITE_EVERY_S = 10.0
 """By default, the longest time a finished batch waits in the run's process before it is

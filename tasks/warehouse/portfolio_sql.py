@@ -12,7 +12,7 @@ independent is too narrow. Instead each past hour's errors are first *summed ove
 portfolio's buildings* (an hour in which they err together gives a large sum, one in which they
 cancel a small one), so the sums carry the correlation between buildings, and the bands are the
 split-conformal quantiles of those sums (as each building's own intervals are of its errors,
-:mod:`~wadiro_fleet.tasks.protocol.intervals`): for a level 1 - alpha the half width is the
+:mod:`~tasks.protocol.intervals`): for a level 1 - alpha the half width is the
 ceil((n + 1)(1 - alpha))-th smallest of the n absolute summed errors (Vovk, Gammerman and
 Shafer, *Algorithmic Learning in a Random World*, 2005; Lei et al., *Distribution-free
 predictive inference for regression*, JASA 2018). The past hours of a target week W are
@@ -41,15 +41,16 @@ from datetime import date
 
 import duckdb
 import pandas as pd
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
+
+from tasks.errors import PipelineError
+from tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
 
 ALL = "all"
 """The portfolio of every building, present in every warehouse."""
 
 RECORD_WEEKS = 8
 """Earlier published weeks whose errors calibrate a portfolio's intervals (as many as a
-building's track record, :data:`~wadiro_fleet.tasks.protocol.track_record.RECORD_WEEKS`)."""
+building's track record, :data:`~tasks.protocol.track_record.RECORD_WEEKS`)."""
 
 MIN_PRESENT_SHARE = 0.9
 """A past hour calibrates a portfolio's intervals when its buildings with an error at that hour

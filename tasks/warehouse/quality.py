@@ -1,7 +1,7 @@
 """The data quality of each building's meter readings, worst first (``wadiro quality``).
 
 The columns are those of the ``building_data_quality`` view
-(:func:`~wadiro_fleet.tasks.warehouse.schema.data_quality_sql` defines each). The query is run
+(:func:`~tasks.warehouse.schema.data_quality_sql` defines each). The query is run
 from its SQL rather than through the view, so a warehouse made before the view existed reads
 the same on a read-only connection, and a selection of buildings reads only their readings.
 """
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import duckdb
 import pandas as pd
-from wadiro_fleet.tasks.warehouse.schema import _NOT_FUTURE, QUALITY_WINDOW_HOURS, data_quality_sql
-from wadiro_fleet.tasks.warehouse.selection import fleet_building_ids
+
+from tasks.warehouse.schema import _NOT_FUTURE, QUALITY_WINDOW_HOURS, data_quality_sql
+from tasks.warehouse.selection import fleet_building_ids
 
 WORST_FIRST = ("missing_share_12w DESC NULLS LAST, hours_since_last_reading DESC NULLS FIRST, "
                "flat_runs_24h DESC, negative_readings DESC, spike_readings DESC, "
@@ -81,7 +82,7 @@ def data_quality(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None
     """Every building's data quality, or that of ``buildings`` (an empty list or an unknown id
     is refused), worst first (:data:`WORST_FIRST`). The reference hour is the whole
     warehouse's latest reading either way. With ``require_buildings`` a warehouse without
-    buildings is refused too (:class:`~wadiro_fleet.tasks.errors.EmptySelectionError`)."""
+    buildings is refused too (:class:`~tasks.errors.EmptySelectionError`)."""
     if buildings is not None:
         buildings = fleet_building_ids(con, buildings)  # refuses [] and unknown ids
     elif require_buildings:

@@ -13,7 +13,7 @@ import errno
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 
-from wadiro_fleet.tasks.errors import PipelineError
+from tasks.errors import PipelineError
 
 
 class ResourceError(PipelineError):

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from datetime import date, datetime
 
 import duckdb
-from wadiro_fleet.tasks.protocol.intervals import LEVELS
+
+from tasks.protocol.intervals import LEVELS
 
 
 def level_pct(level: float) -> int:

@@ -1,6 +1,6 @@
 """Warehouse I/O of the forecasting results: rows from protocol outputs, idempotent writes.
 
-A batch of :class:`~wadiro_fleet.tasks.protocol.forecasting.BuildingWeekResult` becomes one
+A batch of :class:`~tasks.protocol.forecasting.BuildingWeekResult` becomes one
 Arrow table per result table (:func:`result_tables`, the form a run stages it in), written in
 ONE short transaction that, for each target week, replaces the slice (those buildings x that
 week x the run's models) in every result table. Rerunning a week or resuming a killed backfill
@@ -20,19 +20,20 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import (
+
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
     ModelOutcome,
     StoredParams,
     epoch_us,
 )
-from wadiro_fleet.tasks.protocol.intervals import LEVELS
-from wadiro_fleet.tasks.protocol.track_record import WeekScore
-from wadiro_fleet.tasks.warehouse.connection import transaction
-from wadiro_fleet.tasks.warehouse.rescoring import level_pct
-from wadiro_fleet.tasks.warehouse.slices import Slice, empty_rows, replace_slice
+from tasks.protocol.intervals import LEVELS
+from tasks.protocol.track_record import WeekScore
+from tasks.warehouse.connection import transaction
+from tasks.warehouse.rescoring import level_pct
+from tasks.warehouse.slices import Slice, empty_rows, replace_slice
 
 PER_MODEL_TABLES = ("forecasts", "scores", "tuning_trials", "model_fits")
 PER_WEEK_TABLES = ("window_status", "publications", "validation_errors")
@@ -265,7 +266,7 @@ def load_issued_forecasts(
 ) -> dict[str, dict[str, IssuedForecast]]:
     """Per building, each model's stored forecast of ``week`` with the hyperparameters
     it was made with, where the run that made it used ``config``'s protocol
-    (:meth:`~wadiro_fleet.tasks.protocol.config.ForecastConfig.protocol_record`) and the week's
+    (:meth:`~tasks.protocol.config.ForecastConfig.protocol_record`) and the week's
     window left no weather input out (its models then were not the usual ones)."""
     args = [week, list(building_ids), list(config.models)]
     fits = con.execute(

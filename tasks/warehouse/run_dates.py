@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 import duckdb
-from wadiro_fleet.tasks.errors import PipelineError
+
+from tasks.errors import PipelineError
 
 EARLIEST_WEEK = date(1970, 1, 5)
 """The first Monday of 1970: no earlier week is a plausible target."""

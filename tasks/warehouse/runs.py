@@ -15,11 +15,12 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
-from wadiro_fleet.tasks.errors import RunStoppedError
-from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult
-from wadiro_fleet.tasks.protocol.publication import DEGRADED
-from wadiro_fleet.tasks.warehouse.connection import transaction
-from wadiro_fleet.tasks.warehouse.results import to_json
+
+from tasks.errors import RunStoppedError
+from tasks.protocol.forecasting import BuildingWeekResult
+from tasks.protocol.publication import DEGRADED
+from tasks.warehouse.connection import transaction
+from tasks.warehouse.results import to_json
 
 
 @dataclass

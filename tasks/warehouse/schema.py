@@ -20,8 +20,9 @@ the views, and only these tables are valid targets of a slice write.
 from __future__ import annotations
 
 import duckdb
-from wadiro_fleet.tasks.protocol.scoring import VIOLATION_TOLERANCE_KWH
-from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+
+from tasks.protocol.scoring import VIOLATION_TOLERANCE_KWH
+from tasks.warehouse.portfolio_sql import (
     portfolio_forecasts_sql,
     portfolio_members_sql,
     portfolio_scores_sql,
@@ -72,11 +73,11 @@ INPUT_TABLES: dict[str, str] = {
 forecast per site and hour is kept, the latest issue. ``weather.issued_at`` is when that
 forecast was issued (NULL for observations). ``portfolios`` holds the operator's named
 portfolios, one row per (portfolio, building); the portfolio ``all`` (every building) is not
-stored (:mod:`~wadiro_fleet.tasks.warehouse.portfolio_sql`). ``sub_hourly_readings`` keeps the
+stored (:mod:`~tasks.warehouse.portfolio_sql`). ``sub_hourly_readings`` keeps the
 latest weeks of each building's sub-hourly readings (the energy of each ``minutes``-long
 interval starting at ``ts``), from which an export splits an hour's forecast into settlement
 periods by the building's own intra-hour shape
-(:mod:`~wadiro_fleet.tasks.warehouse.intra_hour`)."""
+(:mod:`~tasks.warehouse.intra_hour`)."""
 
 RESULT_TABLES: dict[str, str] = {
     "runs": """
@@ -222,7 +223,7 @@ comma-separated (NULL: no ensemble that week). ``window_status.left_out`` names 
 inputs the window left out of the week's features and why (NULL: none). ``validation_errors``
 holds the published model's errors on its validation week (kWh, actual minus the forecast made
 from the weeks before it, per UTC hour): with the published forecasts' own errors, what a
-portfolio's intervals are calibrated on (:mod:`~wadiro_fleet.tasks.warehouse.portfolios`). The
+portfolio's intervals are calibrated on (:mod:`~tasks.warehouse.portfolios`). The
 SCNN family's guarantees (``tasks.protocol.certification``) are in ``model_fits``: ``l_eps``
 (kWh, a certified upper bound), ``l_eps_lower`` (kWh, attained), ``l_eps_status`` ('optimal' |
 'node_limit' | 'failed: ...'), ``oos_bound_kwh`` and ``certify_time_s``; NULL for other

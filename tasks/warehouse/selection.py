@@ -9,10 +9,11 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
-from wadiro_fleet.tasks.errors import EmptySelectionError
-from wadiro_fleet.tasks.protocol.weeks import latest_complete_week
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import load_buildings_info, next_week_inputs
+
+from tasks.errors import EmptySelectionError
+from tasks.protocol.weeks import latest_complete_week
+from tasks.warehouse.connection import connect
+from tasks.warehouse.hours import load_buildings_info, next_week_inputs
 
 
 def has_buildings(warehouse: str | Path) -> bool:

@@ -22,8 +22,9 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from wadiro_fleet.tasks.warehouse.connection import WarehouseError, transaction
-from wadiro_fleet.tasks.warehouse.schema import TABLES
+
+from tasks.warehouse.connection import WarehouseError, transaction
+from tasks.warehouse.schema import TABLES
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _STAGING_VIEW = "__wadiro_staged_rows"

@@ -22,7 +22,7 @@ BIN = Path(sys.executable).parent
 def _restore_process_state():
     """The CLI quiets Prefect's loggers, sets env defaults and a stop request; undo all after
     each test."""
-    from wadiro_fleet.flows.stopping import STOP
+    from flows.stopping import STOP
 
     names = ("prefect", "prefect.flow_runs", "prefect.task_runs")
     levels = {name: logging.getLogger(name).level for name in names}
@@ -43,7 +43,7 @@ def _restore_process_state():
 def no_prefect_server(monkeypatch):
     """Commands run as they do without ``PREFECT_API_URL``: directly, no Prefect API at all
     (even when another test of the session has started Prefect's test server)."""
-    from wadiro_fleet.flows import engine
+    from flows import engine
 
     monkeypatch.setattr(engine, "configured_api_url", lambda: "")
 

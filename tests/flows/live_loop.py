@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
+
+from tasks.ingest.cambridge_archive import load_cambridge
 
 ARCHIVE_BUILDINGS = ("UCam_Building_b0", "UCam_Building_b7")
 ANNEX = "annex-b3"

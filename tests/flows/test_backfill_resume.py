@@ -17,10 +17,11 @@ import time
 
 import pytest
 from prefect.settings import PREFECT_API_URL
-from wadiro_fleet.flows.forecast import backfill_flow
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import (
+
+from flows.forecast import backfill_flow
+from flows.settings import BackfillSettings
+from tasks.warehouse.connection import connect
+from tests.flows.warehouse_rows import (
     FAST_MODELS,
     RESULT_TABLES,
     WEEKS,
@@ -39,8 +40,8 @@ MAX_READ_WAIT_S = 5.0
 _CHILD = textwrap.dedent("""
     import sys
     from datetime import date
-    from wadiro_fleet.flows.forecast import backfill_flow
-    from wadiro_fleet.flows.settings import BackfillSettings
+    from flows.forecast import backfill_flow
+    from flows.settings import BackfillSettings
     backfill_flow(date.fromisoformat(sys.argv[2]), date.fromisoformat(sys.argv[3]),
                   BackfillSettings(warehouse=sys.argv[1], models=sys.argv[4].split(","),
                                    trials=int(sys.argv[5]), batch_size=1, max_in_flight=1,

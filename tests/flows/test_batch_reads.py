@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from wadiro_fleet.flows import forecast
-from wadiro_fleet.flows.engine import LocalEngine, run_flow
-from wadiro_fleet.flows.forecast import backfill_flow
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.warehouse.batches import load_batch, load_batches
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import WEEKS, make_warehouse, result_rows
+
+from flows import forecast
+from flows.engine import LocalEngine, run_flow
+from flows.forecast import backfill_flow
+from flows.settings import BackfillSettings
+from tasks.protocol.config import ForecastConfig
+from tasks.warehouse.batches import load_batch, load_batches
+from tasks.warehouse.connection import connect
+from tests.flows.warehouse_rows import WEEKS, make_warehouse, result_rows
 
 IDS = [f"synthetic_b0000{n}" for n in range(3)]
 CONFIG = ForecastConfig(models=("seasonal_naive",))

@@ -3,8 +3,8 @@ fleet and prints what it published for the coming week."""
 
 from __future__ import annotations
 
-from cli_runs import invoke
-from wadiro_fleet.tasks.warehouse.connection import connect
+from tasks.warehouse.connection import connect
+from tests.cli_runs import invoke
 
 
 def test_the_demo_forecasts_the_coming_week_from_its_weather_forecast(tmp_path):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import make_warehouse
+
+from tasks.warehouse.connection import connect
+from tests.cli_runs import invoke
+from tests.flows.warehouse_rows import make_warehouse
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from cli_runs import invoke
+
+from tests.cli_runs import invoke
 
 B0 = "UCam_Building_b0"
 

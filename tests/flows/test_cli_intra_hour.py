@@ -11,8 +11,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.flows import engine
+
+from flows import engine
+from tests.cli_runs import invoke
 
 MORNING, EVENING, HOURLY = "morning", "evening", "hourly"
 """Half-hourly buildings whose first half-hour carries 60 % (MORNING) or 25 % (EVENING) of

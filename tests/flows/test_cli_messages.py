@@ -13,11 +13,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from cli_runs import invoke, one_error_line
-from processes import WADIRO, local_env
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks" / "ingest"))
-from operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
+from tests.cli_runs import invoke, one_error_line
+from tests.flows.processes import WADIRO, local_env
+from tests.tasks.ingest.operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
 
 EUROPEAN = "ts;b1;b2\n2024-02-05 00:00;1,5;12\n2024-02-05 01:00;2,25;\n"
 """As European Excel saves a CSV: ``;`` between cells, decimal commas."""
@@ -106,7 +105,7 @@ def test_a_building_id_with_a_comma_is_refused_naming_why(warehouse, tmp_path):
 
 @pytest.fixture
 def scored(tmp_path, no_prefect_server) -> Path:
-    from warehouse_rows import WEEKS, make_warehouse
+    from tests.flows.warehouse_rows import WEEKS, make_warehouse
 
     warehouse = make_warehouse(tmp_path / "scored.duckdb", buildings=1)
     result = invoke("backfill", "--start", WEEKS[0], "--end", WEEKS[0], "--models", "seasonal_naive",

@@ -3,15 +3,13 @@ one-line errors that change no table, and options refused before anything is wri
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_runs import invoke, one_error_line
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks" / "ingest"))
-from operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
+from tests.cli_runs import invoke, one_error_line
+from tests.tasks.ingest.operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
 
 QUARTERS = "ts,b1,b2\n" + "".join(
     f"2024-10-27 {h:02d}:{m:02d},{4 * h + m // 15},8\n" for h in (0, 1) for m in (0, 15, 30, 45)
@@ -151,7 +149,7 @@ def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_inges
     a wide CSV in local wall-clock time (the fall-back hour twice), blanks where the archive's
     zeros mark missing readings, the weather with UTC offsets. Ingested through the generic
     commands, the warehouse holds what ``wadiro ingest cambridge`` stores for those hours."""
-    from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
+    from tasks.ingest.cambridge_archive import load_cambridge
 
     ids, start, end = ["UCam_Building_b0", "UCam_Building_b7"], "2018-10-22", "2018-11-04"
     archive = tmp_path / "archive.duckdb"
@@ -198,7 +196,7 @@ def test_the_issues_asset_register_and_dd_mm_yyyy_meter_export_of_real_buildings
     ``Date/Time`` as ``dd/mm/yyyy HH:MM`` in local time, of two real buildings over the October
     2018 clock change, ingested with --columns and --time-format: the warehouse holds what
     ``wadiro ingest cambridge`` stores for those hours."""
-    from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
+    from tasks.ingest.cambridge_archive import load_cambridge
 
     ids, start, end = ["UCam_Building_b0", "UCam_Building_b7"], "2018-10-22", "2018-11-04"
     archive = tmp_path / "archive.duckdb"

@@ -9,9 +9,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from cli_runs import invoke, one_error_line
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+from tasks.warehouse.connection import connect
+from tasks.warehouse.schema import ensure_schema
+from tests.cli_runs import invoke, one_error_line
 
 T0 = datetime(2024, 3, 4, tzinfo=timezone.utc)
 
@@ -135,7 +136,7 @@ def test_a_999999_kwh_hour_of_a_real_building_is_flagged_as_a_spike(tmp_path, ca
     row = {r.split()[0]: r.split() for r in rows}
     assert row["UCam_Building_b7"][-2:] == ["1", "999999"] and row["UCam_Building_b0"][-2] == "0"
 
-    from wadiro_fleet.tasks.report_html import render_report
+    from tasks.report_html import render_report
 
     with connect(warehouse, read_only=True) as con:
         page = render_report(con, None)

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+
+from tasks.warehouse.connection import connect
+from tasks.warehouse.rescoring import rescore_forecasts
+from tests.cli_runs import invoke
 
 B0, B7 = "UCam_Building_b0", "UCam_Building_b7"
 WEEK = date(2019, 3, 25)
@@ -24,7 +25,7 @@ SCORES = ("building_id, model, target_week, mae, rmse, mean_actual, n_hours, n_v
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory, cambridge_archive) -> Path:
     """Two real buildings' winter 2019, and their week of 25 March 2019 forecast and scored."""
-    from wadiro_fleet.flows import engine
+    from flows import engine
 
     warehouse = tmp_path_factory.mktemp("rescore") / "w.duckdb"
     with pytest.MonkeyPatch.context() as patch:  # no Prefect server: the commands run directly

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from cli_runs import invoke, one_error_line
-from processes import WADIRO, local_env
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks" / "ingest"))
-from test_ingest_cambridge import electricity_file, snapshot, write_archive  # noqa: E402
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.warehouse.connection import connect
+from tests.cli_runs import invoke, one_error_line
+from tests.flows.processes import WADIRO, local_env
+from tests.flows.warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
+from tests.tasks.ingest.test_ingest_cambridge import electricity_file, snapshot, write_archive  # noqa: E402
 
 WEATHER_FILE = Path("aux_data", "MetOffice Weather Data", "processed_data", "bedford", "2019.csv")
 
@@ -41,9 +40,9 @@ def fleet(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory, fleet) -> Path:
     """The fleet with one week forecast and scored (seasonal naive)."""
-    from wadiro_fleet.flows.engine import LocalEngine, run_flow
-    from wadiro_fleet.flows.forecast import backfill_flow
-    from wadiro_fleet.flows.settings import BackfillSettings
+    from flows.engine import LocalEngine, run_flow
+    from flows.forecast import backfill_flow
+    from flows.settings import BackfillSettings
 
     warehouse = tmp_path_factory.mktemp("scored") / "w.duckdb"
     shutil.copy(fleet, warehouse)

@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from wadiro_fleet.flows.engine import LocalEngine, run_flow
-from wadiro_fleet.flows.forecast import backfill_flow
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
+
+from flows.engine import LocalEngine, run_flow
+from flows.forecast import backfill_flow
+from flows.settings import BackfillSettings
+from tasks.warehouse.connection import connect
+from tests.flows.warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
 
 BIN = Path(sys.executable).parent
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from wadiro_fleet.tasks.protocol.config import PROTOCOLS
-from wadiro_fleet.tasks.warehouse.connection import connect
-from processes import WORK_POOL, prefect_cli
-from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
+
+from tasks.protocol.config import PROTOCOLS
+from tasks.warehouse.connection import connect
+from tests.flows.processes import WORK_POOL, prefect_cli
+from tests.flows.warehouse_rows import FAST_MODELS, WEEKS, make_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 

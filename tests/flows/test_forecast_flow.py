@@ -15,10 +15,11 @@ from prefect.client.schemas.filters import (
 )
 from prefect.exceptions import ParameterTypeError
 from pydantic import ValidationError
-from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
+
+from flows.forecast import backfill_flow, weekly_forecast_flow
+from flows.settings import BackfillSettings
+from tasks.warehouse.connection import connect
+from tests.flows.warehouse_rows import FAST_MODELS, WEEKS, make_warehouse, result_rows
 
 GOOD = ["synthetic_b00000", "synthetic_b00001"]
 EMPTY = "empty_b"  # a building without a single reading

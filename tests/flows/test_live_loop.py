@@ -19,15 +19,14 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import httpx
-import pandas as pd
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.flows.engine import run_flow
-from wadiro_fleet.flows.forecast import weekly_forecast_flow
-from wadiro_fleet.flows.settings import WeeklySettings
-from wadiro_fleet.tasks.warehouse.connection import connect
-from processes import WORK_POOL, prefect_cli
-from live_loop import (
+
+from flows.engine import run_flow
+from flows.forecast import weekly_forecast_flow
+from flows.settings import WeeklySettings
+from tasks.warehouse.connection import connect
+from tests.cli_runs import invoke
+from tests.flows.live_loop import (
     ANNEX,
     ARCHIVE_BUILDINGS,
     FIRST_MONDAY,
@@ -38,6 +37,7 @@ from live_loop import (
     setup_commands,
     utc,
 )
+from tests.flows.processes import WORK_POOL, prefect_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

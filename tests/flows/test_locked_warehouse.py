@@ -16,17 +16,18 @@ import threading
 import time
 
 import pytest
-from processes import count_rows
-from wadiro_fleet.flows import forecast
-from cli_runs import invoke
-from wadiro_fleet.flows.engine import LocalEngine, run_flow
-from wadiro_fleet.flows.forecast import backfill_flow
-from wadiro_fleet.flows.forecast import forecast_batch as _forecast_batch
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.warehouse import pending
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.pending import pending_root
-from warehouse_rows import WEEKS, make_warehouse, result_rows
+
+from flows import forecast
+from flows.engine import LocalEngine, run_flow
+from flows.forecast import backfill_flow
+from flows.forecast import forecast_batch as _forecast_batch
+from flows.settings import BackfillSettings
+from tasks.warehouse import pending
+from tasks.warehouse.connection import connect
+from tasks.warehouse.pending import pending_root
+from tests.cli_runs import invoke
+from tests.flows.processes import count_rows
+from tests.flows.warehouse_rows import WEEKS, make_warehouse, result_rows
 
 MODELS = ["svr", "seasonal_naive"]
 SETTINGS = {"models": MODELS, "trials": 2, "runner": "threads", "batch_size": 1, "max_in_flight": 1,

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from processes import WADIRO, local_env
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.warehouse.refusals import ResourceError, machine_refusal, resource_error
-from warehouse_rows import make_warehouse
+
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.warehouse.refusals import ResourceError, machine_refusal, resource_error
+from tests.flows.processes import WADIRO, local_env
+from tests.flows.warehouse_rows import make_warehouse
 
 INPUTS = ("buildings", "meter_readings", "weather")
 UNSHARE = shutil.which("unshare")

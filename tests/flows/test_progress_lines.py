@@ -6,9 +6,9 @@ import io
 import re
 import subprocess
 
-from processes import WADIRO, local_env
-from wadiro_fleet.flows.progress import RunProgress
-from warehouse_rows import make_warehouse
+from flows.progress import RunProgress
+from tests.flows.processes import WADIRO, local_env
+from tests.flows.warehouse_rows import make_warehouse
 
 LINE = re.compile(r"^backfill: (\d+)/(\d+) building-weeks done \((\d+) %\), ([\d.]+) min$")
 

@@ -16,21 +16,22 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from cli_runs import invoke, one_error_line
-from processes import WADIRO, local_env
 from prefect.utilities.callables import parameter_schema
-from wadiro_fleet.flows.engine import LocalEngine, one_line_input_errors, run_flow
-from wadiro_fleet.flows.forecast import backfill_flow, weekly_forecast_flow
-from wadiro_fleet.flows.settings import BackfillSettings, WeeklySettings
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.warehouse.run_dates import (
+
+from flows.engine import LocalEngine, one_line_input_errors, run_flow
+from flows.forecast import backfill_flow, weekly_forecast_flow
+from flows.settings import BackfillSettings, WeeklySettings
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.warehouse.connection import WarehouseMissingError, connect
+from tasks.warehouse.run_dates import (
     EARLIEST_WEEK,
     ImplausibleWeekError,
     check_plausible_weeks,
     latest_plausible_week,
 )
-from wadiro_fleet.tasks.warehouse.connection import WarehouseMissingError, connect
-from warehouse_rows import make_warehouse
+from tests.cli_runs import invoke, one_error_line
+from tests.flows.processes import WADIRO, local_env
+from tests.flows.warehouse_rows import make_warehouse
 
 MODELS = "seasonal_naive"
 

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.flows.forecast import forecast_batch
-from wadiro_fleet.tasks.forecast_tasks import open_run, read_batches
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.pending import load_staged, stage_results
-from warehouse_rows import make_warehouse
+
+from flows.forecast import forecast_batch
+from flows.settings import BackfillSettings
+from tasks.forecast_tasks import open_run, read_batches
+from tasks.warehouse.connection import connect
+from tasks.warehouse.pending import load_staged, stage_results
+from tests.cli_runs import invoke
+from tests.flows.warehouse_rows import make_warehouse
 
 WEEK = date(2024, 3, 25)
 CORRECTED = ("synthetic_b00000", "synthetic_b00002")
@@ -84,7 +85,7 @@ def test_readings_corrected_between_compute_and_load_are_in_the_stored_scores(
 
 def mae_by_hand_of_results(results) -> dict[tuple[str, str], float]:
     """The MAE each result carried when it was computed (on the readings read then)."""
-    from wadiro_fleet.tasks.warehouse.results import result_tables
+    from tasks.warehouse.results import result_tables
 
     scores = result_tables(results, "r")["scores"].to_pandas()
     return {(row.building_id, row.model): row.mae for row in scores.itertuples()}

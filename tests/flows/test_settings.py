@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.flows import cli
-from wadiro_fleet.flows.settings import BackfillSettings, RunSettings, WeeklySettings
-from wadiro_fleet.tasks.protocol.config import DEPLOYED_MODELS, PROTOCOLS, ForecastConfig
+
+from flows import cli
+from flows.settings import BackfillSettings, RunSettings, WeeklySettings
+from tasks.protocol.config import DEPLOYED_MODELS, PROTOCOLS, ForecastConfig
+from tests.cli_runs import invoke
 
 
 def test_the_weekly_run_and_a_backfill_share_the_protocols_defaults():

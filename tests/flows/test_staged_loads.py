@@ -8,12 +8,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from wadiro_fleet.flows.engine import LocalEngine, run_flow
-from wadiro_fleet.flows.forecast import backfill_flow
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.pending import RunWriter, pending_root
-from warehouse_rows import WEEKS, make_warehouse, result_rows
+
+from flows.engine import LocalEngine, run_flow
+from flows.forecast import backfill_flow
+from flows.settings import BackfillSettings
+from tasks.warehouse.connection import connect
+from tasks.warehouse.pending import RunWriter, pending_root
+from tests.flows.warehouse_rows import WEEKS, make_warehouse, result_rows
 
 SETTINGS = {"models": ["seasonal_naive", "wadiro_linreg"], "trials": 2, "runner": "threads",
             "max_in_flight": 1}

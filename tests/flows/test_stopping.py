@@ -15,7 +15,15 @@ import time
 from concurrent.futures import InvalidStateError
 
 import pytest
-from processes import (
+
+from flows.engine import LocalEngine, PrefectEngine, run_flow
+from flows.forecast import backfill_flow
+from flows.settings import BackfillSettings
+from flows.stopping import GRACE_S, STOP, Stop
+from tasks.errors import RunStoppedError
+from tasks.warehouse.connection import connect
+from tasks.warehouse.pending import RunWriter
+from tests.flows.processes import (
     count_rows,
     kill_session,
     local_env,
@@ -24,14 +32,7 @@ from processes import (
     wait_for_rows,
     wait_until_gone,
 )
-from wadiro_fleet.flows.engine import LocalEngine, PrefectEngine, run_flow
-from wadiro_fleet.flows.forecast import backfill_flow
-from wadiro_fleet.flows.settings import BackfillSettings
-from wadiro_fleet.flows.stopping import GRACE_S, STOP, Stop
-from wadiro_fleet.tasks.errors import RunStoppedError
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.pending import RunWriter
-from warehouse_rows import WEEKS, make_warehouse
+from tests.flows.warehouse_rows import WEEKS, make_warehouse
 
 BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--models",
             "wadiro_pcscnn,svr,seasonal_naive", "--trials", "3", "--tuning", "per-window",
@@ -179,7 +180,7 @@ def test_a_stopped_run_s_abandoned_batches_print_no_traceback(monkeypatch, stop)
     # printing InvalidStateError (CPython gh-107219): 10 lines after a Ctrl-C's own message.
     import threading
 
-    from wadiro_fleet.flows import stopping
+    from flows import stopping
 
     printed = []
     monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(args.exc_type))

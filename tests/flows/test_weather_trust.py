@@ -10,9 +10,10 @@ from datetime import date, timedelta
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
-from wadiro_fleet.tasks.warehouse.connection import connect
-from cli_runs import invoke
+
+from tasks.ingest.cambridge_archive import load_cambridge
+from tasks.warehouse.connection import connect
+from tests.cli_runs import invoke
 
 BUILDINGS = ("UCam_Building_b0", "UCam_Building_b7")
 WEEK = date(2019, 3, 18)

@@ -11,9 +11,10 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from wadiro_fleet.flows.engine import RUNNERS
-from wadiro_fleet.tasks.protocol.batch import run_batch
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
+
+from flows.engine import RUNNERS
+from tasks.protocol.batch import run_batch
+from tasks.protocol.config import ForecastConfig
 
 pytestmark = pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
                                 reason="no fork server on this platform (workers are spawned)")
@@ -33,7 +34,7 @@ def _in_worker(expression: str) -> object:
 def test_a_worker_has_the_protocol_loaded_and_not_prefect_or_plotting():
     loaded = set(_in_worker("sorted(__import__('sys').modules)"))
     # an empty batch loads no model: these came from the fork server
-    assert {"wadiro_fleet.tasks.protocol.batch", "sklearn", "wadiro_models",
+    assert {"tasks.protocol.batch", "sklearn", "wadiro_models",
             "wadiro_models._wadiro_scnn", "wadiro_models._baselines",
             "wadiro_models.certification", "holidays.countries.united_kingdom"} <= loaded
     assert not {m for m in loaded if m.split(".")[0] in ("prefect", "matplotlib")}
@@ -42,8 +43,8 @@ def test_a_worker_has_the_protocol_loaded_and_not_prefect_or_plotting():
 def test_the_runs_own_process_imports_no_model_library():
     """The command line and the flows import the protocol's types and settings, not
     scikit-learn, SciPy or cvxpy: only the workers fit models."""
-    code = ("import sys, wadiro_fleet.flows.cli, wadiro_fleet.flows.forecast, "
-            "wadiro_fleet.flows.settings; "
+    code = ("import sys, flows.cli, flows.forecast, "
+            "flows.settings; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'scipy', 'cvxpy'}))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout

@@ -17,10 +17,11 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from processes import WADIRO, WORK_POOL, count_rows, prefect_cli, wait_for_rows
-from wadiro_fleet.flows.stopping import GRACE_S
-from wadiro_fleet.tasks.warehouse.connection import connect
-from warehouse_rows import make_warehouse
+
+from flows.stopping import GRACE_S
+from tasks.warehouse.connection import connect
+from tests.flows.processes import WADIRO, WORK_POOL, count_rows, prefect_cli, wait_for_rows
+from tests.flows.warehouse_rows import make_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_BACKFILL = ('{"models": ["wadiro_pcscnn", "svr", "seasonal_naive"], "trials": 3, '

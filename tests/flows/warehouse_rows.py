@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.results import PER_MODEL_TABLES
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.warehouse.connection import connect
+from tasks.warehouse.results import PER_MODEL_TABLES
+from tasks.warehouse.schema import ensure_schema
 
 FAST_MODELS = ["svr", "wadiro_linreg", "seasonal_naive"]
 WEEKS = (date(2024, 3, 25), date(2024, 4, 1))

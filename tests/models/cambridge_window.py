@@ -11,14 +11,15 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.ingest.cambridge_archive import (
     HOLIDAY_COUNTRY,
     HOLIDAY_SUBDIV,
     TIMEZONE,
     load_cambridge,
 )
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.windows import build_window
+from tasks.protocol.features import build_features
+from tasks.protocol.windows import build_window
 
 HOUR_COLUMNS = ["ts", "temperature_c", "irradiance_wm2", "wind_speed_ms"]
 

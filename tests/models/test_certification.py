@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.optimize import linprog
+
 from wadiro_models import SCNN, WaDiRoSCNN, certify_stability
 from wadiro_models.certification._certificate import _network
 from wadiro_models.certification._domain import _domain

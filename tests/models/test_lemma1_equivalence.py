@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lifted_regression import TIGHT, solve_lifted_cvxpy, solve_lifted_l1_lp
 
+from tests.models.lifted_regression import TIGHT, solve_lifted_cvxpy, solve_lifted_l1_lp
 from wadiro_models import WaDiRoSCNN
 from wadiro_models._gates import activation_patterns, augment
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+
 from wadiro_models import SCNN, WaDiRoSCNN
 from wadiro_models.exceptions import InvalidInputError
 

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 import pytest
-from cambridge_window import load_window
 
+from tests.models.cambridge_window import load_window
 from wadiro_models import make_model, solve_clarabel
 
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lifted_regression import TIGHT
 
+from tests.models.lifted_regression import TIGHT
 from wadiro_models import SCNN, WaDiRoSCNN
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from wadiro_models.synthetic import (
     BENCHMARK_FUNCTIONS,
     make_outlier_experiment,

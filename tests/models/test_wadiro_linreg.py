@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lifted_regression import TIGHT
 from scipy.optimize import linprog
 from sklearn.linear_model import QuantileRegressor
 
 import wadiro_models._wadiro_linreg as linreg_module
+from tests.models.lifted_regression import TIGHT
 from wadiro_models import (
     InaccurateSolutionWarning,
     InvalidInputError,

@@ -11,9 +11,10 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
+
+from tasks.warehouse.connection import connect
+from tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
+from tests.cli_runs import invoke
 
 LONDON = ZoneInfo("Europe/London")
 SPRING, PLAIN, AUTUMN = date(2024, 3, 25), date(2024, 4, 8), date(2024, 10, 21)

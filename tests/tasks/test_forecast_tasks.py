@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 from prefect import flow
-from wadiro_fleet.tasks import forecast_tasks
-from wadiro_fleet.tasks.forecast_tasks import OpenRun, read_batches
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.warehouse.connection import WarehouseLockedError
-from wadiro_fleet.tasks.warehouse.hours import DuplicateRowError
+
+from tasks import forecast_tasks
+from tasks.forecast_tasks import OpenRun, read_batches
+from tasks.protocol.config import ForecastConfig
+from tasks.warehouse.connection import WarehouseLockedError
+from tasks.warehouse.hours import DuplicateRowError
 
 RUN = OpenRun(run_id="r", warehouse="w.duckdb", label="test", weeks=(), building_ids=("a",),
               config=ForecastConfig(models=("seasonal_naive",)), lock_wait_s=42.0)

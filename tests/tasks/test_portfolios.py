@@ -4,11 +4,10 @@ nothing written)."""
 from __future__ import annotations
 
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
 
-
+from tasks.warehouse.connection import connect
+from tasks.warehouse.schema import ensure_schema
+from tests.cli_runs import invoke
 
 
 @pytest.fixture()

@@ -4,14 +4,15 @@ from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.report import (
+
+from tasks.report import (
     building_errors,
     fleet_leaderboard,
     run_leaderboard,
     write_report,
 )
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.connection import connect
+from tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2019, 4, 1)
 SCORES = [

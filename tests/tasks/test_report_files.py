@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from wadiro_fleet.tasks.report import MAX_FILE_STEM, plot_file_name
+
+from tasks.report import MAX_FILE_STEM, plot_file_name
 
 
 def test_a_plain_id_is_its_own_file_name():

@@ -10,9 +10,9 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from wadiro_fleet.tasks.report import write_report
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.report import write_report
+from tasks.warehouse.connection import connect
+from tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2019, 4, 1)
 NASTY = "b<script>alert(1)</script>"  # ids are operator data: the page must escape them

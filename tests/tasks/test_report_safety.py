@@ -9,11 +9,12 @@ import os
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
-from cli_runs import invoke
-from wadiro_fleet.tasks.report import ReportFolderError, write_report
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.output_files import safe_text
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+from tasks.report import ReportFolderError, write_report
+from tasks.warehouse.connection import connect
+from tasks.warehouse.output_files import safe_text
+from tasks.warehouse.schema import ensure_schema
+from tests.cli_runs import invoke
 
 WEEK = date(2019, 4, 1)
 FORMULAS = ["=SUM(A1:A9)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1)", "\tTAB", "\rCR"]

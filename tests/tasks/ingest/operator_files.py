@@ -10,8 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings
-from wadiro_fleet.tasks.warehouse.schema import INPUT_TABLES, TABLES
+
+from tasks.ingest.buildings_file import ingest_buildings
+from tasks.warehouse.schema import INPUT_TABLES, TABLES
 
 UTC = timezone.utc
 

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from operator_files import BUILDINGS_CSV, contents, csv_to_parquet, row_counts, warehouse_with_buildings, write
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings
+
+from tasks.errors import PipelineError
+from tasks.ingest.buildings_file import ingest_buildings
+from tests.tasks.ingest.operator_files import (
+    BUILDINGS_CSV,
+    contents,
+    csv_to_parquet,
+    row_counts,
+    warehouse_with_buildings,
+    write,
+)
 
 
 def test_rows_as_stored_with_the_file_name_as_source(tmp_path):

@@ -5,11 +5,12 @@ import doctest
 
 import pyarrow as pa
 import pytest
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.ingest import contract as contract_module
-from wadiro_fleet.tasks.ingest.contract import Column, FileContract
-from wadiro_fleet.tasks.ingest.plausibility import IRRADIANCE_WM2, TEMPERATURE_C
-from wadiro_fleet.tasks.ingest.source_files import FileOptions
+
+from tasks.errors import PipelineError
+from tasks.ingest import contract as contract_module
+from tasks.ingest.contract import Column, FileContract
+from tasks.ingest.plausibility import IRRADIANCE_WM2, TEMPERATURE_C
+from tasks.ingest.source_files import FileOptions
 
 SENSORS = FileContract(
     "a sensors file",

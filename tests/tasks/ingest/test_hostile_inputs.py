@@ -12,12 +12,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from operator_files import contents, kwh_by_hour, row_counts, utc, warehouse_with_buildings, write
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.ingest import source_files
-from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings, load_buildings
-from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
-from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions, ingest_weather
+
+from tasks.errors import PipelineError
+from tasks.ingest import source_files
+from tasks.ingest.buildings_file import ingest_buildings, load_buildings
+from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
+from tasks.ingest.weather_file import WeatherOptions, ingest_weather
+from tests.tasks.ingest.operator_files import (
+    contents,
+    kwh_by_hour,
+    row_counts,
+    utc,
+    warehouse_with_buildings,
+    write,
+)
 
 HEAD = "site_id,ts,temperature_c,irradiance_wm2,wind_speed_ms"
 

@@ -11,21 +11,22 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-from wadiro_fleet.tasks.errors import UnknownBuildingError
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge, write_cambridge
-from wadiro_fleet.tasks.ingest.cambridge_archive import (
+
+from tasks.errors import UnknownBuildingError
+from tasks.ingest.cambridge import ingest_cambridge, write_cambridge
+from tasks.ingest.cambridge_archive import (
     KNOT_IN_MS,
     load_cambridge,
     read_midas_wind,
     utc_range,
 )
-from wadiro_fleet.tasks.ingest.errors import (
+from tasks.ingest.errors import (
     DuplicateTimestampError,
     EmptyRangeError,
     MalformedSourceError,
     SourceNotFoundError,
 )
-from wadiro_fleet.tasks.warehouse.connection import connect
+from tasks.warehouse.connection import connect
 
 UTC = timezone.utc
 MIDAS_GLOB = "*qcv-1_{year}.csv"

@@ -10,13 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
-from operator_files import contents, kwh_by_hour, utc, write
 from pydantic import ValidationError
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings, load_buildings
-from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
-from wadiro_fleet.tasks.ingest.source_files import FileOptions
-from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions, ingest_weather, load_weather
+
+from tasks.errors import PipelineError
+from tasks.ingest.buildings_file import ingest_buildings, load_buildings
+from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
+from tasks.ingest.source_files import FileOptions
+from tasks.ingest.weather_file import WeatherOptions, ingest_weather, load_weather
+from tests.tasks.ingest.operator_files import contents, kwh_by_hour, utc, write
 
 REGISTER = """Asset Name,Site,Time zone,Country,Region,Floor area (m2)
 north-office,leeds,Europe/London,GB,ENG,1200

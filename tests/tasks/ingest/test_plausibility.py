@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from test_ingest_cambridge import MIDAS_GLOB, electricity_file, write_archive
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
-from wadiro_fleet.tasks.ingest.plausibility import ImplausibleValueError
-from wadiro_fleet.tasks.warehouse.connection import connect
+
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import load_cambridge
+from tasks.ingest.plausibility import ImplausibleValueError
+from tasks.warehouse.connection import connect
+from tests.tasks.ingest.test_ingest_cambridge import MIDAS_GLOB, electricity_file, write_archive
 
 WEATHER = ("aux_data", "MetOffice Weather Data", "processed_data", "bedford", "2019.csv")
 

@@ -25,12 +25,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from operator_files import BUILDINGS_CSV, write
-from wadiro_fleet.tasks.ingest import source_files
-from wadiro_fleet.tasks.ingest.buildings_file import load_buildings
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.readings_file import load_readings
-from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions, load_weather
+
+from tasks.ingest import source_files
+from tasks.ingest.buildings_file import load_buildings
+from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.readings_file import load_readings
+from tasks.ingest.weather_file import WeatherOptions, load_weather
+from tests.tasks.ingest.operator_files import BUILDINGS_CSV, write
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not Path("/proc/self/io").exists(),

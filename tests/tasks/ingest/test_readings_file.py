@@ -6,7 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from operator_files import (
+from pydantic import ValidationError
+
+from tasks.errors import PipelineError, UnknownBuildingError
+from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
+from tests.tasks.ingest.operator_files import (
     contents,
     csv_to_parquet,
     hours,
@@ -17,9 +21,6 @@ from operator_files import (
     warehouse_with_buildings,
     write,
 )
-from pydantic import ValidationError
-from wadiro_fleet.tasks.errors import PipelineError, UnknownBuildingError
-from wadiro_fleet.tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
 
 LONDON = ReadingsOptions(timezone="Europe/London")
 
@@ -273,7 +274,7 @@ def test_a_parquet_file_with_a_repeated_column_is_refused(warehouse, tmp_path):
 
 
 def test_a_file_written_in_slices_of_whole_buildings_writes_what_one_statement_writes(tmp_path, monkeypatch):
-    import wadiro_fleet.tasks.ingest.readings_file as readings_file
+    import tasks.ingest.readings_file as readings_file
 
     week = "ts,b1,b2,b3\n" + "".join(f"{t:%Y-%m-%dT%H:%MZ},1,2,3\n" for t in hours("2024-02-05 00:00", 48))
     fix = ("building_id,ts,kwh\n" + "".join(f"{b},{t:%Y-%m-%dT%H:%MZ},{v}\n" for b in ("b1", "b2", "b3")

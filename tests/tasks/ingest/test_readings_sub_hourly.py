@@ -11,15 +11,16 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from operator_files import csv_to_parquet, warehouse_with_buildings, write
-from wadiro_fleet.tasks.ingest import source_files
-from wadiro_fleet.tasks.ingest.readings_file import (
+
+from tasks.ingest import source_files
+from tasks.ingest.readings_file import (
     ReadingsOptions,
     _recent_sub_hourly,
     ingest_readings,
     load_readings,
 )
-from wadiro_fleet.tasks.warehouse.intra_hour import recent_sub_hourly
+from tasks.warehouse.intra_hour import recent_sub_hourly
+from tests.tasks.ingest.operator_files import csv_to_parquet, warehouse_with_buildings, write
 
 HALF = pd.Timedelta(minutes=30)
 B1_START, B1_END = pd.Timestamp("2024-02-01", tz="UTC"), pd.Timestamp("2024-03-03", tz="UTC")

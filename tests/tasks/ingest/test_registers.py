@@ -13,13 +13,21 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
-from operator_files import contents, hours, kwh_by_hour, utc, warehouse_with_buildings, write
-from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
 from pydantic import ValidationError
-from wadiro_fleet.tasks.ingest.plausibility import ImplausibleValueError
-from wadiro_fleet.tasks.ingest.readings_file import LevelChangeError, ReadingsOptions, ingest_readings
-from wadiro_fleet.tasks.ingest.registers import RegisterReadingsError, refuse_registers
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, fleet_readings
+
+from tasks.ingest.cambridge_archive import load_cambridge
+from tasks.ingest.plausibility import ImplausibleValueError
+from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions, ingest_readings
+from tasks.ingest.registers import RegisterReadingsError, refuse_registers
+from tasks.ingest.synthetic_fleet import FleetSpec, fleet_readings
+from tests.tasks.ingest.operator_files import (
+    contents,
+    hours,
+    kwh_by_hour,
+    utc,
+    warehouse_with_buildings,
+    write,
+)
 
 # The issue's export: 123,496 kWh rising about 40 kWh an hour (39, 40, 41, 40, ...)
 RISES = [39.0 + (h % 3) for h in range(47)]
@@ -229,7 +237,7 @@ def real_week(cambridge_archive) -> list[float]:
 @pytest.fixture
 def real_warehouse(tmp_path, cambridge_archive) -> Path:
     """A warehouse holding b0 from the archive for the four weeks before 2019-01-14."""
-    from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
+    from tasks.ingest.cambridge import ingest_cambridge
 
     warehouse = tmp_path / "real.duckdb"
     ingest_cambridge(warehouse, cambridge_archive, [REAL], date(2018, 12, 17), date(2019, 1, 13))
@@ -275,7 +283,7 @@ def test_a_real_buildings_register_in_wh_is_refused_against_its_history(real_war
 
 
 def test_a_file_mixing_a_register_and_a_real_building_is_refused_both_ways(tmp_path, real_week):
-    from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings
+    from tasks.ingest.buildings_file import ingest_buildings
 
     warehouse = tmp_path / "mixed.duckdb"
     ingest_buildings(warehouse, write(tmp_path / "b.csv", "building_id,site_id,timezone,holiday_country\n"

@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from pydantic import ValidationError
-from wadiro_fleet.tasks.ingest import synthetic_fleet
-from wadiro_fleet.tasks.ingest.synthetic_fleet import (
+
+from tasks.ingest import synthetic_fleet
+from tasks.ingest.synthetic_fleet import (
     CHUNK_BUILDINGS,
     FleetSpec,
     first_monday,
@@ -19,7 +20,7 @@ from wadiro_fleet.tasks.ingest.synthetic_fleet import (
     fleet_weather,
     ingest_synthetic,
 )
-from wadiro_fleet.tasks.warehouse.connection import connect
+from tasks.warehouse.connection import connect
 
 UTC = timezone.utc
 

@@ -9,12 +9,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from operator_files import utc, write
 from pydantic import ValidationError
-from wadiro_fleet.tasks.ingest.errors import MalformedSourceError
-from wadiro_fleet.tasks.ingest.source_files import read_source
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec
-from wadiro_fleet.tasks.ingest.timestamps import LocalTimeOptions, utc_instants
+
+from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.source_files import read_source
+from tasks.ingest.synthetic_fleet import FleetSpec
+from tasks.ingest.timestamps import LocalTimeOptions, utc_instants
+from tests.tasks.ingest.operator_files import utc, write
 
 LONDON = "Europe/London"
 

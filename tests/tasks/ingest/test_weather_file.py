@@ -10,13 +10,20 @@ from pathlib import Path
 import duckdb
 import pytest
 from pydantic import ValidationError
-from operator_files import contents, csv_to_parquet, row_counts, utc, warehouse_with_buildings, write
-from wadiro_fleet.tasks.errors import PipelineError
-from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
-from wadiro_fleet.tasks.ingest.errors import UnknownSiteError
-from wadiro_fleet.tasks.ingest.readings_file import ingest_readings
-from wadiro_fleet.tasks.ingest.weather_file import WeatherOptions, ingest_weather
-from wadiro_fleet.tasks.warehouse.hours import load_many_building_hours
+
+from tasks.errors import PipelineError
+from tasks.ingest.cambridge_archive import load_cambridge
+from tasks.ingest.errors import UnknownSiteError
+from tasks.ingest.readings_file import ingest_readings
+from tasks.ingest.weather_file import WeatherOptions, ingest_weather
+from tasks.warehouse.hours import load_many_building_hours
+from tests.tasks.ingest.operator_files import (
+    contents,
+    row_counts,
+    utc,
+    warehouse_with_buildings,
+    write,
+)
 
 OBSERVED = WeatherOptions(kind="observed")
 FORECAST = WeatherOptions(kind="forecast")
@@ -206,7 +213,7 @@ def blank_cells_in(path: Path) -> dict[str, int]:
 @pytest.fixture
 def bedford(tmp_path) -> Path:
     warehouse = tmp_path / "bedford.duckdb"
-    from wadiro_fleet.tasks.ingest.buildings_file import ingest_buildings
+    from tasks.ingest.buildings_file import ingest_buildings
 
     ingest_buildings(warehouse, write(tmp_path / "b.csv", "building_id,site_id,timezone,holiday_country\n"
                                       "b0,bedford,Europe/London,GB\n"))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.protocol.day_types import (
+
+from tasks.protocol.day_types import (
     OFF_WEEKDAY,
     WEEKEND,
     WORKDAY,
@@ -19,7 +20,7 @@ from wadiro_fleet.tasks.protocol.day_types import (
     parse_closure_periods,
     unlike_last_week,
 )
-from wadiro_fleet.tasks.protocol.features import (
+from tasks.protocol.features import (
     DAY_TYPE_PERSISTENCE,
     PERSISTENCE,
     build_features,

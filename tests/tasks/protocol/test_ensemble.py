@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from pydantic import ValidationError
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
-from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
-from wadiro_fleet.tasks.protocol.track_record import WeekScore
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import WEATHER_COLUMNS
+from tasks.protocol.forecasting import forecast_building_week
+from tasks.protocol.track_record import WeekScore
+from tasks.warehouse.batches import load_jobs
 
 WEEK = date(2024, 4, 8)
 BUILDING = "synthetic_b00001"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.protocol.features import (
+
+from tasks.protocol.features import (
     FEATURE_SETS,
     PAPER_COLUMNS,
     FeatureInputError,
@@ -14,7 +15,7 @@ from wadiro_fleet.tasks.protocol.features import (
     build_features,
     get_feature_set,
 )
-from wadiro_fleet.tasks.protocol.weeks import InvalidTimezoneError
+from tasks.protocol.weeks import InvalidTimezoneError
 
 LONDON = {"timezone": "Europe/London", "holiday_country": "GB", "holiday_subdiv": "ENG"}
 

@@ -14,12 +14,13 @@ from datetime import date
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import WEATHER_COLUMNS
-from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
-from wadiro_fleet.tasks.protocol.models import MODELS
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import WEATHER_COLUMNS
+from tasks.protocol.forecasting import forecast_building_week
+from tasks.protocol.models import MODELS
+from tasks.warehouse.batches import load_jobs
 
 BUILDING = "UCam_Building_b0"
 WEEK = date(2019, 3, 18)

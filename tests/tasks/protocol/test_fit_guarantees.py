@@ -7,22 +7,22 @@ from datetime import date
 import numpy as np
 import pytest
 from pydantic import ValidationError
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol.certification import DEFAULT_PERTURBATION, certify_fit
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import PAPER_COLUMNS
-from wadiro_fleet.tasks.protocol.forecasting import forecast_building_week
-from wadiro_fleet.tasks.protocol.publication import (
+
+import wadiro_models
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.protocol.certification import DEFAULT_PERTURBATION, certify_fit
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import PAPER_COLUMNS
+from tasks.protocol.forecasting import forecast_building_week
+from tasks.protocol.publication import (
     Candidate,
     choose_publication,
     publish_certified,
 )
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.results import write_results
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-
-import wadiro_models
+from tasks.warehouse.batches import load_jobs
+from tasks.warehouse.connection import connect
+from tasks.warehouse.results import write_results
+from tasks.warehouse.schema import ensure_schema
 from wadiro_models import WaDiRoLinearRegression, WaDiRoSCNN, certify_stability
 
 WEEK = date(2024, 4, 1)

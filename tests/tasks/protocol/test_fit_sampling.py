@@ -10,14 +10,15 @@ from datetime import date, timedelta
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.fitting import thinning, window_part
-from wadiro_fleet.tasks.protocol.forecasting import StoredParams, forecast_building_week
-from wadiro_fleet.tasks.protocol.models import MODELS
-from wadiro_fleet.tasks.protocol.windows import build_window
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import build_features
+from tasks.protocol.fitting import thinning, window_part
+from tasks.protocol.forecasting import StoredParams, forecast_building_week
+from tasks.protocol.models import MODELS
+from tasks.protocol.windows import build_window
+from tasks.warehouse.batches import load_jobs
 
 WEEK = date(2024, 4, 8)
 BUILDING = "synthetic_b00001"

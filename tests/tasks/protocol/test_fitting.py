@@ -8,13 +8,14 @@ from datetime import date
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.fitting import Fitter, WindowPart
-from wadiro_fleet.tasks.protocol.models import MODELS
-from wadiro_fleet.tasks.protocol.windows import build_window
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import build_features
+from tasks.protocol.fitting import Fitter, WindowPart
+from tasks.protocol.models import MODELS
+from tasks.protocol.windows import build_window
+from tasks.warehouse.batches import load_jobs
 
 BUILDING = "UCam_Building_b0"
 EASTER_WEEK = date(2019, 4, 22)  # Easter Monday

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wadiro_fleet.tasks.protocol.intervals import conformal_intervals, coverage, half_width
+from tasks.protocol.intervals import conformal_intervals, coverage, half_width
 
 
 def test_half_width_is_the_conformal_rank_of_the_absolute_errors():

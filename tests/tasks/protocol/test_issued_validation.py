@@ -10,18 +10,19 @@ from datetime import date, timedelta
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol.batch import run_jobs
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import (
+
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.protocol.batch import run_jobs
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.forecasting import (
     IssuedForecast,
     StoredParams,
     forecast_building_week,
 )
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.results import load_issued_forecasts, write_results
-from wadiro_fleet.tasks.warehouse.runs import record_run_start
+from tasks.warehouse.batches import load_jobs
+from tasks.warehouse.connection import connect
+from tasks.warehouse.results import load_issued_forecasts, write_results
+from tasks.warehouse.runs import record_run_start
 
 WEEK = date(2024, 4, 8)
 BUILDING = "synthetic_b00000"

@@ -9,8 +9,9 @@ from datetime import date
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.protocol.config import ForecastConfig, ModelInputs
-from wadiro_fleet.tasks.protocol.forecasting import IssuedForecast, forecast_building_week
+
+from tasks.protocol.config import ForecastConfig, ModelInputs
+from tasks.protocol.forecasting import IssuedForecast, forecast_building_week
 
 WEEK = date(2024, 6, 3)
 MODELS = ("gbr", "wadiro_linreg", "seasonal_naive")
@@ -148,7 +149,7 @@ def _issued(hours: pd.DatetimeIndex, values) -> IssuedForecast:
 
 
 def test_a_base_of_several_models_is_their_mean_where_all_forecast():
-    from wadiro_fleet.tasks.protocol.forecasting import ModelOutcome, _issued_base
+    from tasks.protocol.forecasting import ModelOutcome, _issued_base
 
     history_hours = pd.date_range("2024-05-20", periods=336, freq="h", tz="UTC")
     test_ts = pd.Series(pd.date_range("2024-06-03", periods=168, freq="h", tz="UTC"))

@@ -7,8 +7,8 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
-from wadiro_fleet.tasks.protocol.publication import Candidate, choose_publication
-from wadiro_fleet.tasks.protocol.track_record import WeekScore, adapted_levels, track_ratio
+from tasks.protocol.publication import Candidate, choose_publication
+from tasks.protocol.track_record import WeekScore, adapted_levels, track_ratio
 
 HOURS = np.ones(168, dtype=bool)
 GOOD = np.full(168, 10.0)

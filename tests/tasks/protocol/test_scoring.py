@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from wadiro_fleet.tasks.protocol.scoring import count_violations, score_forecast
+
+from tasks.protocol.scoring import count_violations, score_forecast
 
 
 def test_scores_by_hand():

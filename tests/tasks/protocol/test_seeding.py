@@ -2,12 +2,12 @@ import subprocess
 import sys
 from datetime import date
 
-from wadiro_fleet.tasks.protocol.seeding import stable_seed
+from tasks.protocol.seeding import stable_seed
 
 
 def test_seed_is_stable_across_processes():
     here = stable_seed("b1", date(2019, 3, 25), "gp")
-    code = ("from datetime import date; from wadiro_fleet.tasks.protocol.seeding import stable_seed; "
+    code = ("from datetime import date; from tasks.protocol.seeding import stable_seed; "
             "print(stable_seed('b1', date(2019, 3, 25), 'gp'))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(other.stdout) == here

@@ -14,12 +14,13 @@ from datetime import date
 
 import numpy as np
 import pytest
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.fitting import Fitter
-from wadiro_fleet.tasks.protocol.windows import build_window
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
+
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import build_features
+from tasks.protocol.fitting import Fitter
+from tasks.protocol.windows import build_window
+from tasks.warehouse.batches import load_jobs
 
 BUILDING = "UCam_Building_b12"
 WEEK = date(2019, 4, 15)

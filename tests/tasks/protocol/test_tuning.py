@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
-from wadiro_fleet.tasks.protocol.tuning import TuningFailedError, tune, tune_together
 
+from tasks.protocol.tuning import TuningFailedError, tune, tune_together
 from wadiro_models.search_spaces import Categorical, IntUniform, LogUniform
 
 

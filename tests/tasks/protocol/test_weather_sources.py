@@ -6,8 +6,9 @@ from datetime import date
 
 import numpy as np
 import pandas as pd
-from wadiro_fleet.tasks.protocol.forecasting import target_week_weather_sources
-from wadiro_fleet.tasks.protocol.windows import WindowBounds, window_bounds
+
+from tasks.protocol.forecasting import target_week_weather_sources
+from tasks.protocol.windows import WindowBounds, window_bounds
 
 WEEK = date(2024, 3, 25)  # holds the spring clock change in London: 167 hours
 

@@ -2,8 +2,9 @@ from datetime import date, datetime, timezone
 
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.errors import EmptySelectionError
-from wadiro_fleet.tasks.protocol.weeks import (
+
+from tasks.errors import EmptySelectionError
+from tasks.protocol.weeks import (
     InvalidTimezoneError,
     NotALocalMondayError,
     as_monday,

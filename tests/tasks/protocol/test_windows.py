@@ -7,10 +7,11 @@ from datetime import date, datetime, timezone
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.ingest.cambridge_archive import load_cambridge
-from wadiro_fleet.tasks.protocol.features import build_features, get_feature_set
-from wadiro_fleet.tasks.protocol.weeks import NotALocalMondayError
-from wadiro_fleet.tasks.protocol.windows import (
+
+from tasks.ingest.cambridge_archive import load_cambridge
+from tasks.protocol.features import build_features, get_feature_set
+from tasks.protocol.weeks import NotALocalMondayError
+from tasks.protocol.windows import (
     WindowInputError,
     WindowStatus,
     build_window,

@@ -1,7 +1,8 @@
 """A warehouse created before columns were added gets them on the next run, its rows kept."""
 
 import duckdb
-from wadiro_fleet.tasks.warehouse.schema import ADDED_COLUMNS, TABLES, ensure_schema
+
+from tasks.warehouse.schema import ADDED_COLUMNS, TABLES, ensure_schema
 
 
 def test_older_warehouses_gain_the_added_columns(tmp_path):

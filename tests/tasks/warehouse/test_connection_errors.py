@@ -9,14 +9,15 @@ import textwrap
 
 import duckdb
 import pytest
-from wadiro_fleet.tasks.warehouse.connection import (
+
+from tasks.warehouse.connection import (
     MissingTableError,
     WarehouseDamagedError,
     WarehouseLockedError,
     WarehouseMissingError,
     connect,
 )
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.schema import ensure_schema
 
 
 def test_a_missing_file_is_not_created_by_a_reader(tmp_path):

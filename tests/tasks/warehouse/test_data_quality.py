@@ -14,10 +14,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.errors import EmptySelectionError, UnknownBuildingError
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.quality import data_quality
-from wadiro_fleet.tasks.warehouse.schema import QUALITY_WINDOW_HOURS, ensure_schema
+
+from tasks.errors import EmptySelectionError, UnknownBuildingError
+from tasks.warehouse.connection import connect
+from tasks.warehouse.quality import data_quality
+from tasks.warehouse.schema import QUALITY_WINDOW_HOURS, ensure_schema
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SPAN = 14 * 168  # hours 0 .. 2351; the 12-week period is hours 336 .. 2351

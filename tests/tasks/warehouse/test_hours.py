@@ -8,18 +8,19 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.errors import UnknownBuildingError
-from wadiro_fleet.tasks.ingest.cambridge import ingest_cambridge
-from wadiro_fleet.tasks.protocol.batch import BuildingInfo
-from wadiro_fleet.tasks.protocol.features import build_features
-from wadiro_fleet.tasks.protocol.windows import (
+
+from tasks.errors import UnknownBuildingError
+from tasks.ingest.cambridge import ingest_cambridge
+from tasks.protocol.batch import BuildingInfo
+from tasks.protocol.features import build_features
+from tasks.protocol.windows import (
     WindowStatus,
     build_window,
     window_bounds,
     window_load_range,
 )
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import (
+from tasks.warehouse.connection import connect
+from tasks.warehouse.hours import (
     HOUR_COLUMNS,
     DuplicateRowError,
     OffHourReadingError,
@@ -28,7 +29,7 @@ from wadiro_fleet.tasks.warehouse.hours import (
     load_buildings_info,
     load_many_building_hours,
 )
-from wadiro_fleet.tasks.warehouse.schema import INPUT_TABLES
+from tasks.warehouse.schema import INPUT_TABLES
 
 T = pd.Timestamp
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.intra_hour import (
+
+from tasks.warehouse.connection import connect
+from tasks.warehouse.intra_hour import (
     KEEP_DAYS,
     MIN_HOURS,
     period_shares,
     recent_sub_hourly,
     write_sub_hourly,
 )
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.schema import ensure_schema
 
 
 def _frame(days: int, *, building: str = "a", first_share: float = 0.25,

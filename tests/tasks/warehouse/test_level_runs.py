@@ -9,8 +9,9 @@ import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.schema import (
+
+from tasks.warehouse.connection import connect
+from tasks.warehouse.schema import (
     HIGH_RATIO,
     SPIKE_RATIO,
     STUCK_RATIO,

@@ -8,10 +8,11 @@ from datetime import date
 
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.warehouse.selection import choose_week
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.hours import next_week_inputs
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+from tasks.warehouse.connection import connect
+from tasks.warehouse.hours import next_week_inputs
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import choose_week
 
 NEXT = date(2024, 2, 12)  # winter: local (London) Mondays are UTC midnights
 HISTORY_START = pd.Timestamp("2024-01-01 00:00Z")

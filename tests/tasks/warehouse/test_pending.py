@@ -9,17 +9,18 @@ from datetime import date, datetime, timedelta, timezone
 
 import duckdb
 import pytest
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol.batch import failed_results, run_jobs
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.warehouse import pending
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import (
+
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.protocol.batch import failed_results, run_jobs
+from tasks.protocol.config import ForecastConfig
+from tasks.warehouse import pending
+from tasks.warehouse.batches import load_jobs
+from tasks.warehouse.connection import (
     WarehouseError,
     WarehouseLockedError,
     connect,
 )
-from wadiro_fleet.tasks.warehouse.pending import (
+from tasks.warehouse.pending import (
     load_staged,
     pending_root,
     stage_closing,
@@ -27,9 +28,9 @@ from wadiro_fleet.tasks.warehouse.pending import (
     staged_building_weeks,
     staged_runs,
 )
-from wadiro_fleet.tasks.warehouse.results import RESULT_SLICE_TABLES, write_results
-from wadiro_fleet.tasks.warehouse.runs import RunSummary, record_run_start
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.results import RESULT_SLICE_TABLES, write_results
+from tasks.warehouse.runs import RunSummary, record_run_start
+from tasks.warehouse.schema import ensure_schema
 
 W1, W2 = date(2024, 3, 25), date(2024, 4, 1)
 MODELS = ("seasonal_naive",)

@@ -12,15 +12,16 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 import pytest
-from wadiro_fleet.tasks.protocol.intervals import half_width
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.portfolio_sql import (
+
+from tasks.protocol.intervals import half_width
+from tasks.warehouse.connection import connect
+from tasks.warehouse.portfolio_sql import (
     MIN_PRESENT_SHARE,
     RECORD_WEEKS,
     read_portfolio_forecasts,
     read_portfolio_scores,
 )
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.schema import ensure_schema
 
 W0 = date(2024, 1, 1)
 HOURS = 168

@@ -8,9 +8,10 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 import pyarrow as pa
 import pytest
-from wadiro_fleet.tasks.warehouse.connection import WarehouseError
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
-from wadiro_fleet.tasks.warehouse.slices import (
+
+from tasks.warehouse.connection import WarehouseError
+from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.slices import (
     HoursWritten,
     replace_hours_sql,
     replace_ranges_sql,

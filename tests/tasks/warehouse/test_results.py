@@ -7,13 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from pydantic import ValidationError
-from wadiro_fleet.tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from wadiro_fleet.tasks.protocol.config import ForecastConfig
-from wadiro_fleet.tasks.protocol.forecasting import StoredParams, forecast_building_week
-from wadiro_fleet.tasks.warehouse.batches import load_jobs
-from wadiro_fleet.tasks.warehouse.connection import connect
-from wadiro_fleet.tasks.warehouse.results import load_stored_params, result_tables, write_results
-from wadiro_fleet.tasks.warehouse.schema import ensure_schema
+
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.protocol.config import ForecastConfig
+from tasks.protocol.forecasting import StoredParams, forecast_building_week
+from tasks.warehouse.batches import load_jobs
+from tasks.warehouse.connection import connect
+from tasks.warehouse.results import load_stored_params, result_tables, write_results
+from tasks.warehouse.schema import ensure_schema
 
 WEEK = date(2024, 3, 25)  # the week of the spring clock change in Europe/London
 FAST = ("svr", "wadiro_linreg", "seasonal_naive")
@@ -173,7 +174,7 @@ def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
     """A live forecast (no actuals yet) is scored once its week's readings are stored."""
     import shutil
 
-    from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+    from tasks.warehouse.rescoring import rescore_forecasts
 
     path = tmp_path / "live.duckdb"
     shutil.copy(warehouse, path)
@@ -207,7 +208,7 @@ def test_rescore_of_some_buildings_touches_only_theirs_and_agrees_with_a_full_re
     rescore of the whole table updates for those buildings, and no other building's."""
     import shutil
 
-    from wadiro_fleet.tasks.warehouse.rescoring import rescore_forecasts
+    from tasks.warehouse.rescoring import rescore_forecasts
 
     config = ForecastConfig(models=("wadiro_linreg", "seasonal_naive"), trials=2)
     ids = ("synthetic_b00000", "synthetic_b00001")
@@ -282,9 +283,9 @@ def test_forecast_rows_are_each_models_values_at_its_hours():
     """Hand-made outcomes of two building-weeks in two time zones: each forecast row holds its
     model's value at its UTC hour, the bounds of its own intervals (NULL where it has none), and
     a missing value (NaN) is stored as NULL."""
-    from wadiro_fleet.tasks.protocol.forecasting import BuildingWeekResult, ModelOutcome
-    from wadiro_fleet.tasks.protocol.intervals import Intervals
-    from wadiro_fleet.tasks.protocol.scoring import Scores
+    from tasks.protocol.forecasting import BuildingWeekResult, ModelOutcome
+    from tasks.protocol.intervals import Intervals
+    from tasks.protocol.scoring import Scores
 
     def outcome(model, y_hat, intervals=None):
         scores = Scores(mae=1.0, rmse=1.0, n_hours=3, n_violations=0, n_train_violations=0,
@@ -325,7 +326,7 @@ def test_forecast_rows_are_each_models_values_at_its_hours():
 
 def test_a_batch_that_starts_with_a_failed_building_week_keeps_the_others_hour_counts(warehouse):
     """A failed building-week has no hour counts; the rows after it in its batch keep theirs."""
-    from wadiro_fleet.tasks.protocol.batch import failed_results
+    from tasks.protocol.batch import failed_results
 
     config = ForecastConfig(models=("seasonal_naive",), trials=2)
     done = _run(warehouse, "synthetic_b00001", config)

@@ -12,18 +12,19 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pytest
-from wadiro_fleet.tasks.warehouse.connection import (
+
+from tasks.warehouse.connection import (
     WarehouseError,
     WarehouseLockedError,
     connect,
 )
-from wadiro_fleet.tasks.warehouse.schema import (
+from tasks.warehouse.schema import (
     INPUT_TABLES,
     TABLES,
     VIEWS,
     ensure_schema,
 )
-from wadiro_fleet.tasks.warehouse.slices import (
+from tasks.warehouse.slices import (
     Slice,
     delete_slice_sql,
     insert_sql,
