@@ -39,10 +39,10 @@ _CAUSES = (
     _Cause((errno.EROFS,), ("read-only file system",),
            "its folder is on a read-only file system",
            "give a warehouse in a folder you can write to (DuckDB writes a .wal file beside it)"),
-    _Cause((errno.EACCES, errno.EPERM), ("permission denied",),
+    _Cause((errno.EACCES, errno.EPERM), ("permission denied", "operation not permitted"),
            "its folder or file is not open to this user (permissions)",
            "give a warehouse in a folder you can write to (DuckDB writes a .wal file beside it), "
-           "or fix the permissions"),
+           "or fix the permissions (`ls -l`; `lsattr` for a folder made immutable)"),
     _Cause((errno.ENOMEM,), ("out of memory", "cannot allocate memory", "failed to allocate",
                              "allocation failure", "malloc of size", "bad_alloc",
                              "failed to map segment", "can't start new thread",

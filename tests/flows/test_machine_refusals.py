@@ -17,6 +17,7 @@ import re
 import resource
 import shutil
 import subprocess
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
@@ -156,6 +157,39 @@ def test_a_read_only_folder_is_one_line_and_the_warehouse_keeps_what_it_held(
     assert contents(out / "w.duckdb") == contents(fleet)
 
 
+@contextmanager
+def immutable(folder: Path):
+    """``folder`` made immutable (``chattr +i``: nothing in it can be created, even by root), or
+    the test skipped where the file system or the user cannot."""
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(folder)],
+                                        capture_output=True).returncode != 0:
+        pytest.skip("cannot make a folder immutable here (chattr +i)")
+    try:
+        yield folder
+    finally:
+        subprocess.run([chattr, "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_folder_where_the_log_cannot_be_created_is_one_line(fleet, corrections, tmp_path,
+                                                                command):
+    # Issue 46: EPERM on the .wal ("Operation not permitted") was a 55-line traceback; a
+    # read-only mount (EROFS) was one line already.
+    folder = tmp_path / "immutable"
+    folder.mkdir()
+    warehouse = Path(shutil.copy(fleet, folder / "w.duckdb"))
+    with immutable(folder):
+        done = subprocess.run([WADIRO, *COMMANDS[command](corrections), "--warehouse",
+                               str(warehouse)], capture_output=True, text=True, env=local_env(),
+                              cwd=tmp_path, timeout=300)
+    line = one_line(done)
+    assert "its folder or file is not open to this user (permissions)" in line, line
+    assert "Operation not permitted" in line and str(warehouse) in line, line
+    assert line.endswith("what was stored before is unchanged"), line
+    assert contents(warehouse) == contents(fleet)
+
+
 def _limit_files(limit: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
@@ -208,6 +242,10 @@ def test_a_file_size_limit_that_stops_a_write_is_one_line_and_nothing_is_lost(tm
      "the process ran out of memory (/x/_duckdb.so: failed to map segment from shared object)"),
     (OSError(28, "No space left on device"),
      "the disk is full ([Errno 28] No space left on device)"),
+    (duckdb.TransactionException('TransactionContext Error: Failed to commit: Cannot open file '
+                                 '"/x/w.duckdb.wal": Operation not permitted'),
+     "its folder or file is not open to this user (permissions) (Cannot open file "
+     '"/x/w.duckdb.wal": Operation not permitted)'),
 ])
 def test_the_machine_s_refusals_python_sees_are_named(error, cause):
     refused = resource_error(error, "cannot write warehouse w.duckdb")
