@@ -247,6 +247,8 @@ def run_ingest(label: str, warehouse: Path, **parameters: Any) -> None:
         lambda: run_command_flow(flow, warehouse=str(warehouse), **parameters))
     total = time.perf_counter() - began
     echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
+    for flagged in getattr(summary, "flag_lines", list)():  # readings judged implausible
+        echo(f"  {flagged}")
 
 
 LAZY_HELP = {
@@ -366,6 +368,29 @@ def worker(
     from flows.worker import run_worker
 
     raise SystemExit(run_worker(["--pool", pool, *arguments]))
+
+
+@app.command(name="accept-readings")
+def accept_readings(
+    *,
+    building: Annotated[str, Parameter(help="The building whose flagged readings are real.")],
+    start: Annotated[str | None, Parameter(
+        help="First hour to accept, ISO 8601 (UTC unless it has an offset; default: the "
+        "building's first flagged hour).")] = None,
+    end: Annotated[str | None, Parameter(
+        help="Last hour to accept, inclusive (default: its last flagged hour).")] = None,
+    warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
+) -> None:
+    """Confirm readings an ingest flagged as implausible as real: forecasts and scores use them.
+
+    An ingest keeps a reading it judges implausible (a meter stuck high, a spike) but treats it
+    as missing and names it; this accepts the building's flagged readings from --start to
+    --end, and scores the forecasts of those hours again. SQL: the table meter_flags.
+    """
+    from tasks.ingest.flagging import accept_flagged_readings
+
+    summary = run_guarded(lambda: accept_flagged_readings(str(warehouse), building, start, end))
+    echo(f"accept-readings: {summary.line()}")
 
 
 @app.command(name="load-pending")

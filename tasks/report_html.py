@@ -46,6 +46,7 @@ from tasks.warehouse.schema import (
     SPIKE_RATIO,
     leaderboard_sql,
 )
+from tasks.warehouse.usable import USABLE_READINGS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -224,11 +225,11 @@ def _building_plot(con: duckdb.DuckDBPyConnection, building_id: str) -> tuple[st
     """The building's latest published weeks: forecast, intervals and actuals, as PNG data and
     a caption; ``None`` without a published forecast."""
     frame = con.execute(
-        """
+        f"""
         SELECT p.ts, p.target_week, p.model, p.y_hat, p.y_lo_80, p.y_hi_80, p.y_lo_95, p.y_hi_95,
                m.kwh AS actual
         FROM published_forecasts p
-        LEFT JOIN meter_readings m USING (building_id, ts)
+        LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
         WHERE p.building_id = ? AND p.target_week IN (
             SELECT DISTINCT target_week FROM publications WHERE building_id = ?
             ORDER BY target_week DESC LIMIT ?)

@@ -6,7 +6,9 @@ error); the warehouse is then changed in one transaction that replaces
 the selected buildings' rows and every hour of readings and weather the archive holds in the
 asked range, so a rerun leaves the same rows. Hours the archive does not hold (a year without a
 file, weather sent from elsewhere for later years) are never touched. The scores of stored
-forecasts whose readings changed are recomputed in the same transaction.
+forecasts whose readings changed are recomputed in the same transaction, after the new hours
+are judged (:mod:`~tasks.ingest.flagging`: the few the archive's meters got wrong are kept
+but treated as missing).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tasks.ingest.cambridge_archive import (
     CambridgeBatch,
     load_cambridge,
 )
+from tasks.ingest.flagging import FlagReport, flag_new_hours
 from tasks.ingest.plausibility import ImplausiblePolicy, value_notes
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
@@ -50,6 +53,12 @@ class IngestSummary:
     """Values just past their bound, within a sensor's tolerance, stored as the bound."""
     rescored: int = 0
     """Stored scores of forecasts whose readings changed, updated in place."""
+    flags: FlagReport = FlagReport()
+    """The hours judged implausible (kept, treated as missing until accepted)."""
+
+    def flag_lines(self) -> list[str]:
+        """One line per flagged run: building, check, first and last hour, values."""
+        return self.flags.lines()
 
     def line(self) -> str:
         return (
@@ -57,7 +66,7 @@ class IngestSummary:
             f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
             + "".join(f"; {note}" for note in value_notes(self.implausible_values,
                                                           self.clipped_values))
-            + rescored_note(self.rescored)
+            + self.flags.note() + rescored_note(self.rescored)
         )
 
 
@@ -76,9 +85,10 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
                         own_transaction=False)
         write_key_hours(con, "weather", batch.weather, "site_id", where={"kind": "observed"},
                         own_transaction=False)
+        flags = flag_new_hours(con, batch.readings)
         ts = batch.readings["ts"]
-        rescored = rescore_forecasts(con, buildings=ids, start=pc.min(ts).as_py(),
-                                     end=pc.max(ts).as_py())
+        start, end = flags.span(pc.min(ts).as_py(), pc.max(ts).as_py())
+        rescored = rescore_forecasts(con, buildings=ids, start=start, end=end)
     return IngestSummary(
         buildings=len(ids),
         readings=batch.readings.num_rows,
@@ -89,6 +99,7 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         implausible_values=batch.implausible_values,
         clipped_values=batch.clipped_values,
         rescored=rescored,
+        flags=flags,
     )
 
 

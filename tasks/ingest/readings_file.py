@@ -57,6 +57,7 @@ from tasks.errors import UnknownBuildingError
 from tasks.ingest.column_mapping import ColumnMapping
 from tasks.ingest.contract import Column, FileContract, checked_ids
 from tasks.ingest.errors import MalformedSourceError
+from tasks.ingest.flagging import FlagReport, flag_new_hours
 from tasks.ingest.hourly import (
     EnergyUnit,
     check_on_grid,
@@ -132,6 +133,10 @@ READINGS_SCHEMA = pa.schema([("building_id", pa.dictionary(pa.int32(), pa.string
 LEVEL_CHANGE = 200.0
 """A building's file hours whose median is this many times above (or below) the median of its
 stored hours around them are refused as a unit mistake (1,000 for Wh read as kWh)."""
+NEW_METER_MAX_KWH = 10_000.0
+"""A building with no stored reading (a new meter: nothing to compare with) whose file hours
+have a median above this (a 10 MW average draw, more than all but the largest sites) is refused
+as a unit mistake too: a register in Wh read as kWh (40 kWh an hour stored as 40,000)."""
 WRITE_ROWS = 1_000_000
 """Hours written to the warehouse per statement (whole buildings; one transaction for all)."""
 _LEVEL_WINDOW_DAYS = 28
@@ -249,6 +254,12 @@ class ReadingsSummary:
     """What differencing a register met; ``None`` unless ``--unit register``."""
     rescored: int = 0
     """Stored scores of forecasts whose readings the file changed, updated in place."""
+    flags: FlagReport = FlagReport()
+    """The hours judged implausible (kept, treated as missing until accepted)."""
+
+    def flag_lines(self) -> list[str]:
+        """One line per flagged run: building, check, first and last hour, values."""
+        return self.flags.lines()
 
     def line(self) -> str:
         notes = [f"{self.missing_readings:,} missing"]
@@ -282,7 +293,7 @@ class ReadingsSummary:
         return (
             f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
             f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored{removed}"
-            f"{rescored_note(self.rescored)}"
+            f"{self.flags.note()}{rescored_note(self.rescored)}"
         )
 
 
@@ -485,7 +496,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         frame, registers = _differences(rows, frame, minutes, options,
                                         value_columns[0] if long else None, tally)
     else:
-        refuse_registers(rows.path, frame, minutes)
+        refuse_registers(rows.path, frame, minutes, options.unit)
     sub_hourly = _recent_sub_hourly(frame, minutes)
     hours, partial, incomplete = sum_to_hours(frame, minutes)
     del frame
@@ -526,14 +537,47 @@ ORDER BY f.building_id
 """
 
 
+def _unit_fix(batch: ReadingsBatch, ratio: float) -> str:
+    """The unit options that would fix hours ``ratio`` times too high (or low)."""
+    if batch.unit == "register":
+        return ("a register in Wh? give --register-unit Wh" if ratio > 1 else
+                "a register in MWh? give --register-unit MWh")
+    return ("energies in Wh? give --unit Wh" if ratio > 1 else
+            "energies in kWh sent as Wh? leave --unit Wh out")
+
+
+_NEW_METERS_SQL = """
+SELECT building_id::VARCHAR, median(kwh) FROM __wadiro_file_hours AS f
+WHERE NOT EXISTS (SELECT 1 FROM meter_readings AS m
+                  WHERE m.building_id = f.building_id::VARCHAR AND m.kwh IS NOT NULL)
+GROUP BY 1 HAVING median(kwh) > ? ORDER BY 1 LIMIT 1
+"""
+
+
+def _refuse_new_meter_levels(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
+    """Refuse the first building without any stored reading whose file hours have a median
+    above :data:`NEW_METER_MAX_KWH` (the file registered as ``__wadiro_file_hours``)."""
+    found = con.execute(_NEW_METERS_SQL, [NEW_METER_MAX_KWH]).fetchall()
+    if not found:
+        return
+    building, level = found[0]
+    raise LevelChangeError(
+        f"{batch.path}: building {building!r}: the file's median hour is {level:,.6g} kWh, a "
+        f"{level / 1000:,.4g} MW average draw, and it has no stored readings to compare them "
+        f"with: a unit mistake ({_unit_fix(batch, 2.0)}); give --accept-level-change if it "
+        "really draws that much")
+
+
 def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
     """Refuse the first building whose file hours are :data:`LEVEL_CHANGE` times above or
-    below its stored hours around them (both medians positive), naming the unit options."""
+    below its stored hours around them (both medians positive), or, without any stored
+    reading, whose median is above :data:`NEW_METER_MAX_KWH`, naming the unit options."""
     if batch.accept_level_change:
         return
     con.register("__wadiro_file_hours", batch.readings)
     try:
         levels = con.execute(_LEVELS_SQL).fetchall()
+        _refuse_new_meter_levels(con, batch)
     finally:
         con.unregister("__wadiro_file_hours")
     for building, level, stored in levels:
@@ -542,12 +586,7 @@ def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) 
         ratio = level / stored
         if 1 / LEVEL_CHANGE < ratio < LEVEL_CHANGE:
             continue
-        if batch.unit == "register":
-            fix = ("a register in Wh? give --register-unit Wh" if ratio > 1 else
-                   "a register in MWh? give --register-unit MWh")
-        else:
-            fix = ("energies in Wh? give --unit Wh" if ratio > 1 else
-                   "energies in kWh sent as Wh? leave --unit Wh out")
+        fix = _unit_fix(batch, ratio)
         raise LevelChangeError(
             f"{batch.path}: building {building!r}: the file's median hour is {level:,.4g} kWh, "
             f"{ratio:,.3g} times the {stored:,.4g} kWh of its stored hours within "
@@ -599,8 +638,9 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
             removed += written.removed
             inserted += written.inserted
         write_sub_hourly(con, batch.sub_hourly)
-        rescored = rescore_forecasts(con, buildings=batch.building_ids,
-                                     start=pc.min(ts).as_py(), end=pc.max(ts).as_py())
+        flags = flag_new_hours(con, batch.readings)
+        start, end = flags.span(pc.min(ts).as_py(), pc.max(ts).as_py())
+        rescored = rescore_forecasts(con, buildings=batch.building_ids, start=start, end=end)
     return ReadingsSummary(
         buildings=len(batch.building_ids),
         readings=inserted,
@@ -616,6 +656,7 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         removed=removed if batch.replace_range else None,
         registers=batch.registers if batch.unit == "register" else None,
         rescored=rescored,
+        flags=flags,
     )
 
 

@@ -213,10 +213,13 @@ def _not_registers(steps: _Steps, n: np.ndarray) -> np.ndarray:
     return (falls >= 3) & (falls > NOT_REGISTER_SHARE * np.maximum(n - 1, 0))
 
 
-def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int) -> None:
+def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = "kWh") -> None:
     """Raise :class:`RegisterReadingsError` for the first building of ``frame``
     (``building_id``, ``ts``, ``kwh`` per interval, NaN = missing) whose readings look like a
-    cumulative register; nothing for a file of ordinary readings.
+    cumulative register; nothing for a file of ordinary readings. ``unit`` is the unit the file
+    was sent in (``--unit``): a register sent as Wh counts in Wh, so the fix names
+    ``--register-unit Wh`` too (``--unit register`` alone would read it as kWh, 1,000 times too
+    high).
 
     Every building's falls and rises are counted first; only a building that falls seldom
     enough to be a register (a load falls in most days' evenings) has its steps classified."""
@@ -276,8 +279,14 @@ def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int) -> None:
             f"{series[0]:,.6g} to {series[-1]:,.6g} kWh"
             + (f" ({', '.join(notes)})" if notes else "")
             + f" (a median rise of {typical:.4g} kWh per {minutes}-minute interval): a "
-            "cumulative meter register, not the energy of each interval; give --unit register "
-            f"to store the differences{mixed}")
+            "cumulative meter register, not the energy of each interval; give "
+            f"{_register_options(unit)} to store the differences{mixed}")
+
+
+def _register_options(unit: str) -> str:
+    """The options that read a register sent as ``unit``: a register counting in Wh needs its
+    unit said, or its differences are stored 1,000 times too high."""
+    return "--unit register --register-unit Wh" if unit == "Wh" else "--unit register"
 
 
 def refuse_non_registers(path: Path, frame: pd.DataFrame) -> None:

@@ -9,7 +9,7 @@ worker without a shared disk.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
 import numpy as np
@@ -25,6 +25,7 @@ from tasks.protocol.forecasting import (
     forecast_building_week,
 )
 from tasks.protocol.track_record import WeekScore, week_scores
+from tasks.protocol.weeks import local_midnight_utc
 from wadiro_models.registry import estimator_modules
 
 LOADED_ON_FIRST_USE = ("sklearn.exceptions", "wadiro_models.certification", *estimator_modules(),
@@ -64,6 +65,10 @@ class BuildingJob:
     issued_history: dict[str, IssuedForecast] = field(default_factory=dict)
     """Per base model of the run (a model others are stacked on), its forecasts as issued for
     the weeks before the first target week, by hour."""
+    flagged_hours: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    """The hours (epoch microseconds, UTC) of ``hours`` whose reading an ingest flagged as
+    implausible and no operator accepted: missing (NaN) in ``hours`` already; counted here
+    so that the building-week's record and publication can say so."""
 
 
 def failed_results(
@@ -118,6 +123,7 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
             except Exception as exc:  # noqa: BLE001 - recorded per building-week
                 results += failed_results(job.info.building_id, [week], exc)
                 continue
+            _count_flagged(result, job, config)
             results.append(result)
             # Once this week is over its scores are known: the next weeks may use them.
             record[week] = week_scores(result.outcomes)
@@ -139,6 +145,34 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                 if made is not None:
                     history[model] = _appended(history.get(model), hours, made.y_hat)
     return results
+
+
+def flagged_note(history: int, target: int) -> str:
+    """What a publication's reason says of the flagged readings of its window (``""``: none)."""
+    notes = []
+    if history:
+        notes.append(f"{history} flagged reading(s) in its history treated as missing")
+    if target:
+        notes.append(f"{target} flagged reading(s) of the target week left out of its scores")
+    return "".join(f"; {note}" for note in notes)
+
+
+def _count_flagged(result: BuildingWeekResult, job: BuildingJob, config: ForecastConfig) -> None:
+    """Record in ``result`` how many of the job's flagged hours its window read (its history,
+    lookback included, and its target week), and say so in its publication's reason."""
+    if not job.flagged_hours.size:
+        result.coverage = {**result.coverage, "n_flagged_hours": 0}
+        return
+    start, end = config.load_range(result.week, job.info.timezone)
+    week_start = local_midnight_utc(result.week, job.info.timezone)
+    us = job.flagged_hours
+    history = int(((us >= start.value // 1000) & (us < week_start.value // 1000)).sum())
+    target = int(((us >= week_start.value // 1000) & (us < end.value // 1000)).sum())
+    result.coverage = {**result.coverage, "n_flagged_hours": history + target}
+    note = flagged_note(history, target)
+    if note and result.publication is not None:
+        result.publication = replace(result.publication,
+                                     reason=result.publication.reason + note)
 
 
 def _appended(before: IssuedForecast | None, hours: np.ndarray,

@@ -22,6 +22,7 @@ from tasks.warehouse.hours import (
     load_building_hours_by_id,
     load_buildings_info,
 )
+from tasks.warehouse.meter_flags import load_flagged_hours
 from tasks.warehouse.results import (
     load_issued_forecasts,
     load_issued_history,
@@ -35,7 +36,8 @@ def load_jobs(
     lock_wait_s: float | None = None,
 ) -> list[BuildingJob]:
     """One batch's jobs: hours from the history of the first week (the longest any of the run's
-    models reads, with its features' lookback) through the end of the last,
+    models reads, with its features' lookback) through the end of the last (the usable
+    readings: a flagged one is missing, and listed in the job's ``flagged_hours``),
     the building's scores of the weeks before the first (its track record), the forecasts its
     base models issued for the history's weeks (what models stacked on them correct), and (under
     ``tuning="reuse"``) the latest stored tuning per model and the forecasts issued for the
@@ -49,6 +51,7 @@ def load_jobs(
         # A day of slack on both sides covers buildings in other time zones of the batch.
         hours = load_building_hours_by_id(con, ids, start - timedelta(days=1),
                                           end + timedelta(days=1))
+        flagged = load_flagged_hours(con, ids, start - timedelta(days=1), end + timedelta(days=1))
         reuse = config.tuning == "reuse"
         stored = load_stored_params(con, ids, config.models, weeks[0]) if reuse else {}
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
@@ -60,7 +63,8 @@ def load_jobs(
     return [
         BuildingJob(info=infos[bid], hours=frame, weeks=tuple(weeks),
                     stored_params=stored.get(bid, {}), track_record=record.get(bid, {}),
-                    issued=issued.get(bid, {}), issued_history=history.get(bid, {}))
+                    issued=issued.get(bid, {}), issued_history=history.get(bid, {}),
+                    **({"flagged_hours": flagged[bid]} if bid in flagged else {}))
         for bid, frame in hours.items()
     ]
 

@@ -255,6 +255,8 @@ def connect(
         # A missing table must be an error, not a Python variable of the same name.
         con.execute("SET python_enable_replacements = false")
         con.execute("SET TimeZone = 'UTC'")
+        if read_only:
+            _stand_in_meter_flags(con)
         yield con
     except (duckdb.Error, MemoryError) as error:
         translated = _translated(path, error) if isinstance(error, duckdb.Error) else None
@@ -267,6 +269,21 @@ def connect(
     finally:
         con.close()
         _release(key)
+
+
+_NO_FLAGS = """
+    CREATE TEMP TABLE IF NOT EXISTS meter_flags (
+        building_id VARCHAR, ts TIMESTAMPTZ, check_name VARCHAR, kwh DOUBLE,
+        flagged_at TIMESTAMPTZ, accepted_at TIMESTAMPTZ)"""
+
+
+def _stand_in_meter_flags(con: duckdb.DuckDBPyConnection) -> None:
+    """A warehouse made before ``meter_flags`` existed, opened read-only (so not upgraded),
+    gets an empty temporary one for the session: none of its hours was ever flagged, and the
+    readers of the usable readings (:mod:`~tasks.warehouse.usable`) read it the same."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meter_flags' "
+                       "AND NOT temporary").fetchone()[0]:
+        con.execute(_NO_FLAGS)
 
 
 def _where_from(path: Path) -> str:

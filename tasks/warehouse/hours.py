@@ -9,6 +9,9 @@ an observation row exists for the hour (``observed``), else a forecast row (``fo
 missing when neither). (The ingest stores one forecast per site and hour, its latest issue:
 ``tasks/ingest/weather_file.py``.)
 
+A reading an ingest flagged as implausible, and no operator accepted, is missing too: the
+readings are the usable ones (:mod:`~tasks.warehouse.usable`).
+
 Only ``SELECT`` statements are issued; the caller owns the connection (any session time zone:
 timestamps come back converted to UTC).
 """
@@ -28,6 +31,7 @@ from tasks.errors import BuildingDataError, UnknownBuildingError
 from tasks.protocol.batch import BuildingInfo
 from tasks.protocol.features import WEATHER_COLUMNS
 from tasks.protocol.weeks import latest_complete_week, local_midnight_utc
+from tasks.warehouse.usable import USABLE_READINGS
 
 HOUR_COLUMNS: tuple[str, ...] = (
     "ts",
@@ -167,9 +171,10 @@ def _on_grid(rows: pa.Table, key: str, keys: list[str], n_hours: int,
     return grids
 
 
-_READINGS_SQL = """
+# The usable readings: an hour an ingest flagged (not accepted) is missing, as a NULL one.
+_READINGS_SQL = f"""
 SELECT building_id, (epoch_us(ts) - epoch_us($start::TIMESTAMPTZ)) // 3600000000 AS hour, kwh
-FROM meter_readings
+FROM {USABLE_READINGS}
 WHERE building_id IN (SELECT unnest($ids::VARCHAR[]))
   AND ts >= $start::TIMESTAMPTZ AND ts < $end::TIMESTAMPTZ
 """

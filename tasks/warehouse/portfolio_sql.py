@@ -44,6 +44,7 @@ import pandas as pd
 
 from tasks.errors import PipelineError
 from tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
+from tasks.warehouse.usable import USABLE_READINGS
 
 ALL = "all"
 """The portfolio of every building, present in every warehouse."""
@@ -121,7 +122,7 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
                    r.kwh
             FROM forecasts f
             JOIN publication p USING (building_id, target_week, model)
-            LEFT JOIN meter_readings r USING (building_id, ts)
+            LEFT JOIN {USABLE_READINGS} r USING (building_id, ts)
             WHERE f.target_week IN (SELECT target_week FROM wanted)
         ),
         -- the buildings a chosen week's total sums, each weighted by its forecast energy

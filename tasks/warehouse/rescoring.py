@@ -18,6 +18,7 @@ from datetime import date, datetime
 import duckdb
 
 from tasks.protocol.intervals import LEVELS
+from tasks.warehouse.usable import USABLE_READINGS
 
 
 def level_pct(level: float) -> int:
@@ -47,7 +48,8 @@ def rescore_forecasts(
 ) -> int:
     """Score stored forecasts again against the readings stored now, and update (in place)
     every ``scores`` row whose numbers changed: actuals that arrived after a forecast was
-    scored (a live forecast is scored on no hour at all), corrected readings, readings removed.
+    scored (a live forecast is scored on no hour at all), corrected readings, readings removed,
+    readings flagged or accepted (the usable readings, :data:`USABLE_READINGS`).
 
     Recomputes MAE, RMSE, mean actual, hours scored and the intervals' coverage and width, as
     the protocol does (``tasks/protocol/scoring.py``: hours with both a forecast and an actual;
@@ -97,7 +99,7 @@ def rescore_forecasts(
                    {", ".join(intervals)}
             FROM (SELECT * FROM forecasts WHERE {forecast_rows[0]}) f
             JOIN weeks USING (building_id, model, target_week)
-            LEFT JOIN (SELECT * FROM meter_readings WHERE {reading_rows[0]}) m
+            LEFT JOIN (SELECT * FROM {USABLE_READINGS} WHERE {reading_rows[0]}) m
                 USING (building_id, ts)
             GROUP BY f.building_id, f.model, f.target_week
         ) AS fresh

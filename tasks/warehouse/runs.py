@@ -44,6 +44,9 @@ class RunSummary:
     ``learned models not trusted``."""
     left_out: Counter[str] = field(default_factory=Counter)
     """Building-weeks whose window left each weather input out."""
+    flagged_hours: int = 0
+    """Readings flagged as implausible (not accepted) in the building-weeks' windows, treated
+    as missing (an hour in the windows of two weeks counts twice)."""
 
     def counts(self) -> dict[str, int]:
         return {"building_weeks": self.building_weeks, "ok": self.ok,
@@ -56,6 +59,7 @@ class RunSummary:
             self.building_weeks += 1
             self.model_failures += res.n_failed_models
             self.left_out.update(list(res.left_out))
+            self.flagged_hours += int(res.coverage.get("n_flagged_hours") or 0)
             if res.status == "ok":
                 self.ok += 1
             elif res.status == "failed":
@@ -89,6 +93,8 @@ class RunSummary:
         if self.left_out:
             inputs = ", ".join(f"{name} in {n}" for name, n in self.left_out.most_common())
             text += f"; weather inputs left out: {inputs}"
+        if self.flagged_hours:
+            text += f"; {self.flagged_hours} flagged reading(s) treated as missing"
         return text
 
     def degraded_message(self) -> str | None:

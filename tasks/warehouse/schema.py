@@ -27,6 +27,7 @@ from tasks.warehouse.portfolio_sql import (
     portfolio_members_sql,
     portfolio_scores_sql,
 )
+from tasks.warehouse.usable import USABLE_READINGS
 
 INPUT_TABLES: dict[str, str] = {
     "buildings": """
@@ -68,6 +69,15 @@ INPUT_TABLES: dict[str, str] = {
             minutes      INTEGER NOT NULL,
             kwh          DOUBLE
         )""",
+    "meter_flags": """
+        CREATE TABLE IF NOT EXISTS meter_flags (
+            building_id  VARCHAR NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            check_name   VARCHAR NOT NULL,
+            kwh          DOUBLE,
+            flagged_at   TIMESTAMPTZ NOT NULL,
+            accepted_at  TIMESTAMPTZ
+        )""",
 }
 """``weather.kind`` is ``'observed'`` or ``'forecast'``; a (site_id, ts, kind) is unique: one
 forecast per site and hour is kept, the latest issue. ``weather.issued_at`` is when that
@@ -77,7 +87,11 @@ stored (:mod:`~tasks.warehouse.portfolio_sql`). ``sub_hourly_readings`` keeps th
 latest weeks of each building's sub-hourly readings (the energy of each ``minutes``-long
 interval starting at ``ts``), from which an export splits an hour's forecast into settlement
 periods by the building's own intra-hour shape
-(:mod:`~tasks.warehouse.intra_hour`)."""
+(:mod:`~tasks.warehouse.intra_hour`). ``meter_flags`` holds the hours an ingest judged
+implausible (``check_name`` 'stuck_high' or 'spike', :mod:`~tasks.ingest.meter_checks`; ``kwh``
+the value judged, ``flagged_at`` when): the reading stays in ``meter_readings`` as it arrived,
+but forecasts and scores treat it as missing (the view ``usable_readings``) until
+``accepted_at`` is set (``wadiro accept-readings``, :mod:`~tasks.warehouse.meter_flags`)."""
 
 RESULT_TABLES: dict[str, str] = {
     "runs": """
@@ -114,7 +128,8 @@ RESULT_TABLES: dict[str, str] = {
             n_test_weather_forecast  INTEGER,
             weather_source           VARCHAR,
             compute_time_s           DOUBLE,
-            left_out                 VARCHAR
+            left_out                 VARCHAR,
+            n_flagged_hours          INTEGER
         )""",
     "forecasts": """
         CREATE TABLE IF NOT EXISTS forecasts (
@@ -264,6 +279,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("publications", "outcome", "VARCHAR"),
     ("publications", "ensemble_members", "VARCHAR"),
     ("window_status", "left_out", "VARCHAR"),
+    ("window_status", "n_flagged_hours", "INTEGER"),
     ("model_fits", "level_shift", "DOUBLE"),
     ("model_fits", "base", "VARCHAR"),
     ("runs", "n_learned", "INTEGER"),
@@ -571,6 +587,8 @@ def data_quality_sql(selected: bool = False) -> str:
 
 
 VIEWS: dict[str, str] = {
+    # The readings forecasts and scores use: meter_readings less the flagged hours not accepted.
+    "usable_readings": f"CREATE OR REPLACE VIEW usable_readings AS SELECT * FROM {USABLE_READINGS}",
     # One row per model over every stored score.
     "leaderboard": f"CREATE OR REPLACE VIEW leaderboard AS {leaderboard_sql()}",
     # Every hour of every forecast that breaks y_hat >= 0, with the actual beside it.
@@ -578,7 +596,7 @@ VIEWS: dict[str, str] = {
         CREATE OR REPLACE VIEW violations AS
         SELECT f.building_id, f.model, f.target_week, f.ts, f.y_hat, m.kwh AS actual_kwh, f.run_id
         FROM forecasts f
-        LEFT JOIN meter_readings m USING (building_id, ts)
+        LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
         WHERE f.y_hat < -{VIOLATION_TOLERANCE_KWH}""",
     # The one forecast per building-week an operator uses, with its intervals and model.
     "published_forecasts": """
@@ -588,12 +606,12 @@ VIEWS: dict[str, str] = {
         FROM publications p
         JOIN forecasts f USING (building_id, target_week, model)""",
     # Forecasts beside actuals, for plots and ad-hoc error analysis.
-    "forecast_vs_actual": """
+    "forecast_vs_actual": f"""
         CREATE OR REPLACE VIEW forecast_vs_actual AS
         SELECT f.building_id, f.model, f.target_week, f.ts, f.y_hat, m.kwh AS actual_kwh,
                f.y_hat - m.kwh AS error
         FROM forecasts f
-        LEFT JOIN meter_readings m USING (building_id, ts)""",
+        LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)""",
     # Per building and model: errors normalised by the building's mean load (ASHRAE style).
     "building_errors": """
         CREATE OR REPLACE VIEW building_errors AS

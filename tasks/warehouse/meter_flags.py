@@ -1,0 +1,90 @@
+"""``meter_flags``: hours an ingest judged implausible, kept as they arrived, treated as missing.
+
+An ingest flags them (:mod:`~tasks.ingest.flagging`, the checks of
+:mod:`~tasks.ingest.meter_checks`); until an operator accepts one (``accepted_at``,
+:func:`accept_readings`, the command ``wadiro accept-readings``) the hour is missing for
+forecasts and scores (:data:`~tasks.warehouse.usable.USABLE_READINGS`), and a forecasting run
+counts those its windows held (:func:`load_flagged_hours`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from tasks.errors import UnknownBuildingError
+from tasks.warehouse.connection import transaction
+from tasks.warehouse.rescoring import rescore_forecasts
+
+__all__ = ["AcceptSummary", "accept_readings", "load_flagged_hours"]
+
+
+def load_flagged_hours(
+    con: duckdb.DuckDBPyConnection, building_ids: Sequence[str],
+    start: datetime | pd.Timestamp, end: datetime | pd.Timestamp,
+) -> dict[str, np.ndarray]:
+    """Each building's flagged, not accepted hours with a stored reading in ``[start, end)``, as
+    epoch microseconds in time order (buildings without any are left out)."""
+    rows = con.execute("""
+        SELECT DISTINCT f.building_id, epoch_us(f.ts) AS us FROM meter_flags AS f
+        JOIN meter_readings AS m ON m.building_id = f.building_id AND m.ts = f.ts
+        WHERE f.accepted_at IS NULL AND f.building_id IN (SELECT unnest(?::VARCHAR[]))
+          AND f.ts >= ? AND f.ts < ?
+        ORDER BY 1, 2""", [list(building_ids), pd.Timestamp(start).to_pydatetime(),
+                           pd.Timestamp(end).to_pydatetime()]).fetchall()
+    found: dict[str, list[int]] = {}
+    for building, us in rows:
+        found.setdefault(building, []).append(int(us))
+    return {building: np.array(us, dtype=np.int64) for building, us in found.items()}
+
+
+@dataclass(frozen=True)
+class AcceptSummary:
+    """What :func:`accept_readings` accepted."""
+
+    building_id: str
+    hours: int
+    first: datetime | None
+    last: datetime | None
+    rescored: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        if not self.hours:
+            return f"no flagged reading of {self.building_id} to accept in that range"
+        rescored = (f"; re-scored {self.rescored:,} stored forecast score(s)"
+                    if self.rescored else "")
+        return (f"accepted {self.hours:,} flagged reading(s) of {self.building_id} from "
+                f"{self.first:%Y-%m-%d %H:%M} to {self.last:%Y-%m-%d %H:%M} UTC: forecasts and "
+                f"scores use them from now on{rescored}")
+
+
+def accept_readings(
+    con: duckdb.DuckDBPyConnection, building_id: str,
+    start: datetime | None = None, end: datetime | None = None,
+) -> AcceptSummary:
+    """Accept the flagged hours of ``building_id`` from ``start`` to ``end`` (inclusive; each
+    open when ``None``) as real, and score the forecasts of those hours again, in one
+    transaction. An unknown building is refused."""
+    if not con.execute("SELECT count(*) FROM buildings WHERE building_id = ?",
+                       [building_id]).fetchone()[0]:
+        raise UnknownBuildingError(f"building {building_id!r} is not in the buildings table")
+    where = "building_id = ? AND accepted_at IS NULL AND ts >= ? AND ts <= ?"
+    bounds = [building_id, start or datetime(1, 1, 1, tzinfo=UTC),
+              end or datetime(9999, 12, 31, tzinfo=UTC)]
+    with transaction(con):
+        hours, first, last = con.execute(
+            f"SELECT count(DISTINCT ts), min(ts), max(ts) FROM meter_flags WHERE {where}",
+            bounds).fetchone()
+        if not hours:
+            return AcceptSummary(building_id, 0, None, None)
+        con.execute(f"UPDATE meter_flags SET accepted_at = ? WHERE {where}",
+                    [datetime.now(UTC), *bounds])
+        rescored = rescore_forecasts(con, buildings=[building_id], start=first, end=last)
+    return AcceptSummary(building_id, int(hours), first, last, rescored)
+
