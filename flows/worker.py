@@ -33,7 +33,7 @@ from types import FrameType
 import psutil
 
 from flows.stopping import GRACE_S, STOP_SIGNALS
-from tasks.warehouse.connection import WAREHOUSE_ENV, default_warehouse
+from tasks.warehouse.connection import WAREHOUSE_ENV, blank_warehouse_env, default_warehouse
 
 WORKER_STOP_S = 20.0
 """How long the Prefect worker gets to stop once its flow runs have ended."""
@@ -133,6 +133,7 @@ def preflight_warnings() -> list[str]:
     if found.is_file():
         return []
     origin = (f"from {WAREHOUSE_ENV}" if os.environ.get(WAREHOUSE_ENV, "").strip()
+              else f"{WAREHOUSE_ENV} is set but empty" if blank_warehouse_env()
               else f"{WAREHOUSE_ENV} is not set")
     return [f"the deployments' default warehouse, {found} ({origin}), does not exist: a run "
             "given no settings.warehouse (a scheduled run, unless prefect.yaml sets it) will fail "

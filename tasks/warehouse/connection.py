@@ -57,9 +57,29 @@ WAREHOUSE_ENV = "WADIRO_WAREHOUSE"
 ``--warehouse`` and of the deployments' ``settings.warehouse``."""
 
 
+def blank_warehouse_env() -> bool:
+    """Whether ``$WADIRO_WAREHOUSE`` is set but blank (``export WADIRO_WAREHOUSE=$TYPO``): a
+    mistake that must not quietly become the working directory's warehouse."""
+    value = os.environ.get(WAREHOUSE_ENV)
+    return value is not None and not value.strip()
+
+
 def default_warehouse() -> str:
-    """``$WADIRO_WAREHOUSE`` when set (and not blank), else :data:`DEFAULT_WAREHOUSE`."""
-    return os.environ.get(WAREHOUSE_ENV, "").strip() or DEFAULT_WAREHOUSE
+    """``$WADIRO_WAREHOUSE`` when set, else :data:`DEFAULT_WAREHOUSE`; ``""`` when it is set but
+    blank, which opening refuses naming the variable (:func:`blank_warehouse_env`)."""
+    value = os.environ.get(WAREHOUSE_ENV)
+    return DEFAULT_WAREHOUSE if value is None else value.strip()
+
+
+def _refuse_blank_env(path: Path) -> None:
+    """A warehouse named by a blank ``$WADIRO_WAREHOUSE`` (read as ``.`` or blank text) is
+    refused, naming the variable, not taken for a folder or a file called blank."""
+    if blank_warehouse_env() and str(path).strip() in ("", "."):
+        raise WarehouseError(
+            f"{WAREHOUSE_ENV} is set but empty, so it names no warehouse; set it to the "
+            f"warehouse file (export {WAREHOUSE_ENV}=/path/to/warehouse.duckdb), unset it "
+            f"(unset {WAREHOUSE_ENV}) for {DEFAULT_WAREHOUSE} in the working directory, or "
+            "give --warehouse")
 
 
 class WarehouseError(PipelineError, RuntimeError):
@@ -227,6 +247,7 @@ def connect(
     closed on exit.
     """
     path = Path(path)
+    _refuse_blank_env(path)
     if path.is_dir():
         raise WarehouseError(f"warehouse {path} is a folder; give the warehouse file "
                              "(e.g. --warehouse warehouse.duckdb)")
@@ -310,6 +331,7 @@ def require_warehouse(path: str | Path, otherwise: str = _RUN_NEEDS) -> None:
     else to know. A forecasting run needs stored buildings, readings and weather, so it never
     creates a warehouse."""
     path = Path(path)
+    _refuse_blank_env(path)
     if path.is_file():
         return
     shown = path if path.is_absolute() else Path.cwd() / path
@@ -405,6 +427,7 @@ __all__ = [
     "WarehouseError",
     "WarehouseLockedError",
     "WarehouseMissingError",
+    "blank_warehouse_env",
     "connect",
     "default_warehouse",
     "lock_holder",

@@ -124,6 +124,30 @@ def test_a_missing_warehouse_is_named_in_one_line_and_never_created(
     assert list(tmp_path.rglob("*.duckdb*")) == []  # nothing created, not even by load-pending
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_variable_is_named_and_never_taken_for_a_folder_or_the_default(
+    tmp_path, warehouse, monkeypatch, no_prefect_server, blank
+):
+    # Issue 46: WADIRO_WAREHOUSE= gave "warehouse . is a folder" (`forecast`: ran on, or asked
+    # for, ./warehouse.duckdb, "WADIRO_WAREHOUSE is not set").
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(warehouse, tmp_path / "warehouse.duckdb")  # the default must not be taken
+    monkeypatch.setenv("WADIRO_WAREHOUSE", blank)
+    (tmp_path / "b.csv").write_text("building_id,site_id,timezone,holiday_country\n"
+                                    "x1,s1,Europe/London,GB\n")
+    expected = ("error: WADIRO_WAREHOUSE is set but empty, so it names no warehouse; set it to "
+                "the warehouse file (export WADIRO_WAREHOUSE=/path/to/warehouse.duckdb), unset "
+                "it (unset WADIRO_WAREHOUSE) for warehouse.duckdb in the working directory, or "
+                "give --warehouse")
+    for args in (("runs",), ("quality",), ("ingest", "buildings", "b.csv"),
+                 ("forecast", "--models", MODELS), ("load-pending",)):
+        assert one_error_line(invoke(*args)) == expected, args
+    assert runs(tmp_path / "warehouse.duckdb") == []  # the default was not run on
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "operator.duckdb",
+                                                          "warehouse.duckdb"]
+    assert invoke("runs", "--warehouse", warehouse).exit_code == 0  # --warehouse still wins
+
+
 def test_a_flow_run_without_its_warehouse_fails_before_writing_anything(tmp_path,
                                                                          no_variable):
     settings = BackfillSettings(warehouse=str(tmp_path / "nope.duckdb"), models=[MODELS])
