@@ -10,7 +10,7 @@ from cyclopts import Parameter
 from flows.cli import NewWarehouse, Warehouse, run_ingest
 from tasks.ingest.cambridge_archive import ArchiveSelection
 from tasks.ingest.readings_file import ReadingsOptions
-from tasks.ingest.source_files import CsvFormat, FileOptions
+from tasks.ingest.source_files import FileOptions
 from tasks.ingest.synthetic_fleet import FleetSpec
 from tasks.ingest.weather_file import WeatherOptions
 from tasks.warehouse.connection import DEFAULT_WAREHOUSE
@@ -52,7 +52,7 @@ def weather(file: SourceFile, /, *, settings: Annotated[WeatherOptions, Paramete
 
 
 def portfolios(file: SourceFile, /, *,
-               settings: Annotated[CsvFormat, Parameter(name="*")] = CsvFormat(),
+               settings: Annotated[FileOptions, Parameter(name="*")] = FileOptions(),
                warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
     """``wadiro ingest portfolios`` (its help: :data:`~flows.cli.LAZY_HELP`)."""
     run_ingest("portfolios", warehouse, path=str(file), form=settings)

@@ -23,7 +23,7 @@ from tasks.ingest.readings_file import (
     load_readings,
     write_readings,
 )
-from tasks.ingest.source_files import CsvFormat, FileOptions
+from tasks.ingest.source_files import FileOptions
 from tasks.ingest.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic
 from tasks.ingest.weather_file import (
     WeatherOptions,
@@ -91,7 +91,7 @@ def ingest_weather_flow(
 
 @flow(name="ingest-portfolios")
 def ingest_portfolios_flow(
-    path: str, warehouse: str = DEFAULT_WAREHOUSE, form: CsvFormat = CsvFormat()
+    path: str, warehouse: str = DEFAULT_WAREHOUSE, form: FileOptions = FileOptions()
 ) -> PortfoliosSummary:
     """Read and check an operator's portfolios file, then replace the portfolios it names."""
     return _write(warehouse, write_portfolios, load_portfolios(path, form), create=False)

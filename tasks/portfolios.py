@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from tasks.errors import UnknownBuildingError
 from tasks.ingest.contract import Column, FileContract
-from tasks.ingest.source_files import CsvFormat
+from tasks.ingest.source_files import FileOptions
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.portfolio_sql import ALL
 from tasks.warehouse.schema import ensure_schema
@@ -63,9 +63,10 @@ class PortfoliosSummary:
                 f"membership(s) (replacing {self.replaced:,} stored)")
 
 
-def load_portfolios(path: str | Path, form: CsvFormat | None = None) -> PortfoliosBatch:
-    """Read and check a portfolios file (:data:`PORTFOLIOS_FILE`); no warehouse involved. The
-    reserved id ``all`` is refused too, naming the line."""
+def load_portfolios(path: str | Path, form: FileOptions | None = None) -> PortfoliosBatch:
+    """Read and check a portfolios file (:data:`PORTFOLIOS_FILE`), its columns named as
+    ``form``'s mapping reads them (``--columns``); no warehouse involved. The reserved id
+    ``all`` is refused too, naming the line."""
     began = time.perf_counter()
     source = PORTFOLIOS_FILE.read(path, form)
     cells = PORTFOLIOS_FILE.judge(source)
@@ -101,7 +102,7 @@ def write_portfolios(con: duckdb.DuckDBPyConnection, batch: PortfoliosBatch
 
 
 def ingest_portfolios(warehouse: str | Path, path: str | Path,
-                      form: CsvFormat | None = None) -> PortfoliosSummary:
+                      form: FileOptions | None = None) -> PortfoliosSummary:
     """Load and check the file, then write it to the warehouse in one transaction."""
     batch = load_portfolios(path, form)
     with connect(warehouse, create=False) as con:

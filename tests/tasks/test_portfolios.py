@@ -41,6 +41,27 @@ def test_portfolios_are_stored_and_a_file_replaces_the_ones_it_names(warehouse, 
     assert _members(warehouse)["north"] == ["b3"] and _members(warehouse)["south"] == ["b1", "b3"]
 
 
+def test_columns_read_an_operator_s_own_names_as_the_other_ingests_do(warehouse, tmp_path):
+    # Issue 46: the missing-column error suggested --columns, which portfolios did not accept.
+    own = tmp_path / "groups.csv"
+    own.write_text("Group;Asset;Notes\nnorth;b1;x\nnorth;b2;\n")
+    result = invoke("ingest", "portfolios", own, "--delimiter", ";", "--columns",
+                    "Group=portfolio_id,Asset=building_id,Notes=", "--warehouse", warehouse)
+    assert result.exit_code == 0, result.output
+    assert "wrote 1 portfolio(s) with 2 building membership(s)" in result.output
+    mapping = tmp_path / "map.json"
+    mapping.write_text('{"Group": "portfolio_id", "Asset": "building_id", "Notes": null}')
+    own.write_text("Group;Asset;Notes\nsouth;b3;\n")
+    assert invoke("ingest", "portfolios", own, "--delimiter", ";", "--columns-file", mapping,
+                  "--warehouse", warehouse).exit_code == 0
+    assert _members(warehouse) == {"all": ["b1", "b2", "b3"], "north": ["b1", "b2"],
+                                   "south": ["b3"]}
+    wrong = invoke("ingest", "portfolios", own, "--delimiter", ";", "--columns",
+                   "Group=site_id", "--warehouse", warehouse)
+    assert wrong.exit_code == 1 and "'site_id', which is not a column of a portfolios file" in (
+        wrong.output), wrong.output
+
+
 @pytest.mark.parametrize("text, says", [
     ("portfolio_id,building_id\nall,b1\n", "line 2, column 'portfolio_id': the portfolio 'all'"),
     ("portfolio_id,building_id\nn,b1\nn,b1\n", "building 'b1' is listed twice in portfolio 'n' "
