@@ -411,9 +411,10 @@ def runs(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The latest forecasting runs in the warehouse: when, what, how they ended."""
-    from tasks.forecast_tasks import run_history
+    from tasks.forecast_tasks import flagged_readings_of_runs, run_history
 
     rows = run_guarded(lambda: run_history(str(warehouse), limit))
+    flagged = run_guarded(lambda: flagged_readings_of_runs(str(warehouse), [r[0] for r in rows]))
     if not rows:
         echo("no runs yet")
     for (run_id, flow, started, minutes, status, done, learned, persistence, degraded,
@@ -425,6 +426,8 @@ def runs(
         line = (f"{started}  {run_id}  {flow:<8}  {status:<23}  {took:>9}  "
                 f"{done if done is not None else '-'} building-weeks{published}, "
                 f"{failed or 0} failed")
+        if flagged.get(run_id):
+            line += f"; {flagged[run_id]} flagged reading(s) treated as missing"
         echo(line + (f"  ({message[:120]})" if message else ""))
 
 

@@ -24,10 +24,12 @@ renamed onto it, so a half-written file is never left under the name.
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
@@ -209,6 +211,33 @@ def _encode(frame: pd.DataFrame, kind: str) -> bytes:
         target_week=frame["target_week"].astype(str))).encode("utf-8")
 
 
+def _check_monday(week: date) -> None:
+    """A week is named by its local Monday: another day is refused naming that Monday, not
+    searched for and found empty."""
+    if week.weekday() != 0:
+        monday = week - timedelta(days=week.weekday())
+        raise ExportError(f"--week {week} is a {week:%A}, not a Monday: a week is given by its "
+                          f"local Monday; the week holding {week} is --week {monday}")
+
+
+def _write(out: Path, data: bytes) -> Path:
+    """``data`` written as ``out`` (beside it, then renamed onto it); a folder or file this
+    user may not write is refused naming ``out``, not the temporary file beside it."""
+    if not out.parent.is_dir():
+        raise ExportError(f"cannot write {out}: the folder {out.parent} does not exist")
+    fix = "give --out a file in a folder you can write to; nothing was written"
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ExportError(f"cannot write {out}: the file is not writable (permissions); {fix}")
+    try:
+        return write_bytes(out.parent, out.name, data)
+    except OSError as error:
+        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise ExportError(f"cannot write {out}: the file or its folder {out.parent} may not "
+                              f"be written ({error.strerror}); {fix}") from None
+        raise ExportError(f"cannot write {out}: {error.strerror or error}; "
+                          "nothing was written") from None
+
+
 def export_forecasts(
     warehouse: str | Path, out: Path, *, week: date | None = None,
     buildings: Sequence[str] | None = None, portfolios: Sequence[str] | None = None,
@@ -224,6 +253,8 @@ def export_forecasts(
     if resolution not in RESOLUTIONS:
         raise ExportError(f"--resolution {resolution}: the periods are "
                           f"{', '.join(map(str, RESOLUTIONS))} minutes")
+    if week is not None:
+        _check_monday(week)
     with connect(warehouse, read_only=True) as con:
         if portfolios is not None:
             ids = checked_portfolio_ids(con, portfolios)
@@ -237,9 +268,7 @@ def export_forecasts(
         raise ExportError(f"nothing published for the week of {chosen} "
                           f"({'portfolios' if portfolios is not None else 'buildings'} "
                           f"{shown_ids(list(ids))})")
-    if not out.parent.is_dir():
-        raise ExportError(f"cannot write {out}: the folder {out.parent} does not exist")
-    path = write_bytes(out.parent, out.name, _encode(frame, kind))
+    path = _write(out, _encode(frame, kind))
     return ExportSummary(path=path, rows=len(frame),
                          kind="portfolio" if portfolios is not None else "building",
                          ids=frame.iloc[:, 0].nunique(), week=chosen, minutes=resolution)

@@ -157,6 +157,20 @@ def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
             "FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
 
 
+def flagged_readings_of_runs(warehouse: str, run_ids: Sequence[str]) -> dict[str, int]:
+    """Per run, the flagged readings (not accepted) its building-weeks' windows held, treated
+    as missing (``window_status.n_flagged_hours`` of the rows it wrote; runs without any, or
+    written before the column existed, left out)."""
+    with connect(warehouse, read_only=True) as con:
+        if not con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = "
+                           "'window_status' AND column_name = 'n_flagged_hours'").fetchone()[0]:
+            return {}
+        return dict(con.execute(
+            "SELECT run_id, sum(n_flagged_hours) FROM window_status WHERE run_id IN "
+            "(SELECT unnest(?::VARCHAR[])) GROUP BY run_id HAVING sum(n_flagged_hours) > 0",
+            [list(run_ids)]).fetchall())
+
+
 def load_pending_results(warehouse: str) -> LoadReport:
     """Load what runs left staged beside the warehouse (``wadiro load-pending``); a missing
     warehouse is refused, never created empty."""

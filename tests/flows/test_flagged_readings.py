@@ -129,6 +129,9 @@ def test_the_run_counts_the_flagged_hours(runs):
     summary = runs["flagged"]["summary"]
     assert "; 6 flagged reading(s) treated as missing" in summary  # 3 in each week's window
     assert "flagged" not in runs["removed"]["summary"]
+    listed = invoke("runs", "--warehouse", runs["flagged"]["warehouse"])
+    assert listed.exit_code == 0 and "; 6 flagged reading(s) treated as missing" in listed.output
+    assert "flagged" not in invoke("runs", "--warehouse", runs["removed"]["warehouse"]).output
 
 
 def test_accepted_readings_are_scored_and_forecast_from(runs):

@@ -183,9 +183,56 @@ def test_the_portfolio_half_hours_sum_to_its_hour(warehouse, tmp_path):
     (("--buildings", "nope"), "nope"),
     (("--resolution", "20"), "the periods are 60, 30, 15 minutes"),
     (("--week", "2019-01-07"), "nothing published for the week of 2019-01-07"),
+    # issue 46: a Tuesday said "nothing published"
+    (("--week", "2024-04-09"), "--week 2024-04-09 is a Tuesday, not a Monday: a week is given "
+                               "by its local Monday; the week holding 2024-04-09 is --week "
+                               "2024-04-08"),
+    (("--week", "2024-04-14"), "the week holding 2024-04-14 is --week 2024-04-08"),
 ])
 def test_bad_requests_are_one_line(warehouse, tmp_path, args, says):
     result = invoke("export", "--out", tmp_path / "x.csv", "--warehouse", warehouse, *args)
     assert result.exit_code == 1 and result.output.startswith("error: ") and says in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("refused", ["file", "folder"])
+def test_an_output_it_may_not_write_is_named_not_its_temporary_file(warehouse, tmp_path,
+                                                                     monkeypatch, refused):
+    # Issue 46: the line named ".e.csv.XXXX.part" and advised about the warehouse. The
+    # operating system's refusal is simulated (the tests may run as root, who may write anything).
+    import tasks.warehouse.output_files as output_files
+
+    out = tmp_path / "e.csv"
+    out.write_text("kept\n")
+
+    def refuse(*args, **kwargs):
+        target = args[0] if refused == "folder" else args[1]
+        raise PermissionError(13, "Permission denied", str(target))
+
+    if refused == "folder":
+        monkeypatch.setattr(output_files.tempfile, "mkstemp",
+                            lambda **kw: refuse(str(tmp_path / ".e.csv.x.part")))
+    else:
+        monkeypatch.setattr(output_files.os, "replace", refuse)
+    result = invoke("export", "--out", out, "--warehouse", warehouse, "--week", PLAIN)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip() == (
+        f"error: cannot write {out}: the file or its folder {tmp_path} may not be written "
+        "(Permission denied); give --out a file in a folder you can write to; nothing was "
+        "written")
+    assert out.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir()) == ["e.csv"]
+
+
+def test_a_file_without_write_permission_is_not_replaced(warehouse, tmp_path, monkeypatch):
+    out = tmp_path / "e.csv"
+    out.write_text("kept\n")
+    out.chmod(0o444)
+    import tasks.export as export
+
+    monkeypatch.setattr(export.os, "access", lambda path, mode: False)  # as for a non-root user
+    result = invoke("export", "--out", out, "--warehouse", warehouse, "--week", PLAIN)
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"error: cannot write {out}: the file is not writable (permissions); give --out a file "
+        "in a folder you can write to; nothing was written"), result.output
+    assert out.read_text() == "kept\n"
