@@ -400,19 +400,21 @@ def data_quality_sql(selected: bool = False) -> str:
     * ``first_reading``, ``last_reading``: the hours (UTC, start) of the building's first and
       last reading; NULL without any.
     * ``readings``: how many hours have a reading.
-    * ``future_readings``: readings dated more than a day after now (the reference hour leaves
-      them out, so one wrong year does not make the fleet look silent).
-    * ``missing_hours``: hours without a reading between the first and the last reading.
-    * ``hours_since_last_reading``: hours from the building's last reading to the reference
-      hour (0: up to date; NULL without any reading).
+    * ``future_readings``: readings dated more than a day after now (a meter clock or a file
+      with a wrong year, e.g. 9999: the reference hour leaves them out, so one wrong year does
+      not make the fleet look silent, and so do the gap and recency columns below).
+    * ``missing_hours``: hours without a reading between the first and the last reading not in
+      the future.
+    * ``hours_since_last_reading``: hours from the building's last reading not in the future to
+      the reference hour (0: up to date; never negative; NULL without any such reading).
     * ``missing_share_12w``: the share (0 to 1) of the 12 weeks (2,016 hours) ending at the
       reference hour, inclusive, that have no reading (hours before a building's first reading
       count too); the period starts no earlier than the warehouse's first reading when the
       warehouse holds less. 1 for a building without readings; NULL when the warehouse holds
       none at all.
     * ``longest_gap_hours``, ``longest_gap_start``: the longest run of consecutive missing
-      hours between the first and the last reading, and its first hour (the earliest of equal
-      ones); 0 and NULL without a gap, NULL and NULL without readings.
+      hours between the first and the last reading not in the future, and its first hour (the
+      earliest of equal ones); 0 and NULL without a gap, NULL and NULL without readings.
     * ``longest_flat_hours``: the longest run of consecutive hours with the same non-zero
       reading (2 hours or more; 0 when no two consecutive readings are equal), a stuck meter or
       a filled-in value.
@@ -472,11 +474,15 @@ def data_quality_sql(selected: bool = False) -> str:
             SELECT building_id,
                    min(ts)                                  AS first_reading,
                    max(ts)                                  AS last_reading,
+                   max(ts) FILTER (WHERE {_NOT_FUTURE})     AS last_present_reading,
                    count(*)                                 AS readings,
-                   CAST(sum(gap_before) AS BIGINT)          AS missing_hours,
-                   coalesce(max(gap_before), 0)             AS longest_gap_hours,
+                   CAST(coalesce(sum(gap_before) FILTER (WHERE {_NOT_FUTURE}), 0) AS BIGINT)
+                                                            AS missing_hours,
+                   coalesce(max(gap_before) FILTER (WHERE {_NOT_FUTURE}), 0)
+                                                            AS longest_gap_hours,
                    arg_max(prev_ts + INTERVAL 1 HOUR, (gap_before, -epoch(prev_ts)))
-                       FILTER (WHERE gap_before > 0)        AS longest_gap_start,
+                       FILTER (WHERE gap_before > 0 AND {_NOT_FUTURE})
+                                                            AS longest_gap_start,
                    count(*) FILTER (WHERE ts >= (SELECT window_start FROM fleet)
                                     AND ts <= (SELECT reference_ts FROM fleet))
                                                             AS recent_readings,
@@ -555,8 +561,8 @@ def data_quality_sql(selected: bool = False) -> str:
                p.last_reading,
                coalesce(p.readings, 0)                                  AS readings,
                p.missing_hours,
-               CAST(round((epoch(f.reference_ts) - epoch(p.last_reading)) / 3600) AS BIGINT)
-                                                                        AS hours_since_last_reading,
+               CAST(round((epoch(f.reference_ts) - epoch(p.last_present_reading)) / 3600)
+                    AS BIGINT)                                          AS hours_since_last_reading,
                1.0 - coalesce(p.recent_readings, 0)
                    / ((epoch(f.reference_ts) - epoch(f.window_start)) / 3600 + 1)
                                                                         AS missing_share_12w,

@@ -19,6 +19,7 @@ from tasks.errors import EmptySelectionError, UnknownBuildingError
 from tasks.warehouse.connection import connect
 from tasks.warehouse.quality import data_quality
 from tasks.warehouse.schema import QUALITY_WINDOW_HOURS, ensure_schema
+from tests.cli_runs import invoke
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SPAN = 14 * 168  # hours 0 .. 2351; the 12-week period is hours 336 .. 2351
@@ -291,6 +292,27 @@ def test_a_reading_dated_2099_is_counted_and_does_not_make_the_fleet_look_silent
     assert list(rows["missing_share_12w"]) == [0.0, 0.0]
     assert rows.loc["wrong_year", "future_readings"] == 1
     assert rows.loc["ok", "future_readings"] == 0
+
+
+@pytest.mark.parametrize("year", [2099, 9999])
+def test_a_reading_in_the_future_never_gives_negative_hours_or_a_gap_to_it(tmp_path, year):
+    # Issue 46: after a reading dated 9999, `wadiro quality` showed hours_since_last_reading
+    # -69,908,354 and a gap of as many hours up to it.
+    fleet = {"ok": {h: base(h) for h in range(48)},
+             "wrong_year": {h: base(h) for h in range(48) if h not in (10, 11, 46, 47)}}
+    path = write_fleet(tmp_path / "w.duckdb", fleet)
+    with connect(path) as con:
+        con.execute(f"INSERT INTO meter_readings VALUES ('wrong_year', TIMESTAMPTZ "
+                    f"'{year}-01-01 00:00Z', 5.0)")
+    csv = tmp_path / "q.csv"
+    result = invoke("quality", "--csv", csv, "--warehouse", path)
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(csv).set_index("building_id")
+    wrong = rows.loc["wrong_year"]
+    assert wrong["future_readings"] == 1 and wrong["last_reading"].startswith(f"{year}-01-01")
+    assert wrong["hours_since_last_reading"] == 2  # its last reading not in the future: hour 45
+    assert wrong["missing_hours"] == 2 and wrong["longest_gap_hours"] == 2
+    assert (rows["hours_since_last_reading"] >= 0).all()
 
 
 def test_without_any_reading_the_share_is_unknown(tmp_path):
