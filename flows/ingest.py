@@ -10,6 +10,7 @@ from typing import TypeVar
 import duckdb
 from prefect import flow
 
+from tasks.errors import PipelineError
 from tasks.ingest.buildings_file import (
     BuildingsSummary,
     load_buildings,
@@ -33,12 +34,28 @@ from tasks.ingest.weather_file import (
 )
 from tasks.portfolios import PortfoliosSummary, load_portfolios, write_portfolios
 from tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect
+from tasks.warehouse.refusals import UNCHANGED, ResourceError, out_of_memory
 
 __all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_portfolios_flow",
            "ingest_readings_flow", "ingest_synthetic_flow", "ingest_weather_flow"]
 
 B = TypeVar("B")
 S = TypeVar("S")
+
+
+def _read(load: Callable[..., B], path: str, *options: object) -> B:
+    """``load(path, *options)``: a file too large for the memory left is one line naming it and
+    what to do (the whole file is read and checked before anything is written)."""
+    try:
+        return load(path, *options)
+    except Exception as error:
+        if isinstance(error, PipelineError) or not out_of_memory(error):
+            raise  # a refused file's own line (its text may hold any words)
+        raise ResourceError(
+            f"cannot read {path}: the process ran out of memory reading the whole file "
+            f"({type(error).__name__}: {str(error)[:120]}); split it into smaller files (e.g. a "
+            "month of rows each) and ingest them one after another, or raise the memory limit "
+            f"(`ulimit -v`, the service's MemoryMax) or free memory; {UNCHANGED}") from None
 
 
 def _write(warehouse: str, write: Callable[[duckdb.DuckDBPyConnection, B], S], batch: B,
@@ -68,7 +85,7 @@ def ingest_buildings_flow(
     path: str, warehouse: str = DEFAULT_WAREHOUSE, form: FileOptions = FileOptions()
 ) -> BuildingsSummary:
     """Read and check an operator's buildings file, then add or update its buildings."""
-    return _write(warehouse, write_buildings, load_buildings(path, form))
+    return _write(warehouse, write_buildings, _read(load_buildings, path, form))
 
 
 @flow(name="ingest-readings")
@@ -77,7 +94,7 @@ def ingest_readings_flow(
 ) -> ReadingsSummary:
     """Read, check and sum to hours an operator's meter export, then replace each of its
     buildings' range of hours in one transaction."""
-    return _write(warehouse, write_readings, load_readings(path, options), create=False)
+    return _write(warehouse, write_readings, _read(load_readings, path, options), create=False)
 
 
 @flow(name="ingest-weather")
@@ -86,7 +103,7 @@ def ingest_weather_flow(
 ) -> WeatherSummary:
     """Read and check an operator's weather feed (observed or forecast), then write it in one
     transaction."""
-    return _write(warehouse, write_weather, load_weather(path, options), create=False)
+    return _write(warehouse, write_weather, _read(load_weather, path, options), create=False)
 
 
 @flow(name="ingest-portfolios")
@@ -94,4 +111,4 @@ def ingest_portfolios_flow(
     path: str, warehouse: str = DEFAULT_WAREHOUSE, form: FileOptions = FileOptions()
 ) -> PortfoliosSummary:
     """Read and check an operator's portfolios file, then replace the portfolios it names."""
-    return _write(warehouse, write_portfolios, load_portfolios(path, form), create=False)
+    return _write(warehouse, write_portfolios, _read(load_portfolios, path, form), create=False)

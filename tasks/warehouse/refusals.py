@@ -10,6 +10,7 @@ so what was stored before stays as it was: the line says so.
 from __future__ import annotations
 
 import errno
+import re
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 
@@ -55,8 +56,21 @@ _CAUSES = (
 UNCHANGED = "what was stored before is unchanged"
 
 
+_WRAPPING_FAILED = re.compile(r"^Unknown error: Wrapping .* failed$", re.DOTALL)
+"""What pyarrow says when Python could not make an object of a value it converts (it clears
+Python's ``MemoryError`` and raises a bare ``ArrowException``): out of memory."""
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says the process ran out of memory, as Python, DuckDB or pyarrow
+    say it."""
+    return _cause(error) is _CAUSES[-1]
+
+
 def _cause(error: BaseException) -> _Cause | None:
     if isinstance(error, MemoryError):  # Arrow's ArrowMemoryError is one too
+        return _CAUSES[-1]
+    if type(error).__module__.startswith("pyarrow") and _WRAPPING_FAILED.match(str(error)):
         return _CAUSES[-1]
     number = getattr(error, "errno", None)
     text = str(error).lower()
@@ -113,4 +127,5 @@ def machine_refusal(error: BaseException) -> str | None:
     return f"{filename}: {reason}" if filename else reason
 
 
-__all__ = ["MACHINE_ERRORS", "UNCHANGED", "ResourceError", "machine_refusal", "resource_error"]
+__all__ = ["MACHINE_ERRORS", "UNCHANGED", "ResourceError", "machine_refusal", "out_of_memory",
+           "resource_error"]

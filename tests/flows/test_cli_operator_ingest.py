@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from tests.cli_runs import invoke, one_error_line
@@ -92,6 +93,29 @@ def test_a_bad_file_is_one_line_and_changes_no_table(loaded, tmp_path, command, 
     path = write(tmp_path / "bad.csv", text)
     line = one_error_line(invoke("ingest", command[0], path, *command[1:], *options, "--warehouse", loaded))
     assert line.startswith(f"error: {path}: ") and message in line
+    assert row_counts(loaded) == counts and contents(loaded) == before
+
+
+@pytest.mark.parametrize("error", [
+    pa.lib.ArrowException("Unknown error: Wrapping 2034-09-04 18:00 failed"), MemoryError()],
+    ids=["arrow", "python"])
+def test_a_file_too_large_for_memory_is_one_line_saying_so(loaded, tmp_path, monkeypatch, error):
+    # Issue 46: under `ulimit -v 1800000` a 181 MB CSV ended in a 62-line traceback ending in
+    # pyarrow's "Wrapping ... failed" (Python's MemoryError, cleared by pyarrow). The machine's
+    # refusal is simulated where the file is read and checked.
+    import flows.ingest
+
+    def out_of_memory(*args):
+        raise error
+
+    monkeypatch.setattr(flows.ingest, "load_readings", out_of_memory)
+    counts, before = row_counts(loaded), contents(loaded)
+    path = write(tmp_path / "big.csv", QUARTERS)
+    line = one_error_line(invoke("ingest", "readings", path, "--warehouse", loaded))
+    assert line.startswith(f"error: cannot read {path}: the process ran out of memory reading the "
+                           f"whole file ({type(error).__name__}"), line
+    assert "split it into smaller files" in line and "`ulimit -v`" in line
+    assert line.endswith("what was stored before is unchanged")
     assert row_counts(loaded) == counts and contents(loaded) == before
 
 
