@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 
@@ -103,6 +103,11 @@ ingest_app = App(name="ingest", help="Fill the warehouse's input tables.")
 app.command(ingest_app)
 
 _USER_LOG = "wadiro_fleet"
+
+DEMO_START = date(2024, 1, 1)
+DEMO_WEEKS = 16
+"""The demo fleet: 16 weeks of readings from Monday 2024-01-01, then the coming week's weather
+forecast; its weekly run stands at 06:00 on that coming Monday, 2024-04-22."""
 
 _WAREHOUSE_HELP = f"DuckDB warehouse file (default: ${WAREHOUSE_ENV}, else {DEFAULT_WAREHOUSE})"
 Warehouse = Annotated[Path, Parameter(env_var=WAREHOUSE_ENV, show_env_var=False,
@@ -411,23 +416,22 @@ def runs(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The latest forecasting runs in the warehouse: when, what, how they ended."""
-    from tasks.forecast_tasks import flagged_readings_of_runs, run_history
+    from tasks.forecast_tasks import run_history
 
     rows = run_guarded(lambda: run_history(str(warehouse), limit))
-    flagged = run_guarded(lambda: flagged_readings_of_runs(str(warehouse), [r[0] for r in rows]))
     if not rows:
         echo("no runs yet")
-    for (run_id, flow, started, minutes, status, done, learned, persistence, degraded,
-         unpublished, failed, message) in rows:
+    for (run_id, flow, started, minutes, status, weeks, done, learned, persistence, degraded,
+         unpublished, failed, degradations, message) in rows:
         took = f"{minutes:g} min" if minutes is not None else "-"
         published = ("" if learned is None else  # a run closed by an earlier release
                      f": {learned} learned, {persistence} persistence, {degraded} degraded, "
                      f"{unpublished} not published")
         line = (f"{started}  {run_id}  {flow:<8}  {status:<23}  {took:>9}  "
+                f"{'week(s) ' + weeks + ': ' if weeks else ''}"
                 f"{done if done is not None else '-'} building-weeks{published}, "
                 f"{failed or 0} failed")
-        if flagged.get(run_id):
-            line += f"; {flagged[run_id]} flagged reading(s) treated as missing"
+        line += f"; {degradations}" if degradations else ""
         echo(line + (f"  ({message[:120]})" if message else ""))
 
 
@@ -543,12 +547,16 @@ def demo(
     if not run_guarded(lambda: has_buildings(warehouse)):
         echo(f"generating a demo fleet of {buildings} buildings into {warehouse}: 16 weeks "
              "of readings and weather, and the coming week's weather forecast ...")
-        spec = FleetSpec(buildings=buildings, start=date(2024, 1, 1), weeks=16, forecast_weeks=1)
+        spec = FleetSpec(buildings=buildings, start=DEMO_START, weeks=DEMO_WEEKS,
+                         forecast_weeks=1)
         run_guarded(lambda: run_command_flow(ingest_synthetic_flow, spec=spec,
                                              warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse),
                               **({"trials": trials} if trials is not None else {}))
-    report_run(lambda: run_command_flow(weekly_forecast_flow, settings=settings),
+    # The demo fleet's Monday morning, as the weekly deployment would run on it.
+    coming = DEMO_START + timedelta(weeks=DEMO_WEEKS)
+    monday = datetime(coming.year, coming.month, coming.day, 6)
+    report_run(lambda: run_command_flow(weekly_forecast_flow, as_of=monday, settings=settings),
                settings.warehouse)
 
 

@@ -3,7 +3,7 @@ the run's settings (:mod:`~flows.settings`) and of the forecast they hold."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Annotated
 
 from cyclopts import Parameter
@@ -15,7 +15,13 @@ from flows.settings import BackfillSettings, WeeklySettings
 def forecast(
     *,
     week: Annotated[date | None, Parameter(
-        help="Target week's local Monday (default: the latest week that can be forecast).")
+        help="Target week's local Monday (default: the week of --as-of).")
+    ] = None,
+    as_of: Annotated[datetime | None, Parameter(
+        help="The run's reference time, for a run made later than it was due (default: now, or "
+             "a deployment's scheduled time); the week forecast is that time's local Monday, or "
+             "the first Monday after it. A time without an offset is the fleet's local time, "
+             "e.g. '2024-10-28 06:00'.")
     ] = None,
     settings: Annotated[WeeklySettings, Parameter(name="*")] = WeeklySettings(),
 ) -> None:
@@ -23,7 +29,8 @@ def forecast(
     from flows.forecast import weekly_forecast_flow
 
     cli.report_run(
-        lambda: cli.run_command_flow(weekly_forecast_flow, week=week, settings=settings),
+        lambda: cli.run_command_flow(weekly_forecast_flow, week=week, as_of=as_of,
+                                     settings=settings),
         settings.resolved().warehouse)
 
 

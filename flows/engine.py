@@ -23,12 +23,14 @@ import concurrent.futures as cf
 import logging
 import multiprocessing
 import os
+import signal
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from flows.stopping import (
@@ -39,7 +41,7 @@ from flows.stopping import (
     quiet_abandoned_futures,
     worker_init,
 )
-from tasks.errors import PipelineError
+from tasks.errors import PipelineError, RunStoppedError
 from tasks.protocol.batch import LOADED_ON_FIRST_USE
 
 R = TypeVar("R")
@@ -101,6 +103,10 @@ class Engine(ABC):
         """Watch what the run depends on while the block runs (its Prefect server)."""
         return nullcontext()
 
+    def reference_time(self) -> datetime:
+        """The instant the run stands for, from which a weekly run takes its week: now."""
+        return datetime.now(UTC)
+
     def log(self, level: int, message: str, *args: Any) -> None:
         USER_LOG.log(level, message, *args)
 
@@ -121,6 +127,13 @@ class PrefectEngine(Engine):
 
     def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> Any:
         return compute.submit(jobs, config, label)
+
+    def reference_time(self) -> datetime:
+        """The flow run's scheduled time (a deployment's Monday 06:00 even when its worker
+        picks the run up late); now for a run started by hand."""
+        from prefect import runtime
+
+        return datetime.fromisoformat(runtime.flow_run.scheduled_start_time.isoformat())
 
     def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
         task_runner = RUNNERS[settings.runner].prefect(settings)
@@ -235,6 +248,24 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return context
 
 
+def _start_fork_server(context: multiprocessing.context.BaseContext) -> None:
+    """Start the fork server with Ctrl-C blocked. It imports the protocol's libraries first
+    (seconds on a loaded machine) and only then ignores Ctrl-C (CPython's forkserver), so a
+    Ctrl-C to the terminal's process group meanwhile ended it with a 40-line traceback and
+    broke the run's pool (the run recorded ``crashed``). Blocked, the signal stays pending here
+    and reaches the run's own handler once unblocked; the fork server and the workers forked
+    from it never act on it (they leave Ctrl-C to the run's process)."""
+    if context.get_start_method() != "forkserver" or not hasattr(signal, "pthread_sigmask"):
+        return
+    from multiprocessing import forkserver
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _workers(settings: Any) -> int:
     """Solver-heavy work pins BLAS to one thread itself: one worker per core by default."""
     return settings.workers or os.cpu_count() or 1
@@ -254,9 +285,10 @@ def _thread_pool(settings: Any) -> AbstractContextManager[cf.Executor]:
 
 def _process_pool(settings: Any) -> AbstractContextManager[cf.Executor]:
     quiet_abandoned_futures()
+    context = _worker_context()
+    _start_fork_server(context)
     return _stoppable(cf.ProcessPoolExecutor(max_workers=_workers(settings),
-                                             mp_context=_worker_context(),
-                                             initializer=worker_init))
+                                             mp_context=context, initializer=worker_init))
 
 
 @contextmanager
@@ -348,7 +380,14 @@ class LocalEngine(Engine):
         imports the protocol only."""
         if self._executor is None:
             raise RuntimeError("no executor: submit() belongs inside run_subflow()")
-        return self._executor.submit(getattr(compute, "fn", compute), jobs, config, label)
+        try:
+            return self._executor.submit(getattr(compute, "fn", compute), jobs, config, label)
+        except BaseException:
+            if STOP.requested or STOP.wait(0.2):  # the pool broken by the same signal
+                stop = STOP.requested
+                raise RunStoppedError(stop.reason, status=stop.status,
+                                      exit_code=stop.exit_code) from None
+            raise
 
     def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
         if settings.runner not in RUNNERS:

@@ -28,7 +28,7 @@ import logging
 import queue
 from collections import deque
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from itertools import islice
 
 from prefect import flow
@@ -37,7 +37,12 @@ from flows.engine import Engine, current_engine, one_line_input_errors
 from flows.progress import RunProgress
 from flows.settings import BackfillSettings, RunSettings, WeeklySettings
 from flows.stopping import STOP, quiet_resource_tracker, stop_child_processes
-from tasks.errors import DegradedRunError, RunStoppedError
+from tasks.errors import (
+    ConflictingWeekError,
+    DegradedRunError,
+    RunStoppedError,
+    WeekNotForecastError,
+)
 from tasks.forecast_tasks import (
     Batch,
     OpenRun,
@@ -45,7 +50,6 @@ from tasks.forecast_tasks import (
     RunWriter,
     check_plausible_weeks,
     forecast_batch,
-    latest_forecastable_week,
     not_forecast,
     open_run,
     publish_leaderboard,
@@ -54,6 +58,7 @@ from tasks.forecast_tasks import (
     read_batches,
     rescore_earlier_forecasts,
     run_writer,
+    target_week_of_run,
 )
 from tasks.protocol.forecasting import BuildingWeekResult
 from tasks.protocol.weeks import check_mondays, mondays_between
@@ -241,29 +246,45 @@ def _check_start(engine: Engine, settings: RunSettings, weeks: list[date]) -> No
 
 @flow(name="weekly-forecast")
 def weekly_forecast_flow(
-    week: date | None = None, settings: WeeklySettings = WeeklySettings()
+    week: date | None = None,
+    as_of: datetime | None = None,
+    settings: WeeklySettings = WeeklySettings(),
 ) -> RunSummary:
-    """One target week for the fleet (default: the week after the latest readings when its
-    weather, observed or forecast, is stored; see
-    :func:`~tasks.warehouse.selection.choose_week`).
+    """One target week for the fleet: ``week`` when named, else the week of the run's
+    reference time (``as_of``, default its scheduled time, or now): that time's local Monday,
+    or the first Monday after it (:func:`~tasks.protocol.weeks.week_of_reference`). The
+    stored data never moves the week: a short or late meter file is a gap in its history.
 
     First scores the last weeks' forecasts again where their actuals have arrived since, so a
     forecast made before its week happened is scored by the first run after its readings are in.
+    A run whose week no building could be forecast for by the learned models (no weather, no
+    history) records why per building and raises :class:`WeekNotForecastError`.
     """
     engine = current_engine()
     settings = settings.resolved()
+    if week is not None and as_of is not None:
+        raise ConflictingWeekError("give --week or --as-of, not both: --week names the week, "
+                                   "--as-of the time the week is chosen from")
     _check_start(engine, settings, [] if week is None else [week])
     if week is None:
-        chosen = latest_forecastable_week(settings.warehouse, settings.buildings,
-                                          60.0 * settings.lock_wait_minutes)
+        chosen = target_week_of_run(settings.warehouse, settings.buildings,
+                                    as_of or engine.reference_time(),
+                                    60.0 * settings.lock_wait_minutes)
         week = chosen.week
+        check_plausible_weeks([week])
         engine.log(logging.INFO if chosen.complete else logging.WARNING,
                    "target week %s: %s", week, chosen.why)
     rescored = rescore_earlier_forecasts(settings.warehouse, week - timedelta(weeks=RESCORE_WEEKS),
                                          60.0 * settings.lock_wait_minutes)
     engine.log(logging.INFO, "rescored %d earlier forecast(s) whose readings changed since they "
                "were scored", rescored)
-    return engine.run_subflow(forecast_weeks_flow, settings, [week], settings, "forecast")
+    summary = engine.run_subflow(forecast_weeks_flow, settings, [week], settings, "forecast")
+    if summary.building_weeks and not summary.ok:
+        raise WeekNotForecastError(
+            f"the week of {week} could not be forecast by the learned models for any of the "
+            f"{summary.building_weeks} building(s) ({summary.not_ok_causes()}); each one's "
+            f"reason is in window_status of run {summary.run_id}", summary)
+    return summary
 
 
 @flow(name="backfill")

@@ -54,11 +54,26 @@ class DegradedRunError(PipelineError):
         self.summary = summary
 
 
+class WeekNotForecastError(DegradedRunError):
+    """A weekly run that could not forecast the week it was asked for with the learned models
+    for any building (no weather for the week, no history before it). What it could do is
+    written (each building-week's reason in ``window_status``, persistence published where last
+    week's load exists); it ends in error (exit code 4) and never forecasts another week."""
+
+    exit_code = 4
+
+
+class ConflictingWeekError(PipelineError, ValueError):
+    """A weekly run given both the week to forecast and the time to choose it from."""
+
+
 __all__ = [
     "BuildingDataError",
+    "ConflictingWeekError",
     "DegradedRunError",
     "EmptySelectionError",
     "PipelineError",
     "RunStoppedError",
     "UnknownBuildingError",
+    "WeekNotForecastError",
 ]

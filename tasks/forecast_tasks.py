@@ -14,15 +14,14 @@ which never throws them away because another process holds the warehouse.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tasks.errors import EmptySelectionError
 from tasks.protocol.batch import BuildingJob, run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import BuildingWeekResult
@@ -42,12 +41,7 @@ from tasks.warehouse.pending import (
     staged_runs,
 )
 from tasks.warehouse.rescoring import rescore_forecasts
-from tasks.warehouse.run_dates import (
-    check_plausible_weeks,
-    future_readings,
-    readings_cutoff,
-    readings_until,
-)
+from tasks.warehouse.run_dates import check_plausible_weeks
 from tasks.warehouse.runs import (
     NotForecast,
     RunSummary,
@@ -57,8 +51,8 @@ from tasks.warehouse.runs import (
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import (
     ChosenWeek,
-    choose_week,
     fleet_building_ids,
+    week_of_run,
 )
 
 
@@ -114,7 +108,7 @@ def open_run(
         ensure_schema(con)
         ids = fleet_building_ids(con, buildings)
         record_run_start(con, run_id=run_id, flow=label, parameters=parameters,
-                         code_version=code_version())
+                         code_version=code_version(), weeks=weeks)
     earlier = tuple(staged for staged in staged_runs(warehouse) if staged != run_id)
     return OpenRun(run_id=run_id, warehouse=warehouse, label=label, weeks=tuple(weeks),
                    building_ids=tuple(ids), config=config, earlier_pending=earlier,
@@ -147,28 +141,21 @@ def read_batches(run: OpenRun, groups: list[list[str]]) -> list[Batch]:
 
 
 def run_history(warehouse: str, limit: int = 20) -> list[tuple]:
-    """The latest runs, newest first: id, flow, start, minutes, status, building-weeks done,
-    what they published (learned, persistence, degraded, nothing) and failed, message."""
+    """The latest runs, newest first: id, flow, start, minutes, status, target weeks,
+    building-weeks done, what they published (learned, persistence, degraded, nothing) and
+    failed, what degraded them, message."""
     with connect(warehouse, read_only=True) as con:
+        known = {row[0] for row in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+        ).fetchall()}
+        # a warehouse no run of this release has written yet lacks the newer columns
+        later = {c: c if c in known else f"NULL AS {c}" for c in ("target_weeks", "degradations")}
         return con.execute(
             "SELECT run_id, flow, strftime(started_at, '%Y-%m-%d %H:%M:%S UTC'), "
-            "round(epoch(finished_at - started_at) / 60.0, 1), status, n_building_weeks, "
-            "n_learned, n_persistence, n_degraded, n_unpublished, n_failed, message "
-            "FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
-
-
-def flagged_readings_of_runs(warehouse: str, run_ids: Sequence[str]) -> dict[str, int]:
-    """Per run, the flagged readings (not accepted) its building-weeks' windows held, treated
-    as missing (``window_status.n_flagged_hours`` of the rows it wrote; runs without any, or
-    written before the column existed, left out)."""
-    with connect(warehouse, read_only=True) as con:
-        if not con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = "
-                           "'window_status' AND column_name = 'n_flagged_hours'").fetchone()[0]:
-            return {}
-        return dict(con.execute(
-            "SELECT run_id, sum(n_flagged_hours) FROM window_status WHERE run_id IN "
-            "(SELECT unnest(?::VARCHAR[])) GROUP BY run_id HAVING sum(n_flagged_hours) > 0",
-            [list(run_ids)]).fetchall())
+            f"round(epoch(finished_at - started_at) / 60.0, 1), status, {later['target_weeks']}, "
+            "n_building_weeks, n_learned, n_persistence, n_degraded, n_unpublished, n_failed, "
+            f"{later['degradations']}, message FROM runs ORDER BY started_at DESC LIMIT ?",
+            [limit]).fetchall()
 
 
 def load_pending_results(warehouse: str) -> LoadReport:
@@ -180,22 +167,11 @@ def load_pending_results(warehouse: str) -> LoadReport:
         return load_staged(con, warehouse)
 
 
-def latest_forecastable_week(warehouse: str, buildings: Sequence[str] | None,
-                             lock_wait_s: float = 600.0) -> ChosenWeek:
-    """The weekly run's default target week (:func:`choose_week`), chosen from the readings
-    dated up to now (:mod:`~tasks.warehouse.run_dates`); when later ones are
-    stored, ``why`` says so and the choice is not ``complete`` (the run warns)."""
-    cutoff = readings_cutoff()
+def target_week_of_run(warehouse: str, buildings: Sequence[str] | None, reference: datetime,
+                       lock_wait_s: float = 600.0) -> ChosenWeek:
+    """The weekly run's target week from its reference time (:func:`week_of_run`)."""
     with connect(warehouse, read_only=True, wait_s=lock_wait_s) as con:
-        future = future_readings(con, fleet_building_ids(con, buildings), cutoff)
-        if future is None:
-            return choose_week(con, buildings)
-        with readings_until(con, cutoff):
-            try:
-                chosen = choose_week(con, buildings)
-            except EmptySelectionError as empty:
-                raise EmptySelectionError(f"{empty}: {future.warning()}") from None
-    return replace(chosen, why=f"{chosen.why}; {future.warning()}", complete=False)
+        return week_of_run(con, buildings, reference)
 
 
 def not_forecast(run: OpenRun) -> list[NotForecast]:
@@ -283,7 +259,6 @@ __all__ = [
     "RunWriter",
     "check_plausible_weeks",
     "forecast_batch",
-    "latest_forecastable_week",
     "load_pending_results",
     "not_forecast",
     "not_forecast_rows",
@@ -295,4 +270,5 @@ __all__ = [
     "rescore_earlier_forecasts",
     "run_history",
     "run_writer",
+    "target_week_of_run",
 ]

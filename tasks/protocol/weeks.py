@@ -127,6 +127,19 @@ def _local_monday_on_or_before(instant: pd.Timestamp, timezone: str) -> date:
     return local_day - timedelta(days=local_day.weekday())
 
 
+def week_of_reference(reference: datetime | pd.Timestamp, timezone: str) -> date:
+    """The target week of a weekly run whose reference time is ``reference`` (an aware instant:
+    its scheduled time, or the ``--as-of`` of a run made later).
+
+    The rule of the Monday routine: the week of the reference time's local date if that date is
+    a Monday, else the week of the first Monday after it. A run at Monday 06:00 forecasts the
+    week that began at 00:00 that day; a run on Sunday evening, the week starting the next day.
+    The data never moves the week: a meter file one hour short is a gap in its history.
+    """
+    local_day = _aware_utc(reference, "reference").tz_convert(resolve_timezone(timezone)).date()
+    return local_day + timedelta(days=(7 - local_day.weekday()) % 7)
+
+
 def latest_complete_week(
     data_end_utc: datetime | pd.Timestamp, timezone: str, *, include_test_week: bool = True
 ) -> date:
@@ -155,4 +168,5 @@ __all__ = [
     "resolve_timezone",
     "same_local_hour_weeks_before",
     "wall_clock_to_utc",
+    "week_of_reference",
 ]

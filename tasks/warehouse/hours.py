@@ -30,7 +30,7 @@ import pyarrow as pa
 from tasks.errors import BuildingDataError, UnknownBuildingError
 from tasks.protocol.batch import BuildingInfo
 from tasks.protocol.features import WEATHER_COLUMNS
-from tasks.protocol.weeks import latest_complete_week, local_midnight_utc
+from tasks.protocol.weeks import local_midnight_utc
 from tasks.warehouse.usable import USABLE_READINGS
 
 HOUR_COLUMNS: tuple[str, ...] = (
@@ -250,18 +250,19 @@ hours has weather stored (one input is enough: the window leaves out the inputs 
 
 @dataclass(frozen=True)
 class WeekInputs:
-    """What the stored inputs say about the week after the latest readings.
+    """What the stored inputs say about one target week.
 
-    ``next_week`` is the local Monday after the last hour with a reading (its history has
-    ended); ``weather_hours`` of its ``hours`` have a weather input stored, observed or
-    forecast, at the selected site that has the most, and ``blank`` counts, per weather input
-    the protocol reads, that site's hours of the week without it.
+    ``weather_hours`` of its ``hours`` have a weather input stored, observed or forecast, at the
+    selected site that has the most, and ``blank`` counts, per weather input the protocol reads,
+    that site's hours of the week without it. ``last_reading`` is the selected buildings' latest
+    reading before the week starts (None: none).
     """
 
-    next_week: date
+    week: date
     hours: int
     weather_hours: int
     blank: dict[str, int] = field(default_factory=dict)
+    last_reading: datetime | None = None
 
     @property
     def weather_suffices(self) -> bool:
@@ -276,24 +277,17 @@ class WeekInputs:
         return f"; {said} of them" if said else ""
 
 
-def next_week_inputs(
-    con: duckdb.DuckDBPyConnection, building_ids: Sequence[str]
-) -> WeekInputs | None:
-    """The week that starts after the selected buildings' latest reading, and how much of it
-    has weather at their sites (None when they have no reading at all). The week is a Monday in
-    the first building's time zone, as the run's weeks are."""
+def week_inputs(
+    con: duckdb.DuckDBPyConnection, building_ids: Sequence[str], week: date, timezone: str
+) -> WeekInputs:
+    """How much of ``week`` (a local Monday in ``timezone``) has weather at the selected
+    buildings' sites, and their latest reading before it starts."""
     ids = _distinct_ids(building_ids)
-    infos = load_buildings_info(con, ids)
-    timezone = infos[ids[0]].timezone
-    meter_end = con.execute(
-        "SELECT max(ts) FROM meter_readings WHERE building_id IN (SELECT unnest(?::VARCHAR[])) "
-        "AND kwh IS NOT NULL", [ids]).fetchone()[0]
-    if meter_end is None:
-        return None
-    week = latest_complete_week(pd.Timestamp(meter_end) + pd.Timedelta(hours=1), timezone,
-                                include_test_week=False)
     start = local_midnight_utc(week, timezone)
     end = local_midnight_utc(week + timedelta(weeks=1), timezone)
+    last_reading = con.execute(
+        "SELECT max(ts) FROM meter_readings WHERE building_id IN (SELECT unnest(?::VARCHAR[])) "
+        "AND kwh IS NOT NULL AND ts < ?", [ids, start.to_pydatetime()]).fetchone()[0]
     any_input = " OR ".join(f"{col} IS NOT NULL" for col in WEATHER_COLUMNS)
     per_input = ", ".join(f"count(DISTINCT ts) FILTER (WHERE {col} IS NOT NULL)"
                           for col in WEATHER_COLUMNS)
@@ -307,9 +301,10 @@ def next_week_inputs(
         """, [ids, start.to_pydatetime(), end.to_pydatetime()]).fetchone()
     hours = int((end - start) / pd.Timedelta(hours=1))
     n, *each = covered if covered is not None else (0, *[0] * len(WEATHER_COLUMNS))
-    return WeekInputs(next_week=week, hours=hours, weather_hours=int(n),
+    return WeekInputs(week=week, hours=hours, weather_hours=int(n),
                       blank={col: hours - int(k)
-                             for col, k in zip(WEATHER_COLUMNS, each, strict=True)})
+                             for col, k in zip(WEATHER_COLUMNS, each, strict=True)},
+                      last_reading=last_reading)
 
 
 def _distinct_ids(building_ids: Sequence[str]) -> list[str]:
@@ -346,5 +341,5 @@ __all__ = [
     "load_buildings_info",
     "load_building_hours_by_id",
     "load_many_building_hours",
-    "next_week_inputs",
+    "week_inputs",
 ]

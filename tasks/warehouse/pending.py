@@ -235,7 +235,8 @@ def stage_results(warehouse: str | Path, run_id: str, results: Sequence[Building
 def stage_closing(warehouse: str | Path, summary: RunSummary, status: str,
                   message: str | None) -> Path:
     """Stage the run's closing record: its counts and final status."""
-    row = {"run_id": summary.run_id, "status": status, "message": message, **summary.counts()}
+    row = {"run_id": summary.run_id, "status": status, "message": message,
+           "degradations": summary.degradations() or None, **summary.counts()}
     path = pending_root(warehouse) / summary.run_id / _CLOSING
     _atomically(path, lambda partial: pq.write_table(pa.Table.from_pylist([row]), partial))
     return path
@@ -275,8 +276,10 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
         if closing.exists():
             row = con.read_parquet(str(closing)).to_arrow_table().to_pylist()[0]
             outcome = (row.pop("status"), row.pop("message"))
+            degradations = row.pop("degradations", None)  # a closing staged by an earlier release
             with transaction(con):
-                record_run_end(con, RunSummary(weeks=[], **row), outcome=outcome)
+                record_run_end(con, RunSummary(weeks=[], **row), outcome=outcome,
+                               degradations=degradations)
             closing.unlink()
         for empty in (folder, folder.parent):
             if empty.is_dir() and not any(empty.iterdir()):

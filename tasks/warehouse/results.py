@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -100,6 +100,10 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
     tables = {table: _arrow_rows(rows[table]) for table in RESULT_SLICE_TABLES if rows[table]}
     if forecasts:
         tables["forecasts"] = _forecasts_table(forecasts, run_id)
+    issued = [(res, out) for res, out in forecasts
+              if res.publication is not None and out.model == res.publication.model]
+    if issued:
+        tables["issued_forecasts"] = _issued_table(issued, run_id)
     published = _published_errors(results)
     if published:
         tables["validation_errors"] = _validation_errors_table(published, run_id)
@@ -183,6 +187,22 @@ def _forecasts_table(forecasts: Sequence[tuple[BuildingWeekResult, ModelOutcome]
     return pa.table(columns)
 
 
+def _issued_table(issued: Sequence[tuple[BuildingWeekResult, ModelOutcome]],
+                  run_id: str) -> pa.Table:
+    """The ``issued_forecasts`` rows: each building-week's published forecast as this run
+    issues it now, a vintage beside every earlier one."""
+    rows = _forecasts_table(issued, run_id)
+    lengths = [len(out.y_hat) for _, out in issued]
+    part = pa.array(np.repeat(np.arange(len(issued), dtype=np.int32), lengths))
+    now = datetime.now(UTC)
+    return (rows.append_column("issued_at", pa.array([now] * len(rows),
+                                                     pa.timestamp("us", tz="UTC")))
+            .append_column("outcome", pa.array([res.publication.outcome for res, _ in issued],
+                                               pa.large_string()).take(part))
+            .append_column("reason", pa.array([res.publication.reason for res, _ in issued],
+                                              pa.large_string()).take(part)))
+
+
 def _floats(parts: Iterable[Any]) -> pa.Array:
     """Arrays joined into one float column, NaN as NULL."""
     return pa.array(np.concatenate([np.asarray(p, dtype=np.float64) for p in parts]),
@@ -229,7 +249,24 @@ def write_result_tables(
                 rows = rows.filter(pc.equal(rows["target_week"], pa.scalar(week, pa.date32())))
                 _, n = replace_slice(con, table, rows, Slice(where_in=where), own_transaction=False)
                 inserted += n
+            inserted += _add_vintages(con, tables.get("issued_forecasts"), week, buildings)
     return inserted
+
+
+def _add_vintages(con: duckdb.DuckDBPyConnection, issued: pa.Table | None, week: date,
+                  buildings: list[str]) -> int:
+    """Add the run's issued forecasts of ``week`` beside every earlier run's: only the rows
+    of this run are replaced (a staged batch loaded twice), never another run's vintage."""
+    if issued is None or not len(issued):
+        return 0
+    rows = issued.filter(pc.equal(issued["target_week"], pa.scalar(week, pa.date32())))
+    if not len(rows):
+        return 0
+    where = {"building_id": buildings, "target_week": [week],
+             "run_id": pc.unique(rows["run_id"]).to_pylist()}
+    _, n = replace_slice(con, "issued_forecasts", rows, Slice(where_in=where),
+                         own_transaction=False)
+    return n
 
 
 def load_stored_params(

@@ -23,6 +23,16 @@ from tasks.warehouse.connection import transaction
 from tasks.warehouse.results import to_json
 
 
+def target_weeks_text(weeks: Sequence[date]) -> str:
+    """A run's target weeks as its ``runs`` row names them: ``2024-04-22``, ``5 weeks,
+    2024-03-04 to 2024-04-01``."""
+    if len(weeks) == 1:
+        return str(weeks[0])
+    if not weeks:
+        return "no week"
+    return f"{len(weeks)} weeks, {min(weeks)} to {max(weeks)}"
+
+
 @dataclass
 class RunSummary:
     """What a forecasting run did, for the command line and the ``runs`` table."""
@@ -47,6 +57,9 @@ class RunSummary:
     flagged_hours: int = 0
     """Readings flagged as implausible (not accepted) in the building-weeks' windows, treated
     as missing (an hour in the windows of two weeks counts twice)."""
+    not_ok: Counter[str] = field(default_factory=Counter)
+    """Building-weeks per window status other than ``ok`` (why the learned models could not
+    forecast them)."""
 
     def counts(self) -> dict[str, int]:
         return {"building_weeks": self.building_weeks, "ok": self.ok,
@@ -60,6 +73,8 @@ class RunSummary:
             self.model_failures += res.n_failed_models
             self.left_out.update(list(res.left_out))
             self.flagged_hours += int(res.coverage.get("n_flagged_hours") or 0)
+            if res.status != "ok":
+                self.not_ok[res.status] += 1
             if res.status == "ok":
                 self.ok += 1
             elif res.status == "failed":
@@ -82,10 +97,35 @@ class RunSummary:
         failed (what ``--strict`` asks of a run)."""
         return not (self.degraded or self.unpublished or self.failed)
 
+    def weeks_text(self) -> str:
+        """The run's target weeks: ``the week of 2024-04-22``, ``5 weeks, 2024-03-04 to
+        2024-04-01``."""
+        named = target_weeks_text(self.weeks)
+        return f"the week of {named}" if len(self.weeks) == 1 else named
+
+    def degradations(self) -> str:
+        """Everything that degraded a building-week, by cause (``""``: nothing): persistence
+        published because no learned forecast could be trusted, windows not ``ok``, weather
+        inputs left out, flagged readings treated as missing."""
+        parts = []
+        if self.degraded_causes:
+            parts.append("degraded: " + ", ".join(
+                f"{n} {cause}" for cause, n in self.degraded_causes.most_common()))
+        if self.left_out:
+            parts.append("weather inputs left out: " + ", ".join(
+                f"{name} in {n}" for name, n in self.left_out.most_common()))
+        if self.flagged_hours:
+            parts.append(f"{self.flagged_hours} flagged reading(s) treated as missing")
+        return "; ".join(parts)
+
+    def not_ok_causes(self) -> str:
+        """``12 no_weather, 1 too_few_hours``: building-weeks per window status other than ok."""
+        return ", ".join(f"{n} {status}" for status, n in self.not_ok.most_common()) or "none"
+
     def line(self) -> str:
         causes = ", ".join(f"{n} {cause}" for cause, n in self.degraded_causes.most_common())
         published = self.learned + self.persistence + self.degraded
-        text = (f"{self.building_weeks} building-weeks over {len(self.weeks)} week(s): "
+        text = (f"{self.building_weeks} building-weeks of {self.weeks_text()}: "
                 f"{published} published: {self.learned} learned, {self.persistence} "
                 f"persistence, {self.degraded} degraded{f' ({causes})' if causes else ''}; "
                 f"{self.unpublished} not published, {self.failed} failed, "
@@ -155,15 +195,18 @@ def not_forecast_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[NotFo
 
 
 def record_run_start(
-    con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str
+    con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str,
+    weeks: Sequence[date] = (),
 ) -> None:
-    """The run's row with status ``running`` (replacing a row of the same id)."""
+    """The run's row with status ``running`` and its target weeks (replacing a row of the same
+    id)."""
     with transaction(con):
         con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         con.execute(
-            "INSERT INTO runs (run_id, flow, started_at, status, parameters, code_version) "
-            "VALUES (?, ?, ?, 'running', ?, ?)",
-            [run_id, flow, datetime.now(UTC), to_json(parameters), code_version],
+            "INSERT INTO runs (run_id, flow, started_at, status, parameters, code_version, "
+            "target_weeks) VALUES (?, ?, ?, 'running', ?, ?, ?)",
+            [run_id, flow, datetime.now(UTC), to_json(parameters), code_version,
+             target_weeks_text(weeks) if weeks else None],
         )
 
 
@@ -173,22 +216,28 @@ def record_run_end(
     error: BaseException | None = None,
     *,
     outcome: tuple[str, str | None] | None = None,
+    degradations: str | None = None,
 ) -> str:
-    """Close the run's row with its counts and final status (see :meth:`RunSummary.final_status`,
-    or ``outcome`` as (status, message) when it was decided earlier); returns the status."""
+    """Close the run's row with its counts, what degraded it and its final status (see
+    :meth:`RunSummary.final_status`, or ``outcome`` as (status, message) and ``degradations``
+    when they were decided earlier, by a run whose closing record was staged); returns the
+    status."""
     status, message = outcome if outcome is not None else summary.final_status(error)
+    degradations = degradations if outcome is not None else summary.degradations() or None
     counts = summary.counts()
     con.execute(
         "UPDATE runs SET finished_at = ?, status = ?, n_building_weeks = ?, n_ok = ?, "
         "n_skipped = ?, n_failed = ?, message = ?, n_learned = ?, n_persistence = ?, "
-        "n_degraded = ?, n_unpublished = ? WHERE run_id = ?",
+        "n_degraded = ?, n_unpublished = ?, degradations = ? WHERE run_id = ?",
         [
             datetime.now(UTC), status, counts["building_weeks"], counts["ok"],
             counts["skipped"], counts["failed"], message, counts["learned"],
-            counts["persistence"], counts["degraded"], counts["unpublished"], summary.run_id,
+            counts["persistence"], counts["degraded"], counts["unpublished"],
+            degradations, summary.run_id,
         ],
     )
     return status
 
 
-__all__ = ["NotForecast", "RunSummary", "not_forecast_rows", "record_run_end", "record_run_start"]
+__all__ = ["NotForecast", "RunSummary", "not_forecast_rows", "record_run_end", "record_run_start",
+           "target_weeks_text"]

@@ -111,7 +111,9 @@ RESULT_TABLES: dict[str, str] = {
             n_learned         INTEGER,
             n_persistence     INTEGER,
             n_degraded        INTEGER,
-            n_unpublished     INTEGER
+            n_unpublished     INTEGER,
+            target_weeks      VARCHAR,
+            degradations      VARCHAR
         )""",
     "window_status": """
         CREATE TABLE IF NOT EXISTS window_status (
@@ -211,6 +213,22 @@ RESULT_TABLES: dict[str, str] = {
             outcome         VARCHAR,
             ensemble_members VARCHAR
         )""",
+    "issued_forecasts": """
+        CREATE TABLE IF NOT EXISTS issued_forecasts (
+            building_id  VARCHAR NOT NULL,
+            model        VARCHAR NOT NULL,
+            target_week  DATE NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            y_hat        DOUBLE,
+            run_id       VARCHAR NOT NULL,
+            y_lo_80      DOUBLE,
+            y_hi_80      DOUBLE,
+            y_lo_95      DOUBLE,
+            y_hi_95      DOUBLE,
+            issued_at    TIMESTAMPTZ NOT NULL,
+            outcome      VARCHAR,
+            reason       VARCHAR
+        )""",
     "validation_errors": """
         CREATE TABLE IF NOT EXISTS validation_errors (
             building_id  VARCHAR NOT NULL,
@@ -234,7 +252,11 @@ was chosen, its expected MAE relative to seasonal naive, its ``outcome`` ('learn
 model or a combination of at least two; 'persistence': a persistence forecast chosen over
 trusted learned models; 'degraded': a persistence forecast because no learned forecast could be
 trusted that week) and ``ensemble_members``, the models the week's ensemble combined,
-comma-separated (NULL: no ensemble that week). ``window_status.left_out`` names the weather
+comma-separated (NULL: no ensemble that week). ``issued_forecasts`` keeps every published
+forecast as it was issued, a vintage per (building, week, run), never deleted or rewritten by a
+later run: ``issued_at`` is when the run wrote it (UTC), ``model``, ``outcome`` and ``reason``
+those of its publication; the tables above hold the latest run's rows.
+``window_status.left_out`` names the weather
 inputs the window left out of the week's features and why (NULL: none). ``validation_errors``
 holds the published model's errors on its validation week (kWh, actual minus the forecast made
 from the weeks before it, per UTC hour): with the published forecasts' own errors, what a
@@ -286,6 +308,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "n_persistence", "INTEGER"),
     ("runs", "n_degraded", "INTEGER"),
     ("runs", "n_unpublished", "INTEGER"),
+    ("runs", "target_weeks", "VARCHAR"),
+    ("runs", "degradations", "VARCHAR"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
@@ -611,6 +635,19 @@ VIEWS: dict[str, str] = {
                f.y_lo_80, f.y_hi_80, f.y_lo_95, f.y_hi_95, p.reason, p.run_id
         FROM publications p
         JOIN forecasts f USING (building_id, target_week, model)""",
+    # Every vintage of every published forecast, scored against the readings stored now:
+    # "as bid" (vintage 1) beside "as re-forecast" (later vintages).
+    "vintage_scores": f"""
+        CREATE OR REPLACE VIEW vintage_scores AS
+        SELECT *, row_number() OVER (PARTITION BY building_id, target_week
+                                     ORDER BY issued_at, run_id) AS vintage
+        FROM (SELECT i.building_id, i.target_week, i.run_id, i.issued_at, i.model, i.outcome,
+                     count(m.kwh)                      AS n_hours,
+                     avg(abs(i.y_hat - m.kwh))          AS mae,
+                     sqrt(avg((i.y_hat - m.kwh) ^ 2))   AS rmse
+              FROM issued_forecasts i
+              LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
+              GROUP BY ALL)""",
     # Forecasts beside actuals, for plots and ad-hoc error analysis.
     "forecast_vs_actual": f"""
         CREATE OR REPLACE VIEW forecast_vs_actual AS
@@ -644,6 +681,19 @@ VIEWS: dict[str, str] = {
     "portfolio_scores": f"CREATE OR REPLACE VIEW portfolio_scores AS {portfolio_scores_sql()}",
 }
 
+MACROS: dict[str, str] = {
+    # What was published at a time: per building-week, the latest vintage issued at or before
+    # ``as_of`` (SELECT * FROM published_as_of(TIMESTAMPTZ '2024-10-28 06:00+00')).
+    "published_as_of": """
+        CREATE OR REPLACE MACRO published_as_of(as_of) AS TABLE
+        SELECT building_id, target_week, ts, model, y_hat, y_lo_80, y_hi_80, y_lo_95, y_hi_95,
+               reason, run_id, issued_at
+        FROM issued_forecasts
+        WHERE issued_at <= as_of
+        QUALIFY dense_rank() OVER (PARTITION BY building_id, target_week
+                                   ORDER BY issued_at DESC, run_id DESC) = 1""",
+}
+
 TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}
 """Every table of the warehouse, name -> ``CREATE TABLE IF NOT EXISTS`` statement."""
 
@@ -655,12 +705,12 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(statement)
     for table, column, kind in ADDED_COLUMNS:
         con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
-    for statement in VIEWS.values():
+    for statement in (*VIEWS.values(), *MACROS.values()):
         con.execute(statement)
 
 
 __all__ = [
     "ADDED_COLUMNS", "FLAT_RUN_ALERT_HOURS", "HIGH_RATIO", "HIGH_RUN_HOURS", "INPUT_TABLES",
-    "PUBLISHED", "QUALITY_WINDOW_HOURS", "RESULT_TABLES", "SPIKE_RATIO", "STUCK_RATIO",
+    "MACROS", "PUBLISHED", "QUALITY_WINDOW_HOURS", "RESULT_TABLES", "SPIKE_RATIO", "STUCK_RATIO",
     "STUCK_RUN_HOURS", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema", "leaderboard_sql",
 ]

@@ -1,19 +1,19 @@
-"""Which buildings a run covers, and the latest week their stored data lets it forecast."""
+"""Which buildings a run covers, and the week a weekly run forecasts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 from tasks.errors import EmptySelectionError
-from tasks.protocol.weeks import latest_complete_week
+from tasks.protocol.weeks import local_midnight_utc, resolve_timezone, week_of_reference
 from tasks.warehouse.connection import connect
-from tasks.warehouse.hours import load_buildings_info, next_week_inputs
+from tasks.warehouse.hours import load_buildings_info, week_inputs
 
 
 def has_buildings(warehouse: str | Path) -> bool:
@@ -60,74 +60,54 @@ def fleet_building_ids(
     return ids
 
 
-def default_target_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> date:
-    """The latest week that can be forecast: its 12-week history has ended and its weather is
-    stored (observed, or a forecast a user has loaded).
-
-    Data ends are taken over the selected buildings and their sites; the week is a Monday in
-    the first building's time zone.
-    """
-    ids = fleet_building_ids(con, buildings)
-    row = con.execute(
-        """
-        SELECT any_value(b.timezone),
-               (SELECT max(ts) FROM meter_readings
-                 WHERE building_id IN (SELECT unnest(?::VARCHAR[])) AND kwh IS NOT NULL),
-               (SELECT max(w.ts) FROM weather w
-                 WHERE w.site_id IN (SELECT site_id FROM buildings
-                                     WHERE building_id IN (SELECT unnest(?::VARCHAR[])))
-                   AND w.temperature_c IS NOT NULL)
-        FROM buildings b WHERE b.building_id = ?
-        """,
-        [ids, ids, ids[0]],
-    ).fetchone()
-    timezone, meter_end, weather_end = row
-    if meter_end is None:
-        raise EmptySelectionError("no meter readings for the selected buildings")
-    if weather_end is None:
-        raise EmptySelectionError("no weather for the selected buildings' sites")
-    one_hour = pd.Timedelta(hours=1)
-    by_history = latest_complete_week(pd.Timestamp(meter_end) + one_hour, timezone,
-                                      include_test_week=False)
-    by_weather = latest_complete_week(pd.Timestamp(weather_end) + one_hour, timezone,
-                                      include_test_week=True)
-    return min(by_history, by_weather)
+def fleet_timezone(con: duckdb.DuckDBPyConnection, building_ids: Sequence[str]) -> str:
+    """The time zone most of ``building_ids`` share (ties: the first by name): the zone a run's
+    one target week is chosen in."""
+    return con.execute(
+        "SELECT timezone FROM buildings WHERE building_id IN (SELECT unnest(?::VARCHAR[])) "
+        "GROUP BY timezone ORDER BY count(*) DESC, timezone LIMIT 1", [list(building_ids)]
+    ).fetchone()[0]
 
 
 @dataclass(frozen=True)
 class ChosenWeek:
-    """The weekly run's default target week and why it is that one (for the run's log);
-    ``complete`` is False when the week after the latest readings lacked weather."""
+    """The weekly run's target week and why it is that one (for the run's log); ``complete``
+    is False when the stored inputs already show that it cannot be forecast whole (weather for
+    too few of its hours, or no reading in the four weeks before it)."""
 
     week: date
     why: str
     complete: bool = True
 
 
-def choose_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> ChosenWeek:
-    """The default target week of the weekly run, from what is stored.
+HISTORY_STALE_AFTER = timedelta(weeks=4)
+"""A fleet whose latest reading is this long before the target week has no recent history:
+the run says so before it starts (its windows record the gaps building by building)."""
 
-    The week after the latest reading (its history has ended; its own readings are not needed
-    to forecast it) when its weather, observed or forecast, is stored for enough of its hours
-    that the window's gap rule fills the rest (at most half the week missing, at the best
-    covered of the selected sites). Otherwise the latest week whose history has ended and
-    whose stored weather reaches its end (the rule of a warehouse whose readings and weather
-    end together, e.g. an archive), and ``complete`` is False.
+
+def week_of_run(
+    con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None, reference: datetime
+) -> ChosenWeek:
+    """The weekly run's target week, from its reference time, never from the data
+    (:func:`~tasks.protocol.weeks.week_of_reference`, in the fleet's time zone; a naive
+    ``reference`` is a wall-clock time there). ``why`` says what the stored inputs hold for it.
     """
     ids = fleet_building_ids(con, buildings)
-    inputs = next_week_inputs(con, ids)
-    if inputs is not None and inputs.weather_suffices:
-        return ChosenWeek(inputs.next_week, (
-            f"the week after the latest readings; weather stored for {inputs.weather_hours} "
-            f"of its {inputs.hours} hours{inputs.blanks()}"))
-    week = default_target_week(con, buildings)
-    assert inputs is not None  # default_target_week raises without readings
-    short = (f"the week after the latest readings, {inputs.next_week}, has weather for only "
-             f"{inputs.weather_hours} of its {inputs.hours} hours{inputs.blanks()}")
-    if week == inputs.next_week:  # stored weather reaches its end, with long gaps
-        return ChosenWeek(week, f"{short}: its building-weeks short of weather get status "
-                          "no_weather", complete=False)
-    return ChosenWeek(week, (
-        f"{short}, so the latest week whose weather is stored is forecast instead; to forecast "
-        f"{inputs.next_week}, ingest its weather (`wadiro ingest weather FILE --kind forecast`) "
-        "and run again"), complete=False)
+    zone = fleet_timezone(con, ids)
+    at = pd.Timestamp(reference)
+    at = at.tz_localize(resolve_timezone(zone)) if at.tzinfo is None else at
+    week = week_of_reference(at, zone)
+    local = at.tz_convert(resolve_timezone(zone))
+    rule = "a Monday" if local.date() == week else "the week of the first Monday after it"
+    inputs = week_inputs(con, ids, week, zone)
+    why = (f"the run's reference time {local:%Y-%m-%d %H:%M} {zone} ({rule}); weather stored for "
+           f"{inputs.weather_hours} of its {inputs.hours} hours{inputs.blanks()}")
+    start = local_midnight_utc(week, zone)
+    if inputs.last_reading is None:
+        return ChosenWeek(week, f"{why}; no reading before it", complete=False)
+    last = pd.Timestamp(inputs.last_reading).tz_convert("UTC")
+    gap = (start - last - pd.Timedelta(hours=1)) / pd.Timedelta(hours=1)
+    if gap > 0:
+        why += f"; the latest reading before it is {last:%Y-%m-%d %H:%M} UTC, {gap:g} hour(s) short"
+    stale = start - last > HISTORY_STALE_AFTER
+    return ChosenWeek(week, why, complete=inputs.weather_suffices and not stale)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 from prefect.client.orchestration import get_client
@@ -110,10 +110,11 @@ def test_weekly_forecast_reuses_the_backfills_tuning(backfill, warehouse):
     # settings given as a deployment gives them: a partial JSON object, the rest from the
     # weekly run's defaults (tuning = reuse)
     summary = weekly_forecast_flow(
+        as_of=datetime(2024, 4, 1, 6, tzinfo=UTC),
         settings={"warehouse": str(warehouse), "buildings": GOOD, "models": FAST_MODELS,
                   "trials": 2},
     )
-    # the data end on Sunday 2024-04-07: the latest week with its weather stored is 2024-04-01
+    # a run at Monday 2024-04-01 06:00 forecasts the week that began that day
     assert summary.weeks == [date(2024, 4, 1)] and summary.ok == len(GOOD)
     with connect(warehouse, read_only=True) as con:
         fits = con.execute(

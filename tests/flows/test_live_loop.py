@@ -15,7 +15,7 @@ import logging
 import re
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -48,6 +48,11 @@ WITH_SCNN = [*FAST, "wadiro_pcscnn"]
 def _cli(*args: str) -> None:
     result = invoke(*args)
     assert result.exit_code == 0, f"wadiro {' '.join(args)}:\n{result.output}"
+
+
+def _monday_morning(monday: date) -> datetime:
+    """The replayed Monday's 06:00 in the fleet's local time: the run's reference time."""
+    return datetime(monday.year, monday.month, monday.day, 6)
 
 
 def _readings_in_week(warehouse: Path, monday: date) -> int:
@@ -139,9 +144,9 @@ def test_live_loop_directly(cambridge_archive, tmp_path, no_prefect_server):
                 _cli(*command)
             assert _readings_in_week(warehouse, monday) == 0
             heard.clear()
-            summary = run_flow(weekly_forecast_flow, settings=WeeklySettings(
-                warehouse=str(warehouse), models=FAST, trials=2, runner="threads",
-                workers=2))
+            summary = run_flow(weekly_forecast_flow, as_of=_monday_morning(monday),
+                               settings=WeeklySettings(warehouse=str(warehouse), models=FAST,
+                                                       trials=2, runner="threads", workers=2))
             assert summary.weeks == [monday]
             check_monday(warehouse, monday, summary.run_id, FAST)
             said = [line for line in heard if ANNEX in line]
@@ -190,7 +195,8 @@ def test_six_live_mondays_through_a_worker(cambridge_archive, tmp_path, prefect_
             _wadiro(env, command, cwd=tmp_path)
         assert _readings_in_week(warehouse, monday) == 0
         out = prefect_cli(env, "deployment", "run", "weekly-forecast/weekly-forecast",
-                       "--param", f"settings={settings}", cwd=tmp_path)
+                          "--param", f"settings={settings}",
+                          "--param", f"as_of={_monday_morning(monday).isoformat()}", cwd=tmp_path)
         flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
         prefect_cli(env, "worker", "start", "--pool", WORK_POOL, "--run-once", cwd=tmp_path)
         flow_run = _api(env, "GET", f"/flow_runs/{flow_run_id}")

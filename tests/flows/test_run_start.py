@@ -22,6 +22,7 @@ from flows.engine import LocalEngine, one_line_input_errors, run_flow
 from flows.forecast import backfill_flow, weekly_forecast_flow
 from flows.settings import BackfillSettings, WeeklySettings
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
+from tasks.errors import WeekNotForecastError
 from tasks.warehouse.connection import WarehouseMissingError, connect
 from tasks.warehouse.run_dates import (
     EARLIEST_WEEK,
@@ -64,10 +65,17 @@ def test_a_scheduled_style_run_writes_to_the_warehouse_the_variable_names(
 ):
     # As a worker runs a scheduled flow run: no parameters at all, the default settings made
     # when the module was imported, the variable set in the environment (here: afterwards).
+    # Its week is the one of now (the fleet's readings end in 2024): it is named, with no
+    # history to forecast it from, and no earlier week is forecast instead.
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WADIRO_WAREHOUSE", str(warehouse))
-    summary = run_flow(weekly_forecast_flow, LocalEngine())
-    assert summary.building_weeks == 3
+    today = datetime.now(timezone.utc).date()
+    with pytest.raises(WeekNotForecastError) as raised:
+        run_flow(weekly_forecast_flow, LocalEngine())
+    summary = raised.value.summary
+    assert summary.building_weeks == 3 and summary.ok == 0
+    assert summary.weeks[0] - today < timedelta(days=8) and summary.weeks[0].weekday() == 0
+    assert f"the week of {summary.weeks[0]} could not be forecast" in str(raised.value)
     assert runs(warehouse) == [("forecast", "completed")]
     assert not (tmp_path / "warehouse.duckdb").exists()
 
@@ -210,22 +218,17 @@ def live_fleet(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("year", [2099, 9999])
-def test_readings_dated_in_the_future_do_not_choose_the_week(live_fleet, tmp_path, year,
-                                                             no_prefect_server):
+def test_readings_dated_in_the_future_do_not_move_the_week(live_fleet, tmp_path, year,
+                                                           no_prefect_server):
     warehouse = Path(shutil.copy(live_fleet, tmp_path / "w.duckdb"))
     with duckdb.connect(str(warehouse)) as con:
         con.execute("INSERT INTO meter_readings VALUES ('synthetic_b00001', ?, 5.0)",
                     [datetime(year, 6, 1, tzinfo=timezone.utc)])
-    done = subprocess.run([WADIRO, "forecast", "--models", MODELS, "--warehouse", str(warehouse)],
+    done = subprocess.run([WADIRO, "forecast", "--as-of", "2024-04-08 06:00", "--models", MODELS,
+                           "--warehouse", str(warehouse)],
                           capture_output=True, text=True, env=local_env(), timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 1, done.stderr
-    assert warnings[0].startswith("warning: target week 2024-04-08: the week after the latest "
-                                  "readings; weather stored for 168 of its 168 hours; ")
-    assert (f"1 reading(s) of 1 building(s) are dated in the future (after " in warnings[0]
-            and f"the latest {year}-06-01 00:00 UTC): the choice of the week ignored them"
-            in warnings[0])
+    assert "3 building-weeks of the week of 2024-04-08: 3 published" in done.stdout
     with connect(warehouse, read_only=True) as con:
         weeks = con.execute("SELECT DISTINCT target_week FROM window_status").fetchall()
     assert weeks == [(date(2024, 4, 8),)]  # not last week again
@@ -236,9 +239,12 @@ def test_when_every_reading_is_in_the_future_the_run_says_so(live_fleet, tmp_pat
     warehouse = Path(shutil.copy(live_fleet, tmp_path / "w.duckdb"))
     with duckdb.connect(str(warehouse)) as con:
         con.execute("UPDATE meter_readings SET ts = ts + INTERVAL 100 YEAR")
-    line = one_error_line(invoke("forecast", "--models", MODELS, "--warehouse", warehouse))
-    assert line.startswith("error: no meter readings for the selected buildings: 7,")
-    assert "are dated in the future" in line
+    result = invoke("forecast", "--as-of", "2024-04-08 06:00", "--models", MODELS,
+                    "--warehouse", warehouse)
+    assert result.exit_code == 4, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert "Traceback" not in result.output and line.startswith("error: the week of 2024-04-08 could not be forecast by the learned "
+                           "models for any of the 3 building(s)")
 
 
 # --- a foreign .wal --------------------------------------------------------------------------
@@ -269,7 +275,8 @@ def test_the_weekly_run_publishes_its_leaderboard(live_fleet, tmp_path, prefect_
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     warehouse = Path(shutil.copy(live_fleet, tmp_path / "w.duckdb"))
-    summary = weekly_forecast_flow(settings={"warehouse": str(warehouse),
+    summary = weekly_forecast_flow(as_of=datetime(2024, 4, 8, 6),
+                                   settings={"warehouse": str(warehouse),
                                              "models": ["svr", "seasonal_naive"], "trials": 1})
     assert summary.weeks == [date(2024, 4, 8)]  # not over yet: nothing of it can be scored
     with get_client(sync_client=True) as client:

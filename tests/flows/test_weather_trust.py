@@ -57,8 +57,8 @@ def test_blank_wind_is_left_out_and_learned_forecasts_are_published(
         warehouse, cambridge_archive, no_prefect_server):
     _ingest_forecast(cambridge_archive, warehouse, "wind.csv", blank={"wind_speed_ms": 161},
                      issued="2019-03-17T18:00:00Z")
-    result = invoke("forecast", "--models", MODELS, "--trials", "2", "--runner", "threads",
-                    "--warehouse", warehouse)
+    result = invoke("forecast", "--as-of", f"{WEEK} 06:00", "--models", MODELS, "--trials", "2",
+                    "--runner", "threads", "--warehouse", warehouse)
     assert result.exit_code == 0, result.output
     assert "2 published: 2 learned, 0 persistence, 0 degraded" in result.output
     assert "weather inputs left out: wind_speed_ms in 2" in result.output

@@ -1,0 +1,102 @@
+"""What was bid stays (issue 46): every published forecast is kept as a vintage with its issue
+time and run; a second run of a week adds one and never rewrites the first; "what was published
+at a time" is answered by ``published_as_of``; the weekly run takes its week from the clock, so
+a meter file one hour short never makes it forecast last week again."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from flows.engine import LocalEngine, run_flow
+from flows.forecast import weekly_forecast_flow
+from flows.settings import WeeklySettings
+from tasks.errors import WeekNotForecastError
+from tasks.warehouse.connection import connect
+from tests.flows.warehouse_rows import make_warehouse
+
+MODELS = ["seasonal_naive", "wadiro_linreg"]
+WEEK = date(2024, 4, 1)  # the fleet's 14 weeks end on Sunday 2024-04-07
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> Path:
+    return make_warehouse(tmp_path_factory.mktemp("vintages") / "w.duckdb", buildings=2)
+
+
+@pytest.fixture
+def warehouse(fleet, tmp_path) -> Path:
+    return Path(shutil.copy(fleet, tmp_path / "w.duckdb"))
+
+
+def _run(warehouse: Path, **week) -> object:
+    settings = WeeklySettings(warehouse=str(warehouse), models=MODELS, trials=1, runner="threads")
+    return run_flow(weekly_forecast_flow, LocalEngine(), settings=settings, **week)
+
+
+def _rows_hash(warehouse: Path, sql: str, params: list) -> str:
+    with connect(warehouse, read_only=True) as con:
+        rows = con.execute(sql, params).fetchall()
+    assert rows
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+ISSUED = ("SELECT building_id, target_week, ts, model, y_hat, y_lo_80, y_hi_80, y_lo_95, y_hi_95, "
+          "reason, run_id, issued_at FROM issued_forecasts WHERE run_id = ? ORDER BY ALL")
+AS_OF = ("SELECT building_id, target_week, ts, model, y_hat, y_lo_80, y_hi_80, y_lo_95, y_hi_95, "
+         "reason, run_id, issued_at FROM published_as_of(?::TIMESTAMPTZ) "
+         "WHERE target_week = ? ORDER BY ALL")
+
+
+def test_a_second_run_of_a_week_adds_a_vintage_and_keeps_the_first(warehouse):
+    first = _run(warehouse, week=WEEK)
+    before = _rows_hash(warehouse, ISSUED, [first.run_id])
+    with connect(warehouse, read_only=True) as con:
+        issued_first = con.execute("SELECT max(issued_at) FROM issued_forecasts").fetchone()[0]
+    time.sleep(0.05)
+    between = datetime.now(UTC)
+    time.sleep(0.05)
+    second = _run(warehouse, week=WEEK)
+    assert _rows_hash(warehouse, ISSUED, [first.run_id]) == before  # byte for byte
+    with connect(warehouse, read_only=True) as con:
+        vintages = con.execute(
+            "SELECT building_id, count(DISTINCT run_id), count(*) FROM issued_forecasts "
+            "GROUP BY 1 ORDER BY 1").fetchall()
+        latest = con.execute("SELECT DISTINCT run_id FROM published_forecasts").fetchall()
+        scored = con.execute("SELECT vintage, run_id FROM vintage_scores ORDER BY building_id, "
+                             "vintage").fetchall()
+    assert [(n_runs, n_rows) for _, n_runs, n_rows in vintages] == [(2, 2 * 168)] * 2
+    assert latest == [(second.run_id,)]  # the default view shows the latest vintage
+    assert scored == [(1, first.run_id), (2, second.run_id)] * 2
+    assert issued_first < between
+    # what was published between the two runs is the first vintage, exactly
+    assert _rows_hash(warehouse, AS_OF, [between, WEEK]) == before
+    assert _rows_hash(warehouse, AS_OF, [datetime.now(UTC), WEEK]) == _rows_hash(
+        warehouse, ISSUED, [second.run_id])
+
+
+def test_a_meter_file_one_hour_short_does_not_move_the_week(warehouse):
+    """The Monday file lacks Sunday 23:00: the run at Monday 06:00 forecasts that Monday's week
+    (or says it cannot), and last week's issued rows stay byte for byte."""
+    last_week = _run(warehouse, week=WEEK)
+    before = _rows_hash(warehouse, ISSUED, [last_week.run_id])
+    sunday_23 = datetime(2024, 4, 7, 23, tzinfo=UTC)  # London is on UTC+1 from 31 March
+    with connect(warehouse) as con:
+        con.execute("DELETE FROM meter_readings WHERE ts >= ?", [sunday_23 - timedelta(hours=1)])
+    monday_6 = datetime(2024, 4, 8, 6)  # local time of the fleet
+    with pytest.raises(WeekNotForecastError, match="the week of 2024-04-08"):
+        _run(warehouse, as_of=monday_6)  # no weather is stored for that week
+    assert _rows_hash(warehouse, ISSUED, [last_week.run_id]) == before
+    with connect(warehouse, read_only=True) as con:
+        weeks = con.execute("SELECT DISTINCT target_week FROM window_status WHERE run_id = "
+                            "(SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1)"
+                            ).fetchall()
+        run = con.execute("SELECT target_weeks, status FROM runs ORDER BY started_at DESC "
+                          "LIMIT 1").fetchone()
+    assert weeks == [(date(2024, 4, 8),)]
+    assert run == ("2024-04-08", "completed")
