@@ -468,6 +468,10 @@ def export(
     portfolios: Annotated[str | None, Parameter(
         help="Export these portfolios' forecasts instead, comma-separated ('all' is every "
         "building).")] = None,
+    as_of: Annotated[datetime | None, Parameter(
+        help="The buildings' forecasts as they were published at this time (each "
+        "building-week's latest vintage issued by then: what was bid); a time without an "
+        "offset is the fleet's local time.")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Write a week's published or portfolio forecasts for an operator's systems.
@@ -486,7 +490,8 @@ def export(
         usage_error("give --buildings or --portfolios, not both")
     summary = run_guarded(lambda: export_forecasts(
         warehouse, out, week=week, buildings=split_list(buildings, "--buildings"),
-        portfolios=split_list(portfolios, "--portfolios"), resolution=resolution))
+        portfolios=split_list(portfolios, "--portfolios"), resolution=resolution,
+        as_of=as_of))
     echo(f"export: {summary.line()}")
 
 

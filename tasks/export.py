@@ -29,8 +29,9 @@ import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
 import numpy as np
@@ -48,7 +49,7 @@ from tasks.warehouse.portfolio_sql import (
     read_portfolio_forecasts,
     stored_members_sql,
 )
-from tasks.warehouse.selection import fleet_building_ids, shown_ids
+from tasks.warehouse.selection import fleet_building_ids, fleet_timezone, shown_ids
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 """File extensions written, and as what."""
@@ -125,20 +126,39 @@ def _frame(rows: pd.DataFrame, key: str, minutes: int, extra: Sequence[str]) -> 
     })
 
 
-def latest_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None) -> date:
-    """The latest week with a published forecast (of ``buildings``, or of any building)."""
-    where = "" if buildings is None else "WHERE building_id IN (SELECT unnest(?::VARCHAR[]))"
-    week = con.execute(f"SELECT max(target_week) FROM publications {where}",
-                       [] if buildings is None else [list(buildings)]).fetchone()[0]
+def latest_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
+                as_of: datetime | None = None) -> date:
+    """The latest week with a published forecast (of ``buildings``, or of any building;
+    issued at or before ``as_of`` when given)."""
+    where = ["building_id IN (SELECT unnest(?::VARCHAR[]))"] if buildings is not None else []
+    params: list = [] if buildings is None else [list(buildings)]
+    table = "publications"
+    if as_of is not None:
+        table = "issued_forecasts"
+        where.append("issued_at <= ?")
+        params.append(as_of)
+    condition = f"WHERE {' AND '.join(where)}" if where else ""
+    week = con.execute(f"SELECT max(target_week) FROM {table} {condition}", params).fetchone()[0]
     if week is None:
-        raise ExportError("nothing is published yet; run `wadiro forecast` first")
+        issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else " yet"
+        raise ExportError(f"nothing is published{issued}; run `wadiro forecast` first")
     return week
 
 
+def _published(as_of: datetime | None) -> tuple[str, list]:
+    """The published forecasts' source and its parameters: the latest vintage, or the one
+    issued at ``as_of`` (the macro ``published_as_of``)."""
+    if as_of is None:
+        return "published_forecasts", []
+    return "published_as_of(?::TIMESTAMPTZ)", [as_of]
+
+
 def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
-                    week: date, portfolios: Sequence[str] | None = None) -> pd.DataFrame:
-    """The published hours of ``week``: of ``buildings``, or of the members of
-    ``portfolios`` (one row per portfolio and member hour, ``portfolio_id`` beside)."""
+                    week: date, portfolios: Sequence[str] | None = None,
+                    as_of: datetime | None = None) -> pd.DataFrame:
+    """The published hours of ``week`` (as issued at ``as_of``, when given): of
+    ``buildings``, or of the members of ``portfolios`` (one row per portfolio and member hour,
+    ``portfolio_id`` beside)."""
     if portfolios is None:
         members, member = "", "building_id IN (SELECT unnest(?::VARCHAR[]))"
         params: list = [week, list(buildings or [])]
@@ -147,11 +167,12 @@ def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | N
         member = "m.portfolio_id IN (SELECT unnest(?::VARCHAR[]))"
         params = [week, list(portfolios)]
     portfolio = ", m.portfolio_id" if portfolios is not None else ""
+    source, source_params = _published(as_of)
     return con.execute(
         f"""SELECT p.building_id, p.target_week, p.ts, p.model, b.timezone{portfolio},
                    hour(timezone(b.timezone, p.ts)) AS local_hour, {', '.join(VALUES)}
-            FROM published_forecasts p JOIN buildings b USING (building_id) {members}
-            WHERE p.target_week = ? AND {member}""", params).df()
+            FROM {source} p JOIN buildings b USING (building_id) {members}
+            WHERE p.target_week = ? AND {member}""", source_params + params).df()
 
 
 def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
@@ -164,8 +185,9 @@ def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
 
 
 def _building_rows(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], week: date,
-                   minutes: int) -> pd.DataFrame:
-    hours = _building_hours(con, buildings, week).rename(columns={"building_id": "key"})
+                   minutes: int, as_of: datetime | None = None) -> pd.DataFrame:
+    hours = _building_hours(con, buildings, week, as_of=as_of).rename(
+        columns={"building_id": "key"})
     shares = _building_shares(con, hours.rename(columns={"key": "building_id"}), minutes)
     return _frame(split_hours(hours, shares, minutes), "building_id", minutes, ["model"])
 
@@ -241,11 +263,16 @@ def _write(out: Path, data: bytes) -> Path:
 def export_forecasts(
     warehouse: str | Path, out: Path, *, week: date | None = None,
     buildings: Sequence[str] | None = None, portfolios: Sequence[str] | None = None,
-    resolution: int = 60,
+    resolution: int = 60, as_of: datetime | None = None,
 ) -> ExportSummary:
     """Write the published forecasts of ``week`` (default: the latest published week) of
     ``buildings`` (default: every building with one), or, given ``portfolios``, those
-    portfolios' forecasts, at ``resolution`` minutes, as CSV or Parquet by ``out``'s suffix."""
+    portfolios' forecasts, at ``resolution`` minutes, as CSV or Parquet by ``out``'s suffix.
+    With ``as_of``, the buildings' forecasts as they were published then (the vintages issued
+    at or before it), e.g. what was bid on Monday morning."""
+    if as_of is not None and portfolios is not None:
+        raise ExportError("--as-of exports buildings' forecasts as issued; a portfolio's is "
+                          "computed from the latest ones (give --buildings, or no --portfolios)")
     kind = FORMATS.get(out.suffix.lower())
     if kind is None:
         raise ExportError(f"{out}: unknown file kind {out.suffix!r}; give a .csv or .parquet "
@@ -262,10 +289,13 @@ def export_forecasts(
             frame = _portfolio_rows(con, ids, chosen, resolution)
         else:
             ids = fleet_building_ids(con, buildings)
-            chosen = week or latest_week(con, ids)
-            frame = _building_rows(con, ids, chosen, resolution)
+            if as_of is not None and as_of.tzinfo is None:  # the fleet's wall clock
+                as_of = as_of.replace(tzinfo=ZoneInfo(fleet_timezone(con, ids)))
+            chosen = week or latest_week(con, ids, as_of)
+            frame = _building_rows(con, ids, chosen, resolution, as_of)
     if frame.empty:
-        raise ExportError(f"nothing published for the week of {chosen} "
+        issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else ""
+        raise ExportError(f"nothing published{issued} for the week of {chosen} "
                           f"({'portfolios' if portfolios is not None else 'buildings'} "
                           f"{shown_ids(list(ids))})")
     path = _write(out, _encode(frame, kind))

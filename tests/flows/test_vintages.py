@@ -11,6 +11,7 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from flows.engine import LocalEngine, run_flow
@@ -18,6 +19,7 @@ from flows.forecast import weekly_forecast_flow
 from flows.settings import WeeklySettings
 from tasks.errors import WeekNotForecastError
 from tasks.warehouse.connection import connect
+from tests.cli_runs import invoke
 from tests.flows.warehouse_rows import make_warehouse
 
 MODELS = ["seasonal_naive", "wadiro_linreg"]
@@ -100,3 +102,28 @@ def test_a_meter_file_one_hour_short_does_not_move_the_week(warehouse):
                           "LIMIT 1").fetchone()
     assert weeks == [(date(2024, 4, 8),)]
     assert run == ("2024-04-08", "completed")
+
+
+def test_export_as_of_a_time_between_two_runs_gives_the_first_vintage(warehouse, tmp_path):
+    first = _run(warehouse, week=WEEK)
+    time.sleep(0.05)
+    between = datetime.now(UTC)
+    time.sleep(0.05)
+    _run(warehouse, week=WEEK)
+    bid, latest = tmp_path / "bid.csv", tmp_path / "latest.csv"
+    done = invoke("export", "--out", str(bid), "--week", str(WEEK), "--as-of",
+                  between.isoformat(), "--warehouse", str(warehouse))
+    assert done.exit_code == 0, done.output
+    assert invoke("export", "--out", str(latest), "--week", str(WEEK),
+                  "--warehouse", str(warehouse)).exit_code == 0
+    exported = pd.read_csv(bid).sort_values(["building_id", "period_start_utc"])
+    with connect(warehouse, read_only=True) as con:
+        issued = con.execute("SELECT building_id, y_hat FROM issued_forecasts WHERE run_id = ? "
+                             "ORDER BY building_id, ts", [first.run_id]).df()
+    assert exported["y_hat"].to_numpy() == pytest.approx(issued["y_hat"].to_numpy(), rel=1e-12)
+    assert list(exported["building_id"]) == list(issued["building_id"])
+    # before any run had issued it, nothing was published: said, nothing written
+    early = invoke("export", "--out", str(tmp_path / "none.csv"), "--as-of", "2000-01-03 06:00",
+                   "--warehouse", str(warehouse))
+    assert early.exit_code == 1 and "nothing is published by 2000-01-03 06:00" in early.output
+    assert not (tmp_path / "none.csv").exists()
