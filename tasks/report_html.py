@@ -38,6 +38,7 @@ from tasks.warehouse.manager_summary import (
     portfolio_accuracy,
     portfolio_peaks,
     recent_accuracy,
+    week_label,
 )
 from tasks.warehouse.portfolio_sql import portfolio_calibration
 from tasks.warehouse.quality import DataQuality, data_quality
@@ -296,10 +297,12 @@ def _kwh(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]:
-    """Next week per portfolio (a plot each, and a table), and the largest building peaks."""
+    """The published week per portfolio (a plot each, and a table), and the largest building
+    peaks; the week is 'Next week' until its readings are in (:func:`week_label`)."""
     hours, portfolios = portfolio_peaks(con, week)
     zone = _zone(con)
-    out = [f"<h2 id='next-week'>Next week ({week}), per portfolio</h2>"]
+    label = week_label(con, week)
+    out = [f"<h2 id='next-week'>{label} ({week}), per portfolio</h2>"]
     if portfolios.empty:
         return [*out, "<p>No published forecast for that week.</p>"]
     shown = portfolios.rename(columns={"peak_lo_80": "peak 80 % low",
@@ -320,8 +323,8 @@ def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]
         out.append(_img(_band_plot(frame, f"portfolio {portfolio}", detail, zone, None),
                         f"portfolio {portfolio}"))
     peaks = building_peaks(con, week)
-    out.append(f"<h2 id='peaks'>Next week's peak per building (the {min(MANAGER_ROWS, len(peaks))}"
-               " largest)</h2>")
+    out.append(f"<h2 id='peaks'>{label}'s peak per building (the "
+               f"{min(MANAGER_ROWS, len(peaks))} largest)</h2>")
     shown = peaks.head(MANAGER_ROWS).rename(columns={"peak_lo_80": "peak 80 % low",
                                                      "peak_hi_80": "peak 80 % high"})
     out.append(_table(_kwh(shown, ["week_kwh", "peak_kwh", "peak 80 % low", "peak 80 % high"])))

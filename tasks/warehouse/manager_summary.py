@@ -19,6 +19,7 @@ from tasks.warehouse.portfolio_sql import (
 )
 from tasks.warehouse.quality import DataQuality
 from tasks.warehouse.schema import FLAT_RUN_ALERT_HOURS, HIGH_RATIO
+from tasks.warehouse.usable import USABLE_READINGS
 
 ACCURACY_WEEKS = 4
 """How many of the latest scored weeks the accuracy table shows."""
@@ -26,6 +27,9 @@ ACCURACY_WEEKS = 4
 STOPPED_HOURS = 24
 """A building whose latest reading is this many hours older than the warehouse's latest has
 stopped reporting (its readings need ingesting, or its meter looking at)."""
+
+LAST_WEEK_SHARE = 0.9
+"""A published week whose readings cover this share of its hours is over: 'Last week'."""
 
 MISSING_SHARE = 0.1
 """A building missing more than this share of the recent 12 weeks' hours needs its gaps
@@ -35,6 +39,19 @@ filled."""
 def next_week(con: duckdb.DuckDBPyConnection) -> date | None:
     """The latest target week with a published forecast (the week a weekly run forecast)."""
     return con.execute("SELECT max(target_week) FROM publications").fetchone()[0]
+
+
+def week_label(con: duckdb.DuckDBPyConnection, week: date) -> str:
+    """What the report calls the published ``week``: 'Next week' while none of its readings
+    are in, 'Last week' once its published buildings' usable readings cover nine in ten of its
+    hours, 'This week' between."""
+    readings, hours = con.execute(
+        f"""SELECT count(u.kwh), count(*) FROM published_forecasts p
+            LEFT JOIN {USABLE_READINGS} u USING (building_id, ts)
+            WHERE p.target_week = ?""", [week]).fetchone()
+    if not readings:
+        return "Next week"
+    return "Last week" if readings >= LAST_WEEK_SHARE * hours else "This week"
 
 
 def building_peaks(con: duckdb.DuckDBPyConnection, week: date) -> pd.DataFrame:
@@ -159,6 +176,7 @@ def data_problems(con: duckdb.DuckDBPyConnection, quality: DataQuality,
                 f"forecast for the week of {week} by persistence only (the learned models "
                 "could not run)", [b for b, _ in degraded],
                 f"first reason: {degraded[0][1][:160]}"))
+        problems += _degraded_weeks(con, week)
     if not table.empty:
         add(table["hours_since_last_reading"] > STOPPED_HOURS,
             f"readings stopped more than {STOPPED_HOURS} h before the fleet's latest",
@@ -180,6 +198,35 @@ def data_problems(con: duckdb.DuckDBPyConnection, quality: DataQuality,
     return problems
 
 
+def _degraded_weeks(con: duckdb.DuckDBPyConnection, week: date) -> list[Problem]:
+    """The building-weeks of ``week`` that were forecast, but degraded: persistence published
+    because no learned forecast could be trusted, weather inputs left out, flagged readings
+    treated as missing; each with its buildings and the first one's reason."""
+    found = []
+    for what, sql, action in (
+            (f"forecast for the week of {week} by persistence: no learned forecast could be "
+             "trusted",
+             "SELECT p.building_id, p.reason FROM publications p JOIN window_status w "
+             "USING (building_id, target_week) WHERE p.target_week = ? "
+             "AND p.outcome = 'degraded' AND w.status = 'ok'",
+             "see their record in publications; first reason: {reason}"),
+            (f"weather inputs left out of the week of {week}",
+             "SELECT building_id, left_out FROM window_status WHERE target_week = ? "
+             "AND left_out IS NOT NULL",
+             "ingest the missing weather and run `wadiro forecast --week " f"{week}` again; "
+             "first: {reason}"),
+            (f"flagged readings treated as missing in the history of the week of {week}",
+             "SELECT building_id, n_flagged_hours || ' flagged hour(s)' FROM window_status "
+             "WHERE target_week = ? AND n_flagged_hours > 0",
+             "check them in meter_flags and accept the real ones (`wadiro accept-readings`); "
+             "first: {reason}")):
+        rows = con.execute(sql + " ORDER BY 1", [week]).fetchall()
+        if rows:
+            found.append(Problem(what, [b for b, _ in rows],
+                                 action.format(reason=str(rows[0][1])[:160])))
+    return found
+
+
 __all__ = ["ACCURACY_WEEKS", "MISSING_SHARE", "STOPPED_HOURS", "Problem", "building_peaks",
            "data_problems", "next_week", "portfolio_accuracy", "portfolio_peaks",
-           "recent_accuracy"]
+           "recent_accuracy", "week_label"]

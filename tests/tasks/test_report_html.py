@@ -73,6 +73,40 @@ def test_report_page_is_self_contained_and_escapes_ids(warehouse, tmp_path):
     assert "src='http" not in page and 'src="http' not in page  # nothing fetched from outside
 
 
+@pytest.mark.parametrize(("hours_in", "label"), [(24, "Last week"), (12, "This week"),
+                                                 (0, "Next week")])
+def test_a_week_whose_readings_are_in_is_last_week(warehouse, tmp_path, hours_in, label):
+    with connect(warehouse) as con:
+        con.execute("DELETE FROM meter_readings WHERE ts >= ?",
+                    [datetime(2019, 4, 1, tzinfo=timezone.utc) + timedelta(hours=hours_in)])
+    write_report(warehouse, tmp_path / "out", None)
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert f"<h2 id='next-week'>{label} (2019-04-01), per portfolio</h2>" in page
+    assert f"<h2 id='peaks'>{label}'s peak per building" in page
+
+
+def test_every_degraded_building_week_is_on_the_first_page(warehouse, tmp_path):
+    with connect(warehouse) as con:
+        con.execute("INSERT INTO window_status (building_id, target_week, status, run_id, "
+                    "left_out, n_flagged_hours) VALUES ('b1', ?, 'ok', 'r1', "
+                    "'wind_speed_ms missing for 161 of 168 target-week hours', 3)", [WEEK])
+        con.execute("INSERT INTO window_status (building_id, target_week, status, run_id) "
+                    "VALUES (?, ?, 'ok', 'r1')", [NASTY, WEEK])
+        con.execute("UPDATE publications SET outcome = 'degraded', reason = 'no learned model "
+                    "beat seasonal naive on its record' WHERE building_id = ?", [NASTY])
+    write_report(warehouse, tmp_path / "out", None)
+    page = (tmp_path / "out" / "report.html").read_text()
+    first = page[page.index("id='problems'"):page.index("id='modeller'")]
+    assert ("1 building(s): weather inputs left out of the week of 2019-04-01</b> (b1). Ingest "
+            "the missing weather and run `wadiro forecast --week 2019-04-01` again; first: "
+            "wind_speed_ms missing for 161 of 168 target-week hours.") in first
+    assert ("1 building(s): flagged readings treated as missing in the history of the week of "
+            "2019-04-01</b> (b1)") in first and "first: 3 flagged hour(s)" in first
+    assert ("1 building(s): forecast for the week of 2019-04-01 by persistence: no learned "
+            "forecast could be trusted</b> (b&lt;script&gt;") in first
+    assert "no learned model beat seasonal naive on its record" in first
+
+
 def _chromium(browser: str, profile, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
