@@ -104,6 +104,9 @@ app.command(ingest_app)
 
 _USER_LOG = "wadiro_fleet"
 
+DEGRADED_SHOWN = 50
+"""How many degraded building-weeks a forecasting command names on standard error."""
+
 DEMO_START = date(2024, 1, 1)
 DEMO_WEEKS = 16
 """The demo fleet: 16 weeks of readings from Monday 2024-01-01, then the coming week's weather
@@ -327,6 +330,11 @@ def report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         echo(f"  failed: {failure}", err=True)
+    for week in summary.degraded_weeks[:DEGRADED_SHOWN]:
+        echo(f"  degraded: {week.line()}", err=True)
+    if len(summary.degraded_weeks) > DEGRADED_SHOWN:
+        echo(f"  and {len(summary.degraded_weeks) - DEGRADED_SHOWN} more degraded (window_status "
+             f"and publications of run {summary.run_id})", err=True)
     board = run_guarded(lambda: read_run_leaderboard(warehouse, summary.run_id))
     if board.empty:
         _print_issued(warehouse, summary.run_id)

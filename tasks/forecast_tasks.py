@@ -228,6 +228,12 @@ def publish_outcomes(run: OpenRun, summary: RunSummary) -> None:
               for name, n in summary.left_out.most_common()]
     create_table_artifact(table=table, key=f"{run.label}-outcomes",
                           description=f"What run {run.run_id} published: {summary.line()}")
+    degraded = [{"building_id": d.building_id, "target_week": d.week.isoformat(), "why": d.why}
+                for d in summary.degraded_weeks] or [
+        {"building_id": "", "target_week": "", "why": "no building-week was degraded"}]
+    create_table_artifact(table=degraded, key=f"{run.label}-degraded",
+                          description=f"Building-weeks of run {run.run_id} that were forecast "
+                                      "but degraded, and what degraded each")
 
 
 def publish_leaderboard(run: OpenRun) -> None:

@@ -22,6 +22,22 @@ from tasks.protocol.publication import DEGRADED
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.results import to_json
 
+DEGRADED_KEPT = 1000
+"""How many degraded building-weeks a run's summary names (its artifact shows them all up to
+this; the command line the first :data:`~flows.forecast.NOT_FORECAST_SHOWN`)."""
+
+
+@dataclass(frozen=True)
+class DegradedWeek:
+    """A building-week that was forecast, but degraded, and what degraded it."""
+
+    building_id: str
+    week: date
+    why: str
+
+    def line(self) -> str:
+        return f"{self.building_id} {self.week}: {self.why}"
+
 
 def target_weeks_text(weeks: Sequence[date]) -> str:
     """A run's target weeks as its ``runs`` row names them: ``2024-04-22``, ``5 weeks,
@@ -60,6 +76,9 @@ class RunSummary:
     not_ok: Counter[str] = field(default_factory=Counter)
     """Building-weeks per window status other than ``ok`` (why the learned models could not
     forecast them)."""
+    degraded_weeks: list[DegradedWeek] = field(default_factory=list)
+    """The first :data:`DEGRADED_KEPT` degraded building-weeks, each with what degraded it (all
+    of them are counted above and in ``window_status`` / ``publications``)."""
 
     def counts(self) -> dict[str, int]:
         return {"building_weeks": self.building_weeks, "ok": self.ok,
@@ -75,6 +94,7 @@ class RunSummary:
             self.flagged_hours += int(res.coverage.get("n_flagged_hours") or 0)
             if res.status != "ok":
                 self.not_ok[res.status] += 1
+            self._keep_degraded(res)
             if res.status == "ok":
                 self.ok += 1
             elif res.status == "failed":
@@ -90,6 +110,20 @@ class RunSummary:
             if outcome == DEGRADED:
                 self.degraded_causes[res.status if res.status != "ok"
                                      else "learned models not trusted"] += 1
+
+    def _keep_degraded(self, res: BuildingWeekResult) -> None:
+        """Name ``res`` among the degraded building-weeks if anything degraded it."""
+        why = []
+        if res.publication is not None and res.publication.outcome == DEGRADED:
+            cause = (f"{res.status}: {res.reason}" if res.status != "ok"
+                     else res.publication.reason)
+            why.append(f"persistence published ({cause})")
+        why += [f"{name} left out: {reason}" for name, reason in res.left_out.items()]
+        flagged = int(res.coverage.get("n_flagged_hours") or 0)
+        if flagged:
+            why.append(f"{flagged} flagged reading(s) treated as missing")
+        if why and len(self.degraded_weeks) < DEGRADED_KEPT:
+            self.degraded_weeks.append(DegradedWeek(res.building_id, res.week, "; ".join(why)))
 
     @property
     def healthy(self) -> bool:
@@ -239,5 +273,5 @@ def record_run_end(
     return status
 
 
-__all__ = ["NotForecast", "RunSummary", "not_forecast_rows", "record_run_end", "record_run_start",
-           "target_weeks_text"]
+__all__ = ["DEGRADED_KEPT", "DegradedWeek", "NotForecast", "RunSummary", "not_forecast_rows",
+           "record_run_end", "record_run_start", "target_weeks_text"]

@@ -65,6 +65,9 @@ def test_a_week_that_cannot_be_forecast_exits_non_zero_naming_it(warehouse, pref
                     "--trials", "1", "--warehouse", str(warehouse))
     assert result.exit_code == 4, result.output
     assert "the week of 2024-04-08 could not be forecast" in result.output
+    degraded = [line for line in result.output.splitlines() if line.startswith("  degraded: ")]
+    assert len(degraded) == 2 and all("2024-04-08: persistence published (no_weather" in line
+                                      for line in degraded)
     assert _weeks_of_last_run(warehouse) == [("2024-04-08",)]
     with connect(warehouse, read_only=True) as con:
         statuses = con.execute("SELECT building_id, status FROM window_status "
