@@ -18,6 +18,7 @@ import inspect
 import logging
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -97,9 +98,10 @@ def _shown_default(value: Any) -> Any:
 app = App(name="wadiro", help="Fleet-scale week-ahead load forecasting.",
           default_parameter=Parameter(parse=NOT_OPTIONS, negative_iterable=(),
                                       show_default=_shown_default),
-          error_formatter=_one_line, version_flags=(),
+          error_formatter=_one_line, version_flags=(), suppress_keyboard_interrupt=False,
           error_console=Console(stderr=True, soft_wrap=True, markup=False, highlight=False))
-ingest_app = App(name="ingest", help="Fill the warehouse's input tables.")
+ingest_app = App(name="ingest", help="Fill the warehouse's input tables.",
+                 suppress_keyboard_interrupt=False)
 app.command(ingest_app)
 
 _USER_LOG = "wadiro_fleet"
@@ -180,9 +182,18 @@ def wadiro(
     return app(tokens)
 
 
+app.meta.suppress_keyboard_interrupt = False
+
+
 def main() -> None:
-    """The ``wadiro`` executable."""
-    app.meta()
+    """The ``wadiro`` executable. A Ctrl-C before a run has taken over the signal (while the
+    command starts and imports its libraries) is one line and exit code 130 too, neither a
+    traceback nor a silent exit."""
+    try:
+        app.meta()
+    except KeyboardInterrupt:
+        echo("error: interrupted by Ctrl-C (SIGINT)", err=True)
+        raise SystemExit(128 + signal.SIGINT) from None
 
 
 def _quiet_prefect() -> None:

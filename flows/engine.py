@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -202,8 +203,6 @@ class _ServerWatch:
     and the process ends within :data:`~flows.stopping.GRACE_S` seconds."""
 
     def __init__(self, api_url: str) -> None:
-        import threading
-
         self.api_url = api_url
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wadiro-server-watch", daemon=True)
@@ -249,21 +248,23 @@ def _worker_context() -> multiprocessing.context.BaseContext:
 
 
 def _start_fork_server(context: multiprocessing.context.BaseContext) -> None:
-    """Start the fork server with Ctrl-C blocked. It imports the protocol's libraries first
-    (seconds on a loaded machine) and only then ignores Ctrl-C (CPython's forkserver), so a
-    Ctrl-C to the terminal's process group meanwhile ended it with a 40-line traceback and
-    broke the run's pool (the run recorded ``crashed``). Blocked, the signal stays pending here
-    and reaches the run's own handler once unblocked; the fork server and the workers forked
-    from it never act on it (they leave Ctrl-C to the run's process)."""
-    if context.get_start_method() != "forkserver" or not hasattr(signal, "pthread_sigmask"):
+    """Start the fork server with Ctrl-C ignored, which it keeps. It imports the protocol's
+    libraries first (seconds on a loaded machine) and only then ignores Ctrl-C itself
+    (CPython's forkserver), so a Ctrl-C to the terminal's process group meanwhile ended it with
+    a 40-line traceback and broke the run's pool (the run recorded ``crashed``). An ignored
+    signal stays ignored across the start of a program; a blocked one does not. This process
+    ignores Ctrl-C only while the server is started (milliseconds); the fork server and the
+    workers forked from it leave Ctrl-C to the run's process."""
+    if (context.get_start_method() != "forkserver"
+            or threading.current_thread() is not threading.main_thread()):
         return
     from multiprocessing import forkserver
 
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         forkserver.ensure_running()
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
 
 
 def _workers(settings: Any) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from concurrent.futures import InvalidStateError
@@ -77,6 +78,88 @@ def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
     # the first batch (one building, both weeks) is written and counted; nothing else ran
     assert _runs(warehouse) == [("interrupted", 2, "interrupted by Ctrl-C (SIGINT)")]
     assert count_rows(warehouse, WRITTEN) == 2
+
+
+def test_a_pool_broken_by_the_same_ctrl_c_records_the_run_interrupted(tmp_path, monkeypatch):
+    # Issue 46: Ctrl-C while the fork server was still importing ended it; the next submit
+    # failed (EOFError) and the run was recorded crashed.
+    import concurrent.futures as cf
+
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
+
+    def broken(executor, *args, **kwargs):
+        STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
+        raise EOFError("unexpected EOF")
+
+    monkeypatch.setattr(cf.ThreadPoolExecutor, "submit", broken)
+    settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
+                                runner="threads", batch_size=1, max_in_flight=1)
+    with pytest.raises(RunStoppedError) as stopped:
+        run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1], settings=settings)
+    assert stopped.value.exit_code == 130
+    assert _runs(warehouse) == [("interrupted", 0, "interrupted by Ctrl-C (SIGINT)")]
+
+
+SLOW_PRELOAD = """
+import pathlib, time
+pathlib.Path({marker!r}).write_text("importing")
+time.sleep(4)
+"""
+
+FORK_SERVER_UNDER_CTRL_C = """
+import os, pathlib, signal, threading, time, types
+import psutil
+from flows import engine
+engine.WORKER_PRELOAD = ("slow_preload",)
+marker = pathlib.Path({marker!r})
+
+def ctrl_c_while_it_imports():  # Ctrl-C reaches the terminal's whole process group
+    while not marker.exists():
+        time.sleep(0.05)
+    server = next(c for c in psutil.Process().children()
+                  if "forkserver" in " ".join(c.cmdline()))
+    os.kill(server.pid, signal.SIGINT)
+
+threading.Thread(target=ctrl_c_while_it_imports, daemon=True).start()
+with engine._process_pool(types.SimpleNamespace(workers=1)) as pool:
+    print("worker", pool.submit(os.getpid).result(timeout=60) > 0)
+"""
+
+
+def test_ctrl_c_while_the_fork_server_imports_leaves_it_serving(tmp_path):
+    # Issue 46: the fork server imports the protocol's libraries before it ignores Ctrl-C
+    # itself; a Ctrl-C then printed its 40-line KeyboardInterrupt traceback and broke the pool.
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_preload.py").write_text(SLOW_PRELOAD.format(marker=str(marker)))
+    done = subprocess.run([sys.executable, "-c", FORK_SERVER_UNDER_CTRL_C.format(
+        marker=str(marker))], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**local_env(), "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout.strip() == "worker True", done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("where", ["parsing", "starting"])
+def test_ctrl_c_while_a_command_starts_is_one_line(monkeypatch, capsys, where):
+    # Issue 46: a Ctrl-C while the command imports its libraries, before the run handles the
+    # signal, was a 50-line traceback (while its options were parsed) or a silent exit 130.
+    import cyclopts.core
+
+    import flows.cli as cli
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if where == "parsing":
+        monkeypatch.setattr(cyclopts.core.App, "parse_args", ctrl_c)
+    else:
+        monkeypatch.setattr(cli, "report_run", ctrl_c)
+    monkeypatch.setattr(sys, "argv", ["wadiro", "backfill", "--start", "2024-03-25", "--end",
+                                      "2024-04-01", "--warehouse", "w.duckdb"])
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 130
+    written = capsys.readouterr()
+    assert written.out == "" and written.err == "error: interrupted by Ctrl-C (SIGINT)\n"
 
 
 # --- real processes and signals ----------------------------------------------------------------
