@@ -17,7 +17,8 @@ every week, and with a second vintage of every week (issued a day later).
 Timed, best of three, wall seconds on a read-only connection, at one and at two vintages: the
 latest week's published forecasts of one building and of every building
 (``published_forecasts``), what was published at a time (``published_as_of``) for one
-building-week and for the latest week of every building, and one building's vintages.
+building-week and for the latest week of every building, and one building's vintages (which
+lists twice the rows at two vintages: shown, not held to the goal). Results are fetched as Arrow.
 
     python benchmarks/vintage_storage.py                          # 1,000 buildings, 52 weeks
     python benchmarks/vintage_storage.py --buildings 100 --weeks 8
@@ -29,7 +30,7 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from tasks.warehouse.connection import connect, transaction
@@ -39,6 +40,9 @@ START = date(2024, 1, 1)
 MODELS = ("ensemble", "gbr", "gbr_lags", "wadiro_pcscnn", "wadiro_linreg", "seasonal_naive",
           "day_type_naive")
 GOAL = 1.5
+LISTING = "one building's vintages (issued_forecasts)"
+"""A query that lists every vintage: it returns twice the rows at two vintages, so it is shown
+but not held to the goal."""
 
 
 def fabricate(warehouse: Path, buildings: int, weeks: list[date]) -> None:
@@ -58,7 +62,7 @@ def fabricate(warehouse: Path, buildings: int, weeks: list[date]) -> None:
                            'run-1', y * 0.85, y * 1.15, y * 0.75, y * 1.25
                     FROM buildings b CROSS JOIN (VALUES {models}) m(model, k)
                     CROSS JOIN range(168) t(h)""",
-                            [week, datetime(week.year, week.month, week.day, tzinfo=timezone.utc)])
+                            [week, datetime(week.year, week.month, week.day, tzinfo=UTC)])
                 con.execute("""
                     INSERT INTO publications (building_id, target_week, model, reason,
                                               expected_ratio, run_id, outcome)
@@ -71,7 +75,7 @@ def add_vintage(warehouse: Path, weeks: list[date], vintage: int) -> None:
     the one before."""
     with connect(warehouse) as con:
         for week in weeks:
-            issued = datetime(week.year, week.month, week.day, 6, tzinfo=timezone.utc)
+            issued = datetime(week.year, week.month, week.day, 6, tzinfo=UTC)
             with transaction(con):
                 con.execute("""
                     INSERT INTO issued_forecasts (building_id, model, target_week, ts, y_hat,
@@ -101,7 +105,7 @@ def best_of(n: int, step: Callable[[], object]) -> float:
 
 def time_queries(warehouse: Path, weeks: list[date]) -> dict[str, float]:
     latest = weeks[-1]
-    monday_noon = datetime(latest.year, latest.month, latest.day, 12, tzinfo=timezone.utc)
+    monday_noon = datetime(latest.year, latest.month, latest.day, 12, tzinfo=UTC)
     queries = {
         "latest week, one building (published_forecasts)":
             ("SELECT * FROM published_forecasts WHERE building_id = 'b00000' "
@@ -114,13 +118,16 @@ def time_queries(warehouse: Path, weeks: list[date]) -> dict[str, float]:
         "as of Monday 12:00, every building (published_as_of)":
             ("SELECT * FROM published_as_of(?::TIMESTAMPTZ) WHERE target_week = ?",
              [monday_noon, latest]),
-        "one building's vintages (issued_forecasts)":
+        LISTING:
             ("SELECT target_week, run_id, issued_at, count(*) FROM issued_forecasts "
              "WHERE building_id = 'b00000' GROUP BY ALL", []),
     }
     with connect(warehouse, read_only=True) as con:
         con.execute("SET enable_progress_bar = false")
-        return {name: best_of(3, lambda sql=sql, params=params: con.execute(sql, params).fetchall())
+        # fetched as Arrow, as a data frame library reads it (fetchall's Python datetimes
+        # would time their own making)
+        return {name: best_of(3, lambda sql=sql, params=params: con.sql(
+                    sql, params=params).to_arrow_table())
                 for name, (sql, params) in queries.items()}
 
 
@@ -162,7 +169,7 @@ def main() -> None:
         second = timed[2][name]
         print(f"{name:<58} {first:12.4f} {second:13.4f} {second / first:6.2f}")
     worst = max([sizes["two vintages (a re-run of every week)"] / one]
-                + [timed[2][n] / timed[1][n] for n in timed[1]])
+                + [timed[2][n] / timed[1][n] for n in timed[1] if n != LISTING])
     print(f"\ngoal: size and every query within {GOAL}x of one vintage: "
           f"{'met' if worst <= GOAL else 'MISSED'} (worst {worst:.2f}x)")
 
