@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import queue
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from itertools import islice
 
@@ -87,10 +87,12 @@ of them are in its artifact and in ``window_status``)."""
 
 
 def _batch_results(
-    run: OpenRun, settings: RunSettings, engine: Engine, writer: RunWriter
+    run: OpenRun, settings: RunSettings, engine: Engine, writer: RunWriter,
+    waiting: Callable[[], None],
 ) -> Iterator[list[BuildingWeekResult]]:
     """Each batch's results as it finishes; buildings whose data cannot be read come back at
-    once as failed results. Stops (raising) when a stop is requested."""
+    once as failed results; ``waiting`` is called while none has finished (every
+    :data:`POLL_S`). Stops (raising) when a stop is requested."""
     size = settings.batch_size_for(len(run.building_ids))
     batches, per_read = run.batches(size), max(1, READ_BUILDINGS // size)
     read: deque[Batch] = deque()
@@ -118,6 +120,7 @@ def _batch_results(
                 done = finished.get(timeout=POLL_S)
             except queue.Empty:
                 writer.retry()
+                waiting()
                 continue
             pending.discard(done)
             try:
@@ -168,7 +171,8 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
         with STOP.polling(), engine.watch(), \
                 STOP.last_words(lambda: writer.close(summary, _stopped_or_ended())), \
                 RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
-            for results in _batch_results(run, settings, engine, writer):
+            for results in _batch_results(run, settings, engine, writer, lambda: progress.update(
+                    summary.building_weeks)):
                 writer.write(results)
                 summary.add(results)
                 progress.update(summary.building_weeks)

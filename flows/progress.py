@@ -32,8 +32,9 @@ class RunProgress:
     """Building-weeks done out of ``total``: a Prefect progress artifact (``{label}-progress``)
     when the run reports to Prefect (``artifact``); on ``stream`` (standard error), a progress
     bar when it is a terminal, else a line such as ``forecast: 120/1000 building-weeks done
-    (12 %), 3.1 min`` each time the count passes a multiple of ``every_n`` (a tenth of the run)
-    or, at a batch's end, ``every_s`` seconds after the last line, and when the run is done."""
+    (12 %), 3.1 min`` each time the count passes a multiple of ``every_n`` (a tenth of the run),
+    ``every_s`` seconds after the last line (at a batch's end, or while the run waits for a long
+    batch: the same count again), and when the run is done."""
 
     def __init__(self, label: str, total: int, *, artifact: bool = True,
                  stream: TextIO | None = None, every_s: float = LINE_EVERY_S,
@@ -56,6 +57,7 @@ class RunProgress:
         self._clock = clock
         self._began = self._last_time = clock()
         self._last_done = 0
+        self._shown = 0
 
     def __enter__(self) -> RunProgress:
         self._bar.start()
@@ -66,9 +68,14 @@ class RunProgress:
         self._bar.stop()
 
     def update(self, done: int) -> None:
-        self._bar.update(self._bar_task, completed=done)
+        """``done`` building-weeks are done: a batch came back, or (the same count again) the
+        run is still waiting for one, which writes a line after a quiet ``every_s``."""
         if self._lines:
             self._maybe_line(done)
+        if done == self._shown:
+            return
+        self._shown = done
+        self._bar.update(self._bar_task, completed=done)
         if self._artifact is not None:
             update_progress_artifact(self._artifact, 100.0 * done / max(self.total, 1))
 
@@ -83,6 +90,7 @@ class RunProgress:
         now = self._clock()
         due = (done >= self.total or done // self._every_n > self._last_done // self._every_n
                or now - self._last_time >= self._every_s)
-        if due and done > self._last_done:
+        quiet = now - self._last_time >= self._every_s
+        if due and (done > self._last_done or quiet):
             print(self.line(done), file=self._stream, flush=True)
             self._last_done, self._last_time = done, now

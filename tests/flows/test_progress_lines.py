@@ -36,6 +36,21 @@ def test_a_line_every_tenth_of_the_run_or_after_a_quiet_minute_and_at_the_end():
     ]
 
 
+def test_a_run_waiting_for_a_long_batch_says_so_each_quiet_minute():
+    stream, clock = io.StringIO(), Clock()
+    with RunProgress("forecast", 1000, artifact=False, stream=stream, clock=clock) as progress:
+        for done, at in ((100, 30), (100, 60), (100, 89), (100, 90), (100, 120), (100, 151),
+                         (300, 160)):
+            clock.now = 1000.0 + at
+            progress.update(done)  # the same count again: the run polls while it waits
+    assert stream.getvalue().splitlines() == [
+        "forecast: 100/1000 building-weeks done (10 %), 0.5 min",
+        "forecast: 100/1000 building-weeks done (10 %), 1.5 min",  # a quiet minute
+        "forecast: 100/1000 building-weeks done (10 %), 2.5 min",  # and another
+        "forecast: 300/1000 building-weeks done (30 %), 2.7 min",
+    ]
+
+
 def test_every_batch_of_a_small_run_is_a_line():
     stream = io.StringIO()
     with RunProgress("backfill", 3, artifact=False, stream=stream, clock=Clock()) as progress:
