@@ -93,6 +93,19 @@ the value judged, ``flagged_at`` when): the reading stays in ``meter_readings`` 
 but forecasts and scores treat it as missing (the view ``usable_readings``) until
 ``accepted_at`` is set (``wadiro accept-readings``, :mod:`~tasks.warehouse.meter_flags`)."""
 
+_FORECAST_COLUMNS = """
+            building_id  VARCHAR NOT NULL,
+            model        VARCHAR NOT NULL,
+            target_week  DATE NOT NULL,
+            ts           TIMESTAMPTZ NOT NULL,
+            y_hat        DOUBLE,
+            run_id       VARCHAR NOT NULL,
+            y_lo_80      DOUBLE,
+            y_hi_80      DOUBLE,
+            y_lo_95      DOUBLE,
+            y_hi_95      DOUBLE"""
+"""The columns of an hourly forecast: ``forecasts``' and, with its issue, ``issued_forecasts``'."""
+
 RESULT_TABLES: dict[str, str] = {
     "runs": """
         CREATE TABLE IF NOT EXISTS runs (
@@ -133,18 +146,8 @@ RESULT_TABLES: dict[str, str] = {
             left_out                 VARCHAR,
             n_flagged_hours          INTEGER
         )""",
-    "forecasts": """
-        CREATE TABLE IF NOT EXISTS forecasts (
-            building_id  VARCHAR NOT NULL,
-            model        VARCHAR NOT NULL,
-            target_week  DATE NOT NULL,
-            ts           TIMESTAMPTZ NOT NULL,
-            y_hat        DOUBLE,
-            run_id       VARCHAR NOT NULL,
-            y_lo_80      DOUBLE,
-            y_hi_80      DOUBLE,
-            y_lo_95      DOUBLE,
-            y_hi_95      DOUBLE
+    "forecasts": f"""
+        CREATE TABLE IF NOT EXISTS forecasts ({_FORECAST_COLUMNS}
         )""",
     "scores": """
         CREATE TABLE IF NOT EXISTS scores (
@@ -213,18 +216,8 @@ RESULT_TABLES: dict[str, str] = {
             outcome         VARCHAR,
             ensemble_members VARCHAR
         )""",
-    "issued_forecasts": """
-        CREATE TABLE IF NOT EXISTS issued_forecasts (
-            building_id  VARCHAR NOT NULL,
-            model        VARCHAR NOT NULL,
-            target_week  DATE NOT NULL,
-            ts           TIMESTAMPTZ NOT NULL,
-            y_hat        DOUBLE,
-            run_id       VARCHAR NOT NULL,
-            y_lo_80      DOUBLE,
-            y_hi_80      DOUBLE,
-            y_lo_95      DOUBLE,
-            y_hi_95      DOUBLE,
+    "issued_forecasts": f"""
+        CREATE TABLE IF NOT EXISTS issued_forecasts ({_FORECAST_COLUMNS},
             issued_at    TIMESTAMPTZ NOT NULL,
             outcome      VARCHAR,
             reason       VARCHAR
