@@ -162,10 +162,10 @@ def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | N
     if portfolios is None:
         members, member = "", "building_id IN (SELECT unnest(?::VARCHAR[]))"
         params: list = [week, list(buildings or [])]
-    else:
-        members = f"JOIN ({stored_members_sql(con)}) m USING (building_id)"
-        member = "m.portfolio_id IN (SELECT unnest(?::VARCHAR[]))"
-        params = [week, list(portfolios)]
+    else:  # only the chosen portfolios' members are read
+        members = f"JOIN ({stored_members_sql(con, chosen=True)}) m USING (building_id)"
+        member = "true"
+        params = [list(portfolios), week]
     portfolio = ", m.portfolio_id" if portfolios is not None else ""
     source, source_params = _published(as_of)
     return con.execute(
@@ -200,8 +200,8 @@ def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], w
         columns={"portfolio_id": "key"})
     zones = con.execute(
         f"""SELECT m.portfolio_id AS key, mode(b.timezone ORDER BY b.timezone) AS timezone
-            FROM ({stored_members_sql(con)}) m JOIN buildings b USING (building_id)
-            GROUP BY ALL""").df()
+            FROM ({stored_members_sql(con, chosen=True)}) m JOIN buildings b USING (building_id)
+            GROUP BY ALL""", [list(portfolios)]).df()
     hours = hours.merge(zones, on="key")
     columns = _share_columns(minutes)
     if len(columns) > 1:

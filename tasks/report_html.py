@@ -299,7 +299,7 @@ def _kwh(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]:
     """The published week per portfolio (a plot each, and a table), and the largest building
     peaks; the week is 'Next week' until its readings are in (:func:`week_label`)."""
-    hours, portfolios = portfolio_peaks(con, week)
+    hours, portfolios = portfolio_peaks(con, week, plotted=PORTFOLIO_PLOTS)
     zone = _zone(con)
     label = week_label(con, week)
     out = [f"<h2 id='next-week'>{label} ({week}), per portfolio</h2>"]

@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 
 from tasks.warehouse.portfolio_sql import (
+    portfolio_groups,
     portfolio_ids,
     read_portfolio_forecasts,
     read_portfolio_scores,
@@ -74,29 +75,39 @@ def building_peaks(con: duckdb.DuckDBPyConnection, week: date) -> pd.DataFrame:
         """, [week]).df()
 
 
-def portfolio_peaks(con: duckdb.DuckDBPyConnection, week: date) -> tuple[pd.DataFrame,
-                                                                          pd.DataFrame]:
-    """Each portfolio's hourly forecast of ``week`` (``portfolio_forecasts``) and one row per
-    portfolio: buildings forecast and expected, the week's energy, the peak hour (in the time
-    zone most of its buildings have) and kWh with its 80 % interval."""
-    hours = read_portfolio_forecasts(con, portfolio_ids(con), [week])
+def portfolio_peaks(con: duckdb.DuckDBPyConnection, week: date, plotted: int | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each portfolio's hourly forecast of ``week`` (``portfolio_forecasts``; of the first
+    ``plotted`` portfolios only, when given) and one row per portfolio: buildings forecast and
+    expected, the week's energy, the peak hour (in the time zone most of its buildings have)
+    and kWh with its 80 % interval. The portfolios holding the same buildings are computed
+    once (:func:`~tasks.warehouse.portfolio_sql.portfolio_groups`), so 100,000 portfolios
+    never hold their hours in memory at once."""
     zone = con.execute("SELECT mode(timezone ORDER BY timezone) FROM buildings").fetchone()[0]
+    groups = portfolio_groups(con, portfolio_ids(con))
+    hours = read_portfolio_forecasts(con, list(groups), [week])
     if hours.empty:
         return hours, pd.DataFrame()
-    rows = []
-    for portfolio, frame in hours.groupby("portfolio_id", sort=False):
-        peak = frame.loc[frame["y_hat"].idxmax()]
-        rows.append({
-            "portfolio_id": portfolio,
-            "buildings": f"{int(frame['n_buildings'].max())} of "
-                         f"{int(frame['n_buildings_expected'].iloc[0])}",
-            "week_kwh": frame["y_hat"].sum(),
-            "peak_hour": peak["ts"].tz_convert(zone or "UTC").strftime("%a %d %b %H:%M"),
-            "peak_kwh": peak["y_hat"], "peak_lo_80": peak["y_lo_80"],
-            "peak_hi_80": peak["y_hi_80"],
-            "record_weeks": int(frame["n_record_weeks"].iloc[0]),
-        })
-    return hours, pd.DataFrame(rows)
+    hours = hours.reset_index(drop=True)
+    by = hours.groupby("portfolio_id", sort=False)
+    peak = hours.loc[by["y_hat"].idxmax()].set_index("portfolio_id")
+    first = by.first()
+    table = pd.DataFrame({
+        "buildings": by["n_buildings"].max().astype(int).astype(str) + " of "
+                     + first["n_buildings_expected"].astype(int).astype(str),
+        "week_kwh": by["y_hat"].sum(),
+        "peak_hour": peak["ts"].dt.tz_convert(zone or "UTC").dt.strftime("%a %d %b %H:%M"),
+        "peak_kwh": peak["y_hat"], "peak_lo_80": peak["y_lo_80"], "peak_hi_80": peak["y_hi_80"],
+        "record_weeks": first["n_record_weeks"].astype(int),
+    })
+    each = pd.DataFrame([(p, f) for f, ids in groups.items() for p in ids],
+                        columns=["portfolio_id", "first"]).sort_values("portfolio_id")
+    each = each[each["first"].isin(table.index)]
+    rows = table.loc[each["first"]].reset_index(drop=True)
+    rows.insert(0, "portfolio_id", each["portfolio_id"].to_numpy())
+    shown = each.head(plotted) if plotted is not None else each
+    plots = shown.merge(hours.rename(columns={"portfolio_id": "first"}), on="first")
+    return plots.drop(columns="first")[list(hours.columns)], rows
 
 
 def recent_accuracy(con: duckdb.DuckDBPyConnection, weeks: int = ACCURACY_WEEKS) -> pd.DataFrame:

@@ -36,7 +36,7 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 
 import duckdb
@@ -66,18 +66,35 @@ def _pct(level: float) -> int:
     return round(100 * level)
 
 
-def portfolio_members_sql(named: bool = True) -> str:
+PORTFOLIO_CHUNK = 1000
+"""Portfolios computed in one query by :func:`read_portfolio_forecasts` and
+:func:`read_portfolio_scores` when many are asked for (a report of every portfolio): the
+query's state grows with the portfolios' memberships times their hours, so 100,000 portfolios
+at once took more than 13 GB; in chunks the memory is that of one chunk."""
+
+
+def portfolio_members_sql(named: bool = True, chosen: bool = False) -> str:
     """One row per (portfolio, building): ``all`` holds every building; the named portfolios
-    (``named``: the table exists) their own."""
+    (``named``: the table exists) their own. With ``chosen`` only the portfolios of one ``?``
+    placeholder (a list of ids)."""
     source = "portfolios" if named else _NO_PORTFOLIOS
-    return f"""
+    if not chosen:
+        return f"""
         SELECT '{ALL}' AS portfolio_id, building_id FROM buildings
         UNION ALL
         SELECT DISTINCT portfolio_id, building_id FROM {source} WHERE portfolio_id <> '{ALL}'"""
+    return f"""
+        WITH chosen_ids AS (SELECT unnest(?::VARCHAR[]) AS portfolio_id)
+        SELECT '{ALL}' AS portfolio_id, building_id FROM buildings
+        WHERE '{ALL}' IN (SELECT portfolio_id FROM chosen_ids)
+        UNION ALL
+        SELECT DISTINCT portfolio_id, building_id FROM {source}
+        WHERE portfolio_id <> '{ALL}' AND portfolio_id IN (SELECT portfolio_id FROM chosen_ids)"""
 
 
 def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
-                            record_weeks: int = RECORD_WEEKS, chosen_weeks: bool = False) -> str:
+                            record_weeks: int = RECORD_WEEKS, chosen_weeks: bool = False,
+                            chosen_portfolios: bool = False) -> str:
     """The ``portfolio_forecasts`` rows: per (portfolio, target week, UTC hour) the summed
     published forecast, its 80 % and 95 % intervals, the buildings summed and expected, the
     actual total (NULL until every summed building's reading of the hour is stored), the sum of
@@ -90,7 +107,9 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
     ``chosen_weeks`` only the target weeks of one ``?`` placeholder (a list of dates) are
     computed: a week's rows read only its own and its record weeks' stored rows, where a
     filter on the view's ``target_week`` still reads every week's (a query's filter does not
-    reach inside the SQL's shared parts)."""
+    reach inside the SQL's shared parts). With ``chosen_portfolios`` only the portfolios of a
+    first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
+    buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
     errors = "validation_errors" if validation else _NO_VALIDATION
     chosen = ("SELECT unnest(?::DATE[]) AS target_week" if chosen_weeks
               else "SELECT DISTINCT target_week FROM publications")
@@ -102,7 +121,8 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         f"""greatest(h.y_hat - w.half_{_pct(level)}, 0.0) AS y_lo_{_pct(level)},
             h.y_hat + w.half_{_pct(level)} AS y_hi_{_pct(level)}""" for level in LEVELS)
     return f"""
-        WITH members AS ({portfolio_members_sql(named)}),
+        WITH members AS MATERIALIZED ({portfolio_members_sql(named, chosen_portfolios)}),
+        member_buildings AS MATERIALIZED (SELECT DISTINCT building_id FROM members),
         expected AS (
             SELECT portfolio_id, count(*) AS n_buildings_expected FROM members GROUP BY ALL
         ),
@@ -115,6 +135,7 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         publication AS MATERIALIZED (
             SELECT building_id, target_week, model FROM publications
             WHERE target_week IN (SELECT target_week FROM wanted)
+              AND building_id IN (SELECT building_id FROM member_buildings)
         ),
         -- each building's published hours of those weeks, with its readings
         hours AS MATERIALIZED (
@@ -241,9 +262,10 @@ def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
                             [name]).fetchone()[0])
 
 
-def stored_members_sql(con: duckdb.DuckDBPyConnection) -> str:
-    """:func:`portfolio_members_sql` for the tables this warehouse has."""
-    return portfolio_members_sql(named=_has_table(con, "portfolios"))
+def stored_members_sql(con: duckdb.DuckDBPyConnection, chosen: bool = False) -> str:
+    """:func:`portfolio_members_sql` for the tables this warehouse has (``chosen``: of the
+    portfolios of one ``?`` placeholder)."""
+    return portfolio_members_sql(named=_has_table(con, "portfolios"), chosen=chosen)
 
 
 def portfolio_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -273,26 +295,53 @@ def checked_portfolio_ids(con: duckdb.DuckDBPyConnection,
     return list(wanted)
 
 
-def _stored_forecasts_sql(con: duckdb.DuckDBPyConnection,
-                          record_weeks: int = RECORD_WEEKS, chosen_weeks: bool = False) -> str:
-    """:func:`portfolio_forecasts_sql` for the tables this warehouse has (a warehouse of an
-    earlier release, opened read-only, has no ``portfolios`` and ``validation_errors``)."""
-    return portfolio_forecasts_sql(named=_has_table(con, "portfolios"),
-                                   validation=_has_table(con, "validation_errors"),
-                                   record_weeks=record_weeks, chosen_weeks=chosen_weeks)
-
-
-def _selected(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str] | None,
+def _selected(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
               weeks: Sequence[date] | None, record_weeks: int = RECORD_WEEKS) -> tuple[str, list]:
     """The ``portfolio_forecasts`` rows of ``portfolios`` and ``weeks`` as a subquery, and its
-    parameters: the weeks given inside the SQL (only their rows are read)."""
-    sql = _stored_forecasts_sql(con, record_weeks, chosen_weeks=weeks is not None)
-    params: list = [list(weeks)] if weeks is not None else []
-    where = "true"
-    if portfolios is not None:
-        where = "portfolio_id IN (SELECT unnest(?::VARCHAR[]))"
-        params.append(list(portfolios))
-    return f"(SELECT * FROM ({sql}) WHERE {where})", params
+    parameters: both given inside the SQL (only their rows are read), for the tables this
+    warehouse has (a warehouse of an earlier release, opened read-only, has no
+    ``portfolios`` and ``validation_errors``)."""
+    sql = portfolio_forecasts_sql(named=_has_table(con, "portfolios"),
+                                  validation=_has_table(con, "validation_errors"),
+                                  record_weeks=record_weeks, chosen_weeks=weeks is not None,
+                                  chosen_portfolios=True)
+    params: list = [list(portfolios), *([list(weeks)] if weeks is not None else [])]
+    return f"({sql})", params
+
+
+def portfolio_groups(con: duckdb.DuckDBPyConnection,
+                     portfolios: Sequence[str]) -> dict[str, list[str]]:
+    """``portfolios`` grouped by their buildings: the first (by id) of each set of portfolios
+    holding the same buildings -> all of them, sorted. A portfolio's rows depend on its
+    buildings only, so each set is computed once (100,000 portfolios over a few buildings are a
+    few sets); a portfolio without buildings is left out (it has no rows)."""
+    rows = con.execute(
+        f"""SELECT list(portfolio_id ORDER BY portfolio_id)
+            FROM (SELECT portfolio_id, list(building_id ORDER BY building_id) AS buildings
+                  FROM ({stored_members_sql(con, chosen=True)}) GROUP BY portfolio_id)
+            GROUP BY buildings ORDER BY min(portfolio_id)""",
+        [sorted(set(portfolios))]).fetchall()
+    return {ids[0]: ids for (ids,) in rows}
+
+
+def _in_chunks(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str] | None,
+               read: Callable[[list[str]], pd.DataFrame], order: list[str]) -> pd.DataFrame:
+    """``read(chunk)`` for every :data:`PORTFOLIO_CHUNK` of the sets of ``portfolios``
+    (default: every one) with the same buildings (:func:`portfolio_groups`), each set's rows
+    then given to each of its portfolios, sorted by ``order``: the memory of a query is that
+    of one chunk."""
+    groups = portfolio_groups(con, portfolios if portfolios is not None else portfolio_ids(con))
+    firsts = list(groups)
+    frames = [read(firsts[i:i + PORTFOLIO_CHUNK]) for i in range(0, len(firsts), PORTFOLIO_CHUNK)]
+    rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else (
+        frames[0] if frames else read([]))
+    if all(len(ids) == 1 for ids in groups.values()):
+        return rows
+    each = pd.DataFrame([(first, p) for first, ids in groups.items() for p in ids],
+                        columns=["portfolio_id", "member_of"])
+    rows = rows.merge(each, on="portfolio_id").drop(columns="portfolio_id")
+    rows = rows.rename(columns={"member_of": "portfolio_id"})[list(frames[0].columns)]
+    return rows.sort_values(order, kind="stable", ignore_index=True)
 
 
 def read_portfolio_forecasts(con: duckdb.DuckDBPyConnection,
@@ -301,9 +350,12 @@ def read_portfolio_forecasts(con: duckdb.DuckDBPyConnection,
     """The ``portfolio_forecasts`` rows of ``portfolios`` and ``weeks`` (default: all), by
     portfolio, week and hour; read from the SQL, so a read-only connection to a warehouse of an
     earlier release reads them too."""
-    rows, params = _selected(con, portfolios, weeks)
-    return con.execute(f"SELECT * FROM {rows} ORDER BY portfolio_id, target_week, ts",
-                       params).df()
+    def read(chunk: list[str]) -> pd.DataFrame:
+        rows, params = _selected(con, chunk, weeks)
+        return con.execute(f"SELECT * FROM {rows} ORDER BY portfolio_id, target_week, ts",
+                           params).df()
+
+    return _in_chunks(con, portfolios, read, ["portfolio_id", "target_week", "ts"])
 
 
 def read_portfolio_scores(con: duckdb.DuckDBPyConnection,
@@ -312,9 +364,12 @@ def read_portfolio_scores(con: duckdb.DuckDBPyConnection,
                           record_weeks: int = RECORD_WEEKS) -> pd.DataFrame:
     """The ``portfolio_scores`` rows of ``portfolios`` and ``weeks`` (default: all), by
     portfolio and week (``record_weeks``: see :func:`portfolio_forecasts_sql`)."""
-    rows, params = _selected(con, portfolios, weeks, record_weeks)
-    return con.execute(f"SELECT * FROM ({portfolio_scores_sql(rows)}) "
-                       "ORDER BY portfolio_id, target_week", params).df()
+    def read(chunk: list[str]) -> pd.DataFrame:
+        rows, params = _selected(con, chunk, weeks, record_weeks)
+        return con.execute(f"SELECT * FROM ({portfolio_scores_sql(rows)}) "
+                           "ORDER BY portfolio_id, target_week", params).df()
+
+    return _in_chunks(con, portfolios, read, ["portfolio_id", "target_week"])
 
 
 CALIBRATION_GROUPS = (("first week (validation week only)", 0, 0),
@@ -328,24 +383,34 @@ published weeks calibrated their bands (name, fewest, most)."""
 def calibration_rows(scores: pd.DataFrame) -> pd.DataFrame:
     """Per portfolio and group of :data:`CALIBRATION_GROUPS`, over its scored hours: weeks,
     hours, the 80 % and 95 % bands' coverage, the 80 % band's mean width and the mean width of
-    its buildings' 80 % bands added up, and their ratio (``portfolio_scores`` rows in)."""
+    its buildings' 80 % bands added up, and their ratio (``portfolio_scores`` rows in).
+    Computed for every portfolio at once (hours-weighted sums per group), not portfolio by
+    portfolio: a report of 100,000 portfolios."""
     scored = scores[scores["n_hours"] > 0]
-    rows = []
-    for portfolio, frame in scored.groupby("portfolio_id", sort=False):
-        for name, low, high in CALIBRATION_GROUPS:
-            part = frame[frame["n_record_weeks"].between(low, high)]
-            hours = part["n_hours"].sum()
-            if not hours:
-                continue
-            width = (part["width_80"] * part["n_hours"]).sum() / hours
-            summed = (part["buildings_width_80"] * part["n_hours"]).sum() / hours
-            rows.append({"portfolio_id": portfolio, "weeks": name, "n_weeks": len(part),
-                         "n_hours": int(hours),
-                         "coverage_80": (part["coverage_80"] * part["n_hours"]).sum() / hours,
-                         "coverage_95": (part["coverage_95"] * part["n_hours"]).sum() / hours,
-                         "width_80": width, "buildings_width_80": summed,
-                         "width_ratio_80": width / summed if summed else float("nan")})
-    return pd.DataFrame(rows)
+    weighted = scored.assign(**{f"w_{c}": scored[c] * scored["n_hours"] for c in
+                                ("coverage_80", "coverage_95", "width_80", "buildings_width_80")})
+    parts = []
+    for rank, (name, low, high) in enumerate(CALIBRATION_GROUPS):
+        part = weighted[weighted["n_record_weeks"].between(low, high)]
+        sums = part.groupby("portfolio_id", sort=False).agg(
+            n_weeks=("n_hours", "size"), n_hours=("n_hours", "sum"),
+            **{c: (f"w_{c}", "sum") for c in ("coverage_80", "coverage_95", "width_80",
+                                                "buildings_width_80")})
+        parts.append(sums[sums["n_hours"] > 0].reset_index().assign(weeks=name, rank=rank))
+    if not parts or all(p.empty for p in parts):
+        return pd.DataFrame()
+    rows = pd.concat(parts, ignore_index=True)
+    hours = rows["n_hours"].astype(float)
+    for column in ("coverage_80", "coverage_95", "width_80", "buildings_width_80"):
+        rows[column] = rows[column] / hours
+    rows["width_ratio_80"] = (rows["width_80"] / rows["buildings_width_80"]).where(
+        rows["buildings_width_80"] != 0)
+    first = {p: i for i, p in enumerate(dict.fromkeys(scored["portfolio_id"]))}
+    rows = rows.assign(n_hours=rows["n_hours"].astype(int),
+                       order=rows["portfolio_id"].map(first)).sort_values(
+        ["order", "rank"], kind="stable", ignore_index=True)
+    return rows[["portfolio_id", "weeks", "n_weeks", "n_hours", "coverage_80", "coverage_95",
+                 "width_80", "buildings_width_80", "width_ratio_80"]]
 
 
 def portfolio_calibration(con: duckdb.DuckDBPyConnection,
@@ -356,8 +421,8 @@ def portfolio_calibration(con: duckdb.DuckDBPyConnection,
     return calibration_rows(read_portfolio_scores(con, portfolios, record_weeks=record_weeks))
 
 
-__all__ = ["ALL", "CALIBRATION_GROUPS", "MIN_PRESENT_SHARE", "RECORD_WEEKS",
-           "UnknownPortfolioError", "calibration_rows", "checked_portfolio_ids",
+__all__ = ["ALL", "CALIBRATION_GROUPS", "MIN_PRESENT_SHARE", "PORTFOLIO_CHUNK", "RECORD_WEEKS",
+           "UnknownPortfolioError", "calibration_rows", "checked_portfolio_ids", "portfolio_groups",
            "portfolio_calibration", "portfolio_forecasts_sql", "portfolio_ids",
            "portfolio_members_sql", "portfolio_scores_sql", "read_portfolio_forecasts",
            "read_portfolio_scores", "stored_members_sql"]

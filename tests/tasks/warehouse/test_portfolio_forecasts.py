@@ -261,3 +261,55 @@ def test_a_warehouse_of_an_earlier_release_reads_without_writing(tmp_path):
     second = rows[pd.to_datetime(rows["target_week"]).dt.date == W0 + timedelta(weeks=1)]
     assert set(rows["portfolio_id"]) == {"all"} and len(rows) == 2 * HOURS
     assert (second["n_record_weeks"] == 1).all() and second["y_hi_80"].notna().all()
+
+
+def _largest_step(con) -> int:
+    """The most rows any step (not a table scan) of the last query produced."""
+    import json
+
+    def steps(node):
+        yield node
+        for child in node.get("children", []):
+            yield from steps(child)
+
+    plan = json.loads(con.get_profiling_information(format="json"))
+    return max(n.get("intermediate_rows", 0) for top in plan["operator"] for n in steps(top)
+               if n.get("type") != "TABLE_SCAN")
+
+
+def test_two_portfolios_of_many_are_computed_from_their_own_buildings(tmp_path):
+    # Issue 46: exporting two portfolios of 100,000 computed all of them (7.5 GB). Their rows
+    # are the same as the view's, and no step of the query is larger than the fleet's hours of
+    # the week (it was every portfolio's members' hours: 1,000 x 4 x 168).
+    rng = np.random.default_rng(5)
+    buildings = [f"b{i:02d}" for i in range(12)]
+    chosen = {"north": ["b00", "b01"], "south": ["b02", "b03", "b04"]}
+    others, seen = {"twin": ["b01", "b00"]}, {tuple(m) for m in chosen.values()}
+    while len(others) < 1000:  # as many different sets of buildings
+        members = tuple(sorted(rng.choice(buildings, int(rng.integers(2, 7)), replace=False)))
+        if members not in seen:
+            seen.add(members)
+            others[f"p{len(others):04d}"] = list(members)
+    published = {(b, W0): rng.uniform(10, 50, HOURS) for b in buildings}
+    validation = {(b, W0): {t: float(rng.normal()) for t in _week_hours(W0 - timedelta(weeks=1))}
+                  for b in buildings}
+    path = tmp_path / "w.duckdb"
+    _write(path, buildings=buildings, portfolios={**chosen, **others}, published=published,
+           readings={}, validation=validation)
+    with connect(path, read_only=True) as con:
+        con.execute("SET enable_profiling = 'no_output'")
+        con.execute("SET profiling_mode = 'detailed'")
+        rows = read_portfolio_forecasts(con, ["north", "south"], [W0])
+        largest = _largest_step(con)
+        con.execute("SET enable_profiling = 'no_output'")
+        view = con.execute("SELECT * FROM portfolio_forecasts WHERE portfolio_id IN "
+                           "('north', 'south') ORDER BY portfolio_id, ts").df()
+        everyone = _largest_step(con)
+    assert largest <= len(buildings) * HOURS < 100 * len(buildings) * HOURS < everyone
+    assert len(rows) == len(view) == 2 * HOURS
+    for column in ("y_hat", "y_lo_80", "y_hi_95", "n_buildings", "n_calibration_hours"):
+        assert np.allclose(rows[column].astype(float), view[column].astype(float)), column
+    with connect(path, read_only=True) as con:  # the same buildings: computed once, both rows
+        twins = read_portfolio_scores(con, ["twin", "north", "south"])
+    assert twins["portfolio_id"].tolist() == ["north", "south", "twin"]
+    assert twins.iloc[0, 1:].equals(twins.iloc[2, 1:])
