@@ -33,8 +33,13 @@ from tasks.ingest.weather_file import (
     write_weather,
 )
 from tasks.portfolios import PortfoliosSummary, load_portfolios, write_portfolios
-from tasks.warehouse.connection import DEFAULT_WAREHOUSE, connect
-from tasks.warehouse.refusals import UNCHANGED, ResourceError, out_of_memory
+from tasks.warehouse.connection import (
+    DEFAULT_WAREHOUSE,
+    UNCHANGED,
+    ResourceError,
+    connect,
+    out_of_memory,
+)
 
 __all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_portfolios_flow",
            "ingest_readings_flow", "ingest_synthetic_flow", "ingest_weather_flow"]

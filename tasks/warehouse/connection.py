@@ -12,7 +12,8 @@ that is not there yet (DuckDB would otherwise look for a Python variable of that
 replacement scans are switched off), a damaged file, a write-ahead log (``.wal``) that is not
 the warehouse's own; and the machine's refusals (a full disk, a file-size limit, a read-only
 folder, memory) become :class:`~tasks.warehouse.refusals.ResourceError` s
-(re-exported here for the command line, with :func:`machine_refusal`).
+(re-exported here for the command line and the flows, with :func:`machine_refusal` and
+:func:`out_of_memory`).
 
 Which warehouse: the one given, else ``$WADIRO_WAREHOUSE`` (:data:`WAREHOUSE_ENV`), else
 ``warehouse.duckdb`` in the working directory (:func:`default_warehouse`).
@@ -44,6 +45,7 @@ from tasks.warehouse.refusals import (
     UNCHANGED,
     ResourceError,
     machine_refusal,
+    out_of_memory,
     resource_error,
 )
 
@@ -419,6 +421,7 @@ __all__ = [
     "DEFAULT_WAREHOUSE",
     "MACHINE_ERRORS",
     "MAX_BACKOFF_S",
+    "UNCHANGED",
     "WAREHOUSE_ENV",
     "ForeignLogError",
     "MissingTableError",
@@ -433,6 +436,7 @@ __all__ = [
     "lock_holder",
     "lock_retrying",
     "machine_refusal",
+    "out_of_memory",
     "require_warehouse",
     "transaction",
 ]
