@@ -112,15 +112,33 @@ def _iso_local(ts: pd.Series, zone: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return iso, wall
 
 
+GB_SETTLEMENT_ZONE = "Europe/London"
+"""GB settlement days are the local days of this zone: 48 half-hour periods, 46 on the day the
+clocks go forward, 50 on the day they go back."""
+
+
+def gb_settlement_periods(ts: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Each half-hour's GB settlement date and period (1 from local midnight, counted in real
+    time: 46 on the spring clock-change day, 50 in autumn), from its UTC start ``ts``."""
+    local = ts.dt.tz_convert(GB_SETTLEMENT_ZONE)
+    midnight = local.dt.normalize()  # London never skips or repeats midnight (1-2 am changes)
+    period = (ts - midnight.dt.tz_convert("UTC")) // pd.Timedelta(minutes=30) + 1
+    return local.dt.date, period.astype("int64")
+
+
 def _frame(rows: pd.DataFrame, key: str, minutes: int, extra: Sequence[str]) -> pd.DataFrame:
     """The file's rows (``rows``: ``key``, ``target_week``, ``ts``, ``timezone``, ``extra``,
-    :data:`VALUES`) in their columns and order."""
+    :data:`VALUES`) in their columns and order; 30-minute periods carry their GB settlement
+    date and period."""
     rows = rows.sort_values(["key", "ts"], kind="stable").reset_index(drop=True)
     ts = rows["ts"].dt.tz_convert("UTC")
     iso, wall = _iso_local(ts, rows["timezone"])
+    settlement = {}
+    if minutes == 30:
+        settlement["settlement_date"], settlement["settlement_period"] = gb_settlement_periods(ts)
     return pd.DataFrame({
         key: rows["key"], "target_week": pd.to_datetime(rows["target_week"]).dt.date,
-        "period_start": iso, "period_start_utc": ts, "local_time": wall,
+        "period_start": iso, "period_start_utc": ts, "local_time": wall, **settlement,
         "timezone": rows["timezone"], "minutes": minutes,
         **{c: rows[c] for c in extra}, **{c: rows[c] for c in VALUES},
     })
@@ -304,5 +322,6 @@ def export_forecasts(
                          ids=frame.iloc[:, 0].nunique(), week=chosen, minutes=resolution)
 
 
-__all__ = ["BOUNDS", "FORMATS", "VALUES", "ExportError", "ExportSummary", "export_forecasts",
+__all__ = ["BOUNDS", "FORMATS", "GB_SETTLEMENT_ZONE", "VALUES", "ExportError", "ExportSummary",
+           "export_forecasts", "gb_settlement_periods",
            "latest_week", "split_hours"]

@@ -111,6 +111,30 @@ def test_half_hours_per_week_and_hour_sums(warehouse, tmp_path, week, hours):
         assert np.abs(joined[column] - joined[f"{column}_hour"]).max() <= 1e-9
 
 
+@pytest.mark.parametrize("week, day, periods, by_hand", [
+    # 31 March 2024: GMT to BST at 01:00 GMT; 23 hours, 46 periods. 01:00 UTC is 02:00 BST,
+    # an hour after local midnight in real time: period 3.
+    (SPRING, "2024-03-31", 46, {"2024-03-31T00:00:00Z": 1, "2024-03-31T01:00:00Z": 3,
+                                "2024-03-31T22:30:00Z": 46}),
+    (PLAIN, "2024-04-10", 48, {"2024-04-09T23:00:00Z": 1, "2024-04-10T22:30:00Z": 48,
+                               "2024-04-10T23:00:00Z": 1}),
+    # 27 October 2024: BST to GMT at 01:00 GMT; 25 hours, 50 periods, from 23:00 UTC the day
+    # before; 01:00-01:30 GMT (the repeated hour's second pass) is period 5.
+    (AUTUMN, "2024-10-27", 50, {"2024-10-26T23:00:00Z": 1, "2024-10-27T01:00:00Z": 5,
+                                "2024-10-27T23:30:00Z": 50}),
+])
+def test_half_hours_carry_their_gb_settlement_date_and_period(warehouse, tmp_path, week, day,
+                                                              periods, by_hand):
+    rows = _export(warehouse, tmp_path / "e.csv", "--resolution", "30", "--week", week,
+                   "--buildings", SHAPED)
+    on_day = rows[rows["settlement_date"] == day]
+    assert on_day["settlement_period"].tolist() == list(range(1, periods + 1))
+    at = rows.set_index("period_start_utc")
+    assert {ts: at.loc[ts, "settlement_period"] for ts in by_hand} == by_hand
+    hourly = _export(warehouse, tmp_path / "h.csv", "--week", week, "--buildings", SHAPED)
+    assert "settlement_period" not in hourly  # settlement periods are half-hours
+
+
 def test_shares_follow_the_buildings_own_half_hour_profile(warehouse, tmp_path):
     rows = _export(warehouse, tmp_path / "e.csv", "--resolution", "30", "--week", PLAIN,
                    "--buildings", f"{SHAPED},{HOURLY}")
