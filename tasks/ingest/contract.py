@@ -254,10 +254,13 @@ class FileContract:
                     f"{path}: {self.what} needs exactly one {column.name} column, {names}; "
                     f"found {columns}")
 
-    def judge(self, source: SourceTable, *, policy: ImplausiblePolicy = "refuse") -> Cells:
+    def judge(self, source: SourceTable, *, policy: ImplausiblePolicy = "refuse",
+              scale: Mapping[str, float] | None = None) -> Cells:
         """Every id, text and number column of ``source`` as values, checked, then the key;
         the first bad cell is refused naming its line and column (an implausible number is
-        made missing instead under ``policy="missing"``, and counted)."""
+        made missing instead under ``policy="missing"``, and counted). ``scale`` multiplies a
+        number column's cells into the column's unit before they are checked (a feed's wind
+        in knots)."""
         values: dict[str, pa.Array] = {}
         blank: dict[str, int] = {}
         tally = Tally()
@@ -272,6 +275,8 @@ class FileContract:
                 continue
             if column.cells == "number":
                 numbers = source.numbers(name)
+                if scale and column.name in scale:
+                    numbers = pc.multiply(numbers, pa.scalar(scale[column.name], pa.float64()))
                 blank[column.name] = numbers.null_count
                 if column.filled:
                     at.refuse_blank(name, numbers)

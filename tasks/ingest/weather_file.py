@@ -68,6 +68,7 @@ from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 __all__ = [
     "FORECAST_FILE",
     "WEATHER_FILE",
+    "WIND_TO_MS",
     "WeatherBatch",
     "WeatherOptions",
     "WeatherSummary",
@@ -77,6 +78,9 @@ __all__ = [
 ]
 
 WeatherKind = Literal["observed", "forecast"]
+WindUnit = Literal["m/s", "knots", "km/h"]
+WIND_TO_MS: dict[str, float] = {"m/s": 1.0, "knots": 1852.0 / 3600.0, "km/h": 1.0 / 3.6}
+"""A wind speed in each unit, in m/s (a knot is a nautical mile, 1,852 m, an hour)."""
 WEATHER_FILE = FileContract(
     "a weather file",
     (Column("site_id", "id", what="site id"),
@@ -119,6 +123,11 @@ class WeatherOptions(LocalTimeOptions, FileOptions):
         "refuse",
         description="A non-finite or physically implausible value: refuse the file "
         "(error naming line and column; nothing is written) or store it as missing and count it.",
+    )
+    wind_unit: WindUnit = Field(
+        "m/s",
+        description="The unit of the file's wind speed column: m/s, knots (a METAR or MIDAS "
+        "feed) or km/h; stored in m/s.",
     )
     replace_range: bool = Field(
         False,
@@ -216,7 +225,8 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
             "a forecast feed is ingested with --kind forecast"
         )
     at = source.at
-    cells = contract.judge(source, policy=options.implausible)
+    cells = contract.judge(source, policy=options.implausible,
+                           scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]})
     sites = cells.strings("site_id")
     n = source.rows
     issued = None

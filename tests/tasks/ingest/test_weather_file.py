@@ -127,6 +127,30 @@ def test_replace_range_is_refused_for_forecasts():
         WeatherOptions(kind="forecast", replace_range=True)
 
 
+@pytest.mark.parametrize(("unit", "cells", "stored"), [
+    ("m/s", ("10", "50"), (10.0, 50.0)),
+    ("knots", ("10", "97.2"), (5.144444, 50.004)),        # 1 kn = 1,852 m / 3,600 s
+    ("km/h", ("36", "180"), (10.0, 50.0)),               # a 180 km/h storm is 50 m/s, plausible
+])
+def test_wind_is_stored_in_metres_per_second_from_the_feeds_unit(warehouse, tmp_path, unit,
+                                                                 cells, stored):
+    path = write(tmp_path / "o.csv", HEAD + f"\ns1,2024-02-05T00:00Z,3,0,{cells[0]}\n"
+                 f"s1,2024-02-05T01:00Z,3,0,{cells[1]}\n")
+    summary = ingest_weather(warehouse, path, WeatherOptions(kind="observed", wind_unit=unit))
+    assert summary.implausible_values == 0
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        winds = [r[0] for r in con.execute("SELECT wind_speed_ms FROM weather ORDER BY ts")
+                 .fetchall()]
+    assert winds == pytest.approx(list(stored), abs=1e-4)
+
+
+def test_a_wind_past_the_bound_in_its_unit_is_refused_in_metres_per_second(warehouse, tmp_path):
+    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,3,0,500\n")
+    with pytest.raises(PipelineError, match="wind_speed_ms"):
+        ingest_weather(warehouse, path, WeatherOptions(kind="observed", wind_unit="km/h"))
+    assert row_counts(warehouse)["weather"] == 0
+
+
 def test_implausible_values_can_be_stored_as_missing(warehouse, tmp_path):
     path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,99,-31,1\n")
     summary = ingest_weather(warehouse, path, WeatherOptions(kind="observed", implausible="missing"))
