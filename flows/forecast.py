@@ -159,15 +159,15 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     run = open_run(settings.warehouse, engine.run_id(), label, weeks, settings.buildings,
                    settings.forecast, settings.record(weeks, label),
                    60.0 * settings.lock_wait_minutes)
-    engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
-               len(run.building_ids), len(weeks), ", ".join(run.config.models))
-    if run.earlier_pending:
-        engine.warn("results of %d earlier run(s) are still kept beside the warehouse (%s); "
-                    "load them with `wadiro load-pending --warehouse %s`",
-                    len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
     summary = RunSummary(run_id=run.run_id, weeks=weeks)
     writer = run_writer(run, engine.warn, settings.write_every_s)
-    try:
+    try:  # from here a stop or an error closes the run, which open_run recorded as running
+        engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
+                   len(run.building_ids), len(weeks), ", ".join(run.config.models))
+        if run.earlier_pending:
+            engine.warn("results of %d earlier run(s) are still kept beside the warehouse (%s); "
+                        "load them with `wadiro load-pending --warehouse %s`",
+                        len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
         with STOP.polling(), engine.watch(), \
                 STOP.last_words(lambda: writer.close(summary, _stopped_or_ended())), \
                 RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
