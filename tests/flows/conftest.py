@@ -39,6 +39,20 @@ def _restore_process_state():
             os.environ[name] = value
 
 
+@pytest.fixture(autouse=True)
+def _threads_for_the_default_runner(request, monkeypatch):
+    """A run in this process that leaves the runner at its default (processes) runs its batches
+    on threads: the same code on the same settings (the runs table still records processes),
+    without a fork server and worker processes to start for each run. The tests about
+    processes, stopping and the fork server are marked ``processes`` and keep real ones (so
+    does every ``wadiro`` started as a process of its own)."""
+    if request.node.get_closest_marker("processes"):
+        return
+    from flows import engine
+
+    monkeypatch.setitem(engine.RUNNERS, "processes", engine.RUNNERS["threads"])
+
+
 @pytest.fixture
 def no_prefect_server(monkeypatch):
     """Commands run as they do without ``PREFECT_API_URL``: directly, no Prefect API at all

@@ -140,6 +140,7 @@ def test_bad_settings_are_refused_before_the_run_starts(warehouse, prefect_backe
 
 
 @pytest.mark.slow
+@pytest.mark.processes  # runner="processes" is real processes here
 @pytest.mark.parametrize("runner", ["processes", "threads"])
 def test_parallel_runners_match_one_thread(runner, tmp_path, prefect_backend):
     parallel = make_warehouse(tmp_path / f"{runner}.duckdb", buildings=2)

@@ -35,6 +35,8 @@ from tests.flows.processes import (
 )
 from tests.flows.warehouse_rows import WEEKS, make_warehouse
 
+pytestmark = pytest.mark.processes  # a run on threads has no worker processes to stop or leave
+
 BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--models",
             "wadiro_pcscnn,svr,seasonal_naive", "--trials", "3", "--tuning", "per-window",
             "--batch-size", "1", "--max-in-flight", "2", "--runner", "processes", "--workers", "2",
@@ -55,12 +57,17 @@ def _runs(warehouse) -> list[tuple]:
 
 # --- the stop itself, in this process --------------------------------------------------------
 
-@pytest.mark.parametrize("engine", ["local", "prefect"])
-def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
-    tmp_path, monkeypatch, engine, request
+def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(tmp_path, monkeypatch):
+    _stop_after_the_first_write(tmp_path, monkeypatch, LocalEngine())
+
+
+def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted_under_prefect(
+    tmp_path, monkeypatch, prefect_backend
 ):
-    if engine == "prefect":
-        request.getfixturevalue("prefect_backend")
+    _stop_after_the_first_write(tmp_path, monkeypatch, PrefectEngine())
+
+
+def _stop_after_the_first_write(tmp_path, monkeypatch, engine) -> None:
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     write = RunWriter.write
 
@@ -72,8 +79,7 @@ def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(
     settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
                                 runner="threads", batch_size=1, max_in_flight=1)
     with pytest.raises(RunStoppedError) as stopped:
-        run_flow(backfill_flow, LocalEngine() if engine == "local" else PrefectEngine(),
-                 start=WEEKS[0], end=WEEKS[-1], settings=settings)
+        run_flow(backfill_flow, engine, start=WEEKS[0], end=WEEKS[-1], settings=settings)
     assert stopped.value.exit_code == 130 and stopped.value.status == "interrupted"
     # the first batch (one building, both weeks) is written and counted; nothing else ran
     assert _runs(warehouse) == [("interrupted", 2, "interrupted by Ctrl-C (SIGINT)")]

@@ -16,8 +16,11 @@ from flows.engine import RUNNERS
 from tasks.protocol.batch import run_batch
 from tasks.protocol.config import ForecastConfig
 
-pytestmark = pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
-                                reason="no fork server on this platform (workers are spawned)")
+pytestmark = [
+    pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
+                       reason="no fork server on this platform (workers are spawned)"),
+    pytest.mark.processes,  # the processes runner itself, never the tests' threads
+]
 
 
 def _in_worker(expression: str) -> object:

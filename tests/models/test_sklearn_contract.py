@@ -20,25 +20,41 @@ from wadiro_models import (
     make_model,
 )
 
-ESTIMATORS = [
+ONE_PER_CLASS = [
     WaDiRoSCNN(max_neurons=10),
-    WaDiRoSCNN(max_neurons=10, wasserstein="l2", lower_bound=-10.0),
     SCNN(max_neurons=10),
-    SCNN(max_neurons=10, regularizer="lasso", lambda_reg=1e-3),
     WaDiRoLinearRegression(),
     GaussianProcessBaseline(),
     LinearSVRBaseline(),
-    GradientBoostingModel(max_iter=20),
     GradientBoostingModel(max_iter=20, engine="lightgbm"),
 ]
+"""A small configuration of each class, the fast tier's (the gradient boosting on LightGBM, the
+deployed engine: its checks take seconds where scikit-learn's engine takes a minute)."""
+
+OTHER_CONFIGURATIONS = [
+    WaDiRoSCNN(max_neurons=10, wasserstein="l2", lower_bound=-10.0),
+    SCNN(max_neurons=10, regularizer="lasso", lambda_reg=1e-3),
+    GradientBoostingModel(max_iter=20),
+]
+"""The other configurations: the contract tier (``pytest -m contract``, in CI)."""
+
+ESTIMATORS = ONE_PER_CLASS + OTHER_CONFIGURATIONS
 
 
-@parametrize_with_checks(ESTIMATORS)
+@parametrize_with_checks(ONE_PER_CLASS)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
+@pytest.mark.contract
+@parametrize_with_checks(OTHER_CONFIGURATIONS)
+def test_sklearn_compatible_estimator_in_its_other_configurations(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("estimator", [
+    *ONE_PER_CLASS, *(pytest.param(e, marks=pytest.mark.contract) for e in OTHER_CONFIGURATIONS)
+], ids=repr)
 def test_fit_validates_every_parameter_against_its_constraints(estimator):
     """scikit-learn's own check, which parametrize_with_checks does not run: every constructor
     parameter has an entry in _parameter_constraints, and fit (through _fit_context) rejects

@@ -18,7 +18,9 @@ WEEK = date(2019, 4, 1)
 NASTY = "b<script>alert(1)</script>"  # ids are operator data: the page must escape them
 
 
-def _browser() -> str:
+@pytest.fixture
+def browser() -> str:
+    """Headless Chromium's executable (the integration tier: tests/conftest.py)."""
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if path := shutil.which(name):
             return path
@@ -116,8 +118,7 @@ def _chromium(browser: str, profile, *args: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=120, check=True)
 
 
-def test_a_headless_browser_renders_the_tables_and_plots(warehouse, tmp_path):
-    browser = _browser()
+def test_a_headless_browser_renders_the_tables_and_plots(warehouse, tmp_path, browser):
     write_report(warehouse, tmp_path / "out", None)
     page = tmp_path / "out" / "report.html"
     dom = _chromium(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
