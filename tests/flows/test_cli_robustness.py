@@ -68,8 +68,8 @@ def test_commands_run_without_any_prefect_server(tmp_path):
          "--models", "seasonal_naive", "--runner", "threads", "--warehouse", str(warehouse)],
         env=env, capture_output=True, text=True, timeout=300)
     assert backfill.returncode == 0, backfill.stderr[-3000:]
-    assert ("2 building-weeks over 1 week(s): 2 published: 0 learned, 2 persistence, "
-            "0 degraded" in backfill.stdout)
+    assert (f"2 building-weeks of the week of {WEEKS[-1].isoformat()}: 2 published: 0 learned, "
+            "2 persistence, 0 degraded" in backfill.stdout)
     assert runs_of(warehouse) == [("completed",)]  # the run's history: the warehouse's runs table
     history = subprocess.run([WADIRO, "runs", "--warehouse", str(warehouse)], env=env,
                              capture_output=True, text=True, timeout=300)
