@@ -68,7 +68,10 @@ def test_deploy_from_prefect_yaml_and_run_through_a_worker(tmp_path, prefect_ser
                                {"start": WEEKS[0].isoformat(), "end": WEEKS[0].isoformat(), **common},
                                cwd=elsewhere)
     assert backfill["state_type"] == "COMPLETED", backfill["state"]
-    weekly_run = _run_deployment(env, "weekly-forecast/weekly-forecast", common, cwd=elsewhere)
+    # its Monday morning: a weekly run forecasts the week of its reference time
+    weekly_run = _run_deployment(env, "weekly-forecast/weekly-forecast",
+                                 {"as_of": f"{WEEKS[1].isoformat()}T06:00:00", **common},
+                                 cwd=elsewhere)
     assert weekly_run["state_type"] == "COMPLETED", weekly_run["state"]
 
     assert not (elsewhere / "warehouse.duckdb").exists()
@@ -103,10 +106,12 @@ def test_a_scheduled_run_writes_to_the_worker_s_wadiro_warehouse_or_says_in_one_
     prefect_cli(env, "work-pool", "create", WORK_POOL, "--type", "process", cwd=ROOT)
     prefect_cli(env, "--no-prompt", "deploy", "--name", "weekly-forecast", cwd=ROOT)
 
-    # As the Monday schedule starts it: no parameters; the worker's environment names the
-    # operator's warehouse.
+    # As the Monday schedule starts it, at the fleet's Monday morning (the reference time a
+    # schedule gives; the fleet's data are of 2024): no other parameter; the worker's
+    # environment names the operator's warehouse.
     scheduled = _run_deployment({**env, "WADIRO_WAREHOUSE": str(operator)},
-                                "weekly-forecast/weekly-forecast", {}, cwd=tmp_path)
+                                "weekly-forecast/weekly-forecast",
+                                {"as_of": "2024-04-01T06:00:00"}, cwd=tmp_path)
     assert scheduled["state_type"] == "COMPLETED", scheduled["state"]
     with connect(operator, read_only=True) as con:
         assert con.execute("SELECT flow, status FROM runs").fetchall() == [("forecast", "completed")]
