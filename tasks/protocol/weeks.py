@@ -122,11 +122,6 @@ def _aware_utc(value: datetime | pd.Timestamp, name: str) -> pd.Timestamp:
     return ts.tz_convert("UTC")
 
 
-def _local_monday_on_or_before(instant: pd.Timestamp, timezone: str) -> date:
-    local_day = instant.tz_convert(resolve_timezone(timezone)).date()
-    return local_day - timedelta(days=local_day.weekday())
-
-
 def week_of_reference(reference: datetime | pd.Timestamp, timezone: str) -> date:
     """The target week of a weekly run whose reference time is ``reference`` (an aware instant:
     its scheduled time, or the ``--as-of`` of a run made later).
@@ -140,29 +135,12 @@ def week_of_reference(reference: datetime | pd.Timestamp, timezone: str) -> date
     return local_day + timedelta(days=(7 - local_day.weekday()) % 7)
 
 
-def latest_complete_week(
-    data_end_utc: datetime | pd.Timestamp, timezone: str, *, include_test_week: bool = True
-) -> date:
-    """The latest target week whose data can be complete when data stops at ``data_end_utc``
-    (exclusive).
-
-    With ``include_test_week`` W itself must end by then (a backfill week that can be scored);
-    without it only W's history must (the week to forecast next).
-    """
-    end = _aware_utc(data_end_utc, "data_end_utc")
-    monday = _local_monday_on_or_before(end, timezone)
-    if local_midnight_utc(monday, timezone) > end:  # only where local midnight is skipped
-        monday -= timedelta(weeks=1)
-    return monday - timedelta(weeks=1) if include_test_week else monday
-
-
 __all__ = [
     "InvalidTimezoneError",
     "NotALocalMondayError",
     "WeekLike",
     "as_monday",
     "check_mondays",
-    "latest_complete_week",
     "local_midnight_utc",
     "mondays_between",
     "resolve_timezone",

@@ -9,7 +9,6 @@ from tasks.protocol.weeks import (
     NotALocalMondayError,
     as_monday,
     check_mondays,
-    latest_complete_week,
     local_midnight_utc,
     mondays_between,
     resolve_timezone,
@@ -54,17 +53,6 @@ def test_local_midnight_in_summer_and_winter():
     assert local_midnight_utc(date(2019, 1, 7), TZ) == UTC("2019-01-07 00:00Z")
     with pytest.raises(InvalidTimezoneError, match="Europe/Atlantis"):
         resolve_timezone("Europe/Atlantis")
-
-
-def test_latest_complete_week():
-    end = UTC("2019-07-07 23:00Z")  # Monday 8 July 00:00 BST, exclusive
-    assert latest_complete_week(end, TZ) == date(2019, 7, 1)
-    assert latest_complete_week(end, TZ, include_test_week=False) == date(2019, 7, 8)
-    earlier = end - pd.Timedelta(hours=1)
-    assert latest_complete_week(earlier, TZ) == date(2019, 6, 24)
-    assert latest_complete_week(earlier, TZ, include_test_week=False) == date(2019, 7, 1)
-    with pytest.raises(ValueError, match="no time zone"):
-        latest_complete_week(datetime(2019, 7, 8), TZ)
 
 
 def _local(*utc: str) -> pd.DatetimeIndex:
