@@ -29,8 +29,14 @@ holiday weeks against persistence, negative hours, 80 % coverage.
         --skip-buildings 20                                                # other buildings
     python benchmarks/forecast_quality.py --archive /data/cambridge-estates --years 2021 \\
         --buildings auto 20                                                # your own archive
+    python benchmarks/forecast_quality.py --years 2016,2017,2018 --buildings auto 20 \\
+        --mode both                                                       # and cold: every 4th
     python benchmarks/forecast_quality.py --buildings UCam_Building_b7 --start 2019-03-04 \\
         --end 2019-04-29 --trials 5                                        # a quick look
+
+``--mode cold`` runs every 4th Monday of each year with nothing between and no warm-up weeks, as
+a backfill of every 4th week runs, or a building's or a new operator's first weeks: no model has
+forecasts issued for the weeks just before (``--mode both``: each year in both modes).
 
 ``--archive`` is any archive in the Cambridge layout (``building_data/processed_data/<id>/
 electricity/<year>.csv`` and the Met Office folders); ``--buildings auto N`` takes, per year, the
@@ -86,6 +92,8 @@ PUBLISHED = "published"
 COMBINATIONS = tuple(name for name, spec in MODELS.items() if spec.combination)
 """Not single models: what "the best single model" is compared without."""
 NETWORK = "wadiro_pcscnn"
+COLD_EVERY = 4
+"""The cold mode runs every 4th Monday and nothing between."""
 FIRST_WEEKS_OF_ARCHIVE = 16
 """Weeks of readings the archive's first year needs behind a target week (12 of history and the
 four the persistence forecasts look back)."""
@@ -273,9 +281,11 @@ def goals(table: pd.DataFrame) -> dict[str, float]:
     """The issue's goals of one year, from its summary table."""
     by = table.set_index("model")
     ratio = by["mae_vs_naive"]
-    peer = min(ratio.get(name, np.inf) for name in PEERS)
+    strongest = min((name for name in PEERS if name in ratio), key=ratio.get, default=None)
+    peer = ratio[strongest] if strongest else np.nan
     singles = ratio.drop([PUBLISHED, *PEERS, *COMBINATIONS], errors="ignore")
     return {
+        "strongest peer": strongest,
         "published / strongest peer": ratio[PUBLISHED] / peer,
         "published / best single model": ratio[PUBLISHED] / singles.min(),
         "best single model": singles.idxmin(),
@@ -329,6 +339,11 @@ def main() -> None:
     parser.add_argument("--start", default="2019-01-07", help="first target week (a Monday)")
     parser.add_argument("--end", default="2019-12-30", help="last target week (a Monday)")
     parser.add_argument("--every", type=int, default=1, help="every n-th Monday of the range")
+    parser.add_argument("--mode", default="monday", choices=["monday", "cold", "both"],
+                        help="monday: every Monday (of --every) after the warm-up weeks; cold: "
+                        f"every {COLD_EVERY}th of them and nothing between, no warm-up (a "
+                        "backfill of every 4th week, a new building's or operator's first "
+                        "weeks: no issued forecasts of the weeks before); both: each year in both")
     parser.add_argument("--warm-up-weeks", type=int, default=8,
                         help="weeks run before each year and not scored (a deployed run's "
                         "record and issued forecasts), as far as the archive reaches back")
@@ -366,21 +381,25 @@ def main() -> None:
           f"{config.target}, persistence {config.persistence}, {args.workers} workers",
           flush=True)
     all_rows, tables = [], {}
-    for year, weeks in spans.items():
+    modes = ["monday", "cold"] if args.mode == "both" else [args.mode]
+    for (year, span), mode in ((item, mode) for item in spans.items() for mode in modes):
+        weeks = span[::COLD_EVERY] if mode == "cold" else span
         data_years = [y for y in (weeks[0].year - 1, weeks[-1].year) if y in on_disk]
         buildings = (complete_buildings(args.archive, data_years,
                                         args.skip_buildings + n_auto)[args.skip_buildings:]
                      if auto else args.buildings[0].split(","))
         began = time.perf_counter()
         earliest = year_weeks(on_disk[0], on_disk[0])[0]
-        warm_up = [w for w in (weeks[0] - timedelta(weeks=k)
-                               for k in range(args.warm_up_weeks, 0, -1)) if w >= earliest]
+        warm_up = [] if mode == "cold" else [
+            w for w in (weeks[0] - timedelta(weeks=k) for k in range(args.warm_up_weeks, 0, -1))
+            if w >= earliest]
         rows, cpu = evaluate_year(year or weeks[0].year, args.archive, buildings, weeks, config,
                                   args.workers, args.pickle is not None, warm_up)
+        rows["mode"] = mode
         all_rows.append(rows)
         table = summarise(rows, holiday_weeks(weeks))
-        tables[year or weeks[0].year] = table
-        label = year or f"{weeks[0]} to {weeks[-1]}"
+        label = f"{year or f'{weeks[0]} to {weeks[-1]}'}{' cold' if mode == 'cold' else ''}"
+        tables[label] = table
         print(f"\n{label}: {len(buildings)} buildings "
               f"({', '.join(b.rsplit('_', 1)[-1] for b in buildings)}) x {len(weeks)} weeks, "
               f"{len(rows[rows['model'] == SEASONAL_NAIVE])} building-weeks scored in "
