@@ -179,7 +179,7 @@ def mlforecast_lightgbm(window: Window) -> np.ndarray:
         lags = frame[["kwh_lag_168", "kwh_lag_336"]].to_numpy(np.float64)
         exogenous = frame[["is_holiday_or_weekend", "temperature_c", "irradiance_wm2",
                            "wind_speed_ms"]].to_numpy(np.float64)
-        return (np.column_stack([(lags - mean) / scale, local.hour, local.dayofweek, exogenous]),
+        return (np.column_stack([(lags - mean) / scale, local.hour, local.day_of_week, exogenous]),
                 frame["kwh"].to_numpy(np.float64))
 
     y_train = window.train["kwh"].to_numpy(np.float64)
