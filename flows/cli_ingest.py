@@ -9,8 +9,8 @@ from cyclopts import Parameter
 
 from flows.cli import NewWarehouse, Warehouse, run_ingest
 from tasks.ingest.cambridge_archive import ArchiveSelection
+from tasks.ingest.contract import FileOptions
 from tasks.ingest.readings_file import ReadingsOptions
-from tasks.ingest.source_files import FileOptions
 from tasks.ingest.synthetic_fleet import FleetSpec
 from tasks.ingest.weather_file import WeatherOptions
 from tasks.warehouse.connection import DEFAULT_WAREHOUSE

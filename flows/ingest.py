@@ -18,13 +18,14 @@ from tasks.ingest.buildings_file import (
 )
 from tasks.ingest.cambridge import IngestSummary, ingest_cambridge
 from tasks.ingest.cambridge_archive import ArchiveSelection
+from tasks.ingest.contract import FileOptions
+from tasks.ingest.portfolios_file import PortfoliosSummary, load_portfolios, write_portfolios
 from tasks.ingest.readings_file import (
     ReadingsOptions,
     ReadingsSummary,
     load_readings,
     write_readings,
 )
-from tasks.ingest.source_files import FileOptions
 from tasks.ingest.synthetic_fleet import FleetSpec, SyntheticSummary, ingest_synthetic
 from tasks.ingest.weather_file import (
     WeatherOptions,
@@ -32,7 +33,6 @@ from tasks.ingest.weather_file import (
     load_weather,
     write_weather,
 )
-from tasks.portfolios import PortfoliosSummary, load_portfolios, write_portfolios
 from tasks.warehouse.connection import (
     DEFAULT_WAREHOUSE,
     UNCHANGED,

@@ -25,13 +25,12 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.warehouse": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},
     "tasks.ingest": {"tasks.errors", "tasks.protocol", "tasks.warehouse", "tasks.ingest"},
     "tasks.report": {"tasks.errors", "tasks.warehouse", "tasks.report_html"},
-    "tasks.portfolios": {"tasks.errors", "tasks.ingest", "tasks.warehouse"},
     "tasks.export": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},
     "tasks.report_html": {"tasks.warehouse"},
     "tasks.forecast_tasks": {"tasks"},
     "flows": {"flows", "tasks.errors", "tasks.protocol", "tasks.forecast_tasks", "tasks.ingest",
               "tasks.report", "tasks.warehouse.connection", "tasks.warehouse.selection",
-              "tasks.portfolios", "tasks.export"},
+              "tasks.export"},
 }
 FORBIDDEN_LIBRARIES = {
     "wadiro_models": {"prefect", "duckdb", "pandas", "pyarrow", "optuna"},

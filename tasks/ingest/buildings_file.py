@@ -24,8 +24,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import TypeAdapter, ValidationError
 
-from tasks.ingest.contract import Column, FileContract
-from tasks.ingest.source_files import CsvFormat, SourceRows
+from tasks.ingest.contract import Column, CsvFormat, FileContract, SourceRows
 from tasks.ingest.timestamps import TimeZoneName
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
@@ -118,13 +117,12 @@ def load_buildings(path: str | Path, form: CsvFormat | None = None) -> Buildings
     """Read and check a buildings file (a CSV written as ``form`` says, its columns mapped as
     a :class:`FileOptions` ``form`` says); no warehouse involved."""
     began = time.perf_counter()
-    source = BUILDINGS_FILE.read(path, form)
-    cells = BUILDINGS_FILE.judge(source)
-    _check_zones(source.at, cells.strings("timezone"))
-    _check_calendars(source.at, cells.strings("holiday_country"), cells.strings("holiday_subdiv"))
+    cells = BUILDINGS_FILE.read(path, form)
+    _check_zones(cells.at, cells.strings("timezone"))
+    _check_calendars(cells.at, cells.strings("holiday_country"), cells.strings("holiday_subdiv"))
     table = pa.table({name: cells[name] for name in BUILDINGS_FILE.names})
-    table = table.append_column("source", pa.repeat(pa.scalar(source.path.name), table.num_rows))
-    return BuildingsBatch(str(source.path), table, time.perf_counter() - began)
+    table = table.append_column("source", pa.repeat(pa.scalar(cells.at.path.name), table.num_rows))
+    return BuildingsBatch(str(cells.at.path), table, time.perf_counter() - began)
 
 
 def write_buildings(con: duckdb.DuckDBPyConnection, batch: BuildingsBatch) -> BuildingsSummary:

@@ -21,8 +21,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from tasks.ingest.contract import SourceRows
 from tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
-from tasks.ingest.source_files import SourceRows
 
 __all__ = [
     "SUPPORTED_MINUTES",

@@ -54,8 +54,15 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from tasks.errors import UnknownBuildingError
-from tasks.ingest.column_mapping import ColumnMapping
-from tasks.ingest.contract import Column, FileContract, checked_ids
+from tasks.ingest.contract import (
+    Cells,
+    Column,
+    FileContract,
+    FileOptions,
+    SourceFile,
+    SourceRows,
+    open_file,
+)
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.flagging import FlagReport, flag_new_hours
 from tasks.ingest.hourly import (
@@ -79,20 +86,12 @@ from tasks.ingest.registers import (
     refuse_non_registers,
     refuse_registers,
 )
-from tasks.ingest.source_files import (
-    FileOptions,
-    SourceRows,
-    SourceStream,
-    SourceTable,
-    open_source,
-)
 from tasks.ingest.timestamps import (
     DAYS_AHEAD,
     AmbiguousPolicy,
     LocalTimeOptions,
     TimeReader,
     accepted_until,
-    localise,
 )
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
@@ -297,47 +296,21 @@ class ReadingsSummary:
         )
 
 
-def _layout(source: SourceRows, columns: list[str], requested: Layout
-            ) -> Literal["long", "wide"]:
-    if requested != "auto":
-        return requested
-    if "building_id" in columns:
-        return "long"
+def _contract(source: SourceFile, requested: Layout) -> FileContract:
+    """The contract of the file (``--layout``; ``auto``: long when there is a ``building_id``
+    column), its header checked against it."""
+    columns = source.columns
     values = [c for c in VALUE_COLUMNS if c in columns]
-    if values:
+    if requested == "auto" and "building_id" not in columns and values:
         raise MalformedSourceError(
-            f"{source.path}: a {values[0]!r} column but no 'building_id' column: a long file "
-            "needs building_id, ts, kwh; a wide file has ts and one column per building id "
-            "(give --layout wide if a building is really called that)"
+            f"{source.at.path}: a {values[0]!r} column but no 'building_id' column: a long "
+            "file needs building_id, ts, kwh; a wide file has ts and one column per building "
+            "id (give --layout wide if a building is really called that)"
         )
-    return "wide"
-
-
-def _value_columns(stream: SourceStream, mapping: ColumnMapping, layout: Layout
-                   ) -> tuple[bool, list[str]]:
-    """Whether the file is long, and its value columns (a wide file's building ids)."""
-    rows = stream.at
-    if _layout(rows, stream.columns, layout) == "long":
-        LONG_FILE.check_header(rows.path, stream.columns, mapping)
-        value = LONG_FILE.value_column("kwh", stream.columns)
-        assert value is not None  # the header was checked to have one
-        return True, [value]
-    WIDE_FILE.check_header(rows.path, stream.columns, mapping)
-    return False, WIDE_FILE.other_columns(stream.columns)
-
-
-def _energy(rows: SourceRows, raw: pa.Array, first_row: int, column: str, factor: float,
-            options: ReadingsOptions, tally: Tally) -> np.ndarray:
-    """A chunk's value column (``raw``, from row ``first_row``) in kWh per interval (a
-    register's reading, with ``--unit register``; NaN = missing), its implausible values stored
-    as missing and counted in ``tally``."""
-    energy = ENERGY
-    if options.unit == "register":
-        energy = replace(energy, bound=REGISTER_KWH)
-    values = energy.checked_numbers(raw, replace(rows, first_row=first_row),
-                                    policy=options.implausible, tally=tally, scale=factor,
-                                    column=column)
-    return values.to_numpy(zero_copy_only=False).astype(float) * factor
+    long = requested == "long" or requested == "auto" and "building_id" in columns
+    contract = LONG_FILE if long else WIDE_FILE
+    contract.check_header(source)
+    return contract
 
 
 def _differences(
@@ -359,88 +332,35 @@ def _differences(
     return frame, counts
 
 
-class _BuildingCodes:
-    """Building ids as small integer codes, kept across a file's chunks."""
-
-    def __init__(self) -> None:
-        self.index: dict[str, int] = {}
-
-    def of_column(self, chunk: SourceTable, column: str) -> np.ndarray:
-        """The codes of a chunk's id column, judged as :data:`LONG_FILE` says (a blank cell or
-        an id that is not printable text is refused, naming its row)."""
-        encoded = checked_ids(chunk.at, LONG_FILE.column("building_id"),
-                              chunk.trimmed(column))
-        codes = np.array([self.code(name) for name in encoded.dictionary.to_pylist()],
-                         dtype=np.int32)
-        return codes[encoded.indices.to_numpy(zero_copy_only=False)]
-
-    def code(self, name: str) -> int:
-        return self.index.setdefault(name, len(self.index))
-
-    def categorical(self, codes: np.ndarray) -> pd.Categorical:
-        """``codes`` as building ids (the categories in the order the file names them, so a
-        file grouped by building is in order by code)."""
-        return pd.Categorical.from_codes(codes, categories=list(self.index))
-
-
-@dataclass
-class _Chunks:
-    """What a file's chunks hold, in compact columns: the timestamps of every row, the
-    building code of every row (long files), and each value column's numbers as read (with
-    the row its chunk starts at), checked once the interval, hence the unit's factor, is known."""
-
-    ts: list[pd.Series]
-    codes: list[np.ndarray]
-    values: dict[str, list[tuple[pa.Array, int]]]
-
-    @property
-    def rows(self) -> int:
-        return sum(len(part) for part in self.ts)
-
-    def times(self) -> pd.Series:
-        return pd.concat(self.ts, ignore_index=True) if len(self.ts) > 1 else self.ts[0]
-
-
-def _read_chunks(stream: SourceStream, value_columns: list[str], long: bool, times: TimeReader,
-                 ids: _BuildingCodes) -> _Chunks:
-    """Every chunk of the file: its timestamps, building codes and numbers, as read."""
-    gathered = _Chunks([], [], {column: [] for column in value_columns})
-    for chunk in stream.chunks():
-        gathered.ts.append(times.read(chunk))
-        if long:
-            gathered.codes.append(ids.of_column(chunk, "building_id"))
-        for column in value_columns:
-            gathered.values[column].append((chunk.numbers(column), chunk.at.first_row))
-    return gathered
-
-
-def _instants(rows: SourceRows, ts: pd.Series, with_offset: bool | None, codes: np.ndarray | None,
+def _instants(at: SourceRows, times: TimeReader, ts: pd.Series, codes: np.ndarray | None,
               buildings: pd.Series | None, options: ReadingsOptions) -> tuple[pd.Series, int]:
-    """A file's timestamps (one per row) as UTC instants, and its interval in minutes, once
-    they are known to lie on the interval's grid and no building repeats one."""
-    if not with_offset:  # wall-clock times (read only with --timezone): repeated hours paired
-        ts = localise(rows, "ts", ts, str(options.timezone), options.ambiguous, buildings,
-                      "building")
-    minutes = infer_interval(rows, ts, codes)
-    check_on_grid(rows, "ts", ts, minutes)
+    """A file's timestamps (one per row) as UTC instants (wall-clock times, read only with
+    --timezone: a building's repeated hours paired), and its interval in minutes, once they
+    are known to lie on the interval's grid and no building repeats one."""
+    ts = times.utc(at, ts, options.ambiguous, buildings, "building")
+    minutes = infer_interval(at, ts, codes)
+    check_on_grid(at, "ts", ts, minutes)
     if buildings is not None:
-        check_unique(rows, "ts", ts, pd.DataFrame({"building_id": buildings}),
+        check_unique(at, "ts", ts, pd.DataFrame({"building_id": buildings}),
                      "building {building_id!r}")
     else:
-        check_unique(rows, "ts", ts, None, "the timestamp")
+        check_unique(at, "ts", ts, None, "the timestamp")
     return ts, minutes
 
 
-def _energies(rows: SourceRows, chunks: _Chunks, value_columns: list[str], factor: float,
+def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
               options: ReadingsOptions, tally: Tally) -> np.ndarray:
-    """Every value column's numbers in kWh, checked, one column after the other (a wide file's
-    buildings in turn); each chunk's numbers as read are let go once converted."""
-    n = chunks.rows
-    kwh = np.empty(n * len(value_columns))
-    for k, column in enumerate(value_columns):
-        for raw, first in chunks.values.pop(column):
-            kwh[k * n + first:k * n + first + len(raw)] = _energy(
-                rows, raw, first, column, factor, options, tally)
+    """Every value column's numbers (``columns``: the contract's name and the file's) in kWh
+    per interval (a register's reading, with ``--unit register``; NaN = missing), one column
+    after the other (a wide file's buildings in turn), each let go once converted; implausible
+    values are refused, or stored as missing and counted in ``tally``."""
+    energy = replace(ENERGY, bound=REGISTER_KWH) if options.unit == "register" else ENERGY
+    n = cells.rows
+    kwh = np.empty(n * len(columns))
+    for k, (key, column) in enumerate(columns):
+        values = energy.checked_numbers(cells.values.pop(key), cells.at, scale=factor,
+                                        policy=options.implausible, tally=tally, column=column)
+        kwh[k * n:(k + 1) * n] = values.to_numpy(zero_copy_only=False).astype(float) * factor
     return kwh
 
 
@@ -464,45 +384,44 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
     options = options or ReadingsOptions()
-    mapping = options.column_mapping()
     times = TimeReader("ts", timezone=options.timezone, time_format=options.time_format,
                        dayfirst=options.dayfirst, latest=accepted_until(DAYS_AHEAD),
                        latest_why=f"readings: at most {DAYS_AHEAD} days after today")
-    ids = _BuildingCodes()
-    with open_source(path, required=["ts"], optional=None, form=options,
-                     mapping=mapping) as stream:
-        rows = stream.at
-        long, value_columns = _value_columns(stream, mapping, options.layout)
-        chunks = _read_chunks(stream, value_columns, long, times, ids)
-    n = chunks.rows
-    if n == 0:
-        raise MalformedSourceError(f"{rows.path}: empty file, a header but no data rows")
-    codes = np.concatenate(chunks.codes) if long else None
-    buildings = pd.Series(ids.categorical(codes)) if codes is not None else None
-    ts, minutes = _instants(rows, chunks.times(), times.with_offset, codes, buildings, options)
+    with open_file(path, options, options.column_mapping()) as source:
+        contract = _contract(source, options.layout)
+        cells = contract.judge(source, times={"ts": times.read}, bounds=False)
+    at, n, long = cells.at, cells.rows, contract is LONG_FILE
+    codes = buildings = None
+    if long:
+        ids = cells.values.pop("building_id")
+        codes = ids.indices.to_numpy(zero_copy_only=False)
+        buildings = pd.Series(pd.Categorical.from_codes(codes, ids.dictionary.to_pylist()))
+        columns = [("kwh", str(LONG_FILE.value_column("kwh", cells.columns)))]
+    else:
+        columns = [(name, name) for name in WIDE_FILE.other_columns(cells.columns)]
+    ts, minutes = _instants(at, times, cells.times.pop("ts"), codes, buildings, options)
     tally = Tally()
-    kwh = _energies(rows, chunks, value_columns, options.factor(minutes), options, tally)
-    del chunks
+    kwh = _energies(cells, columns, options.factor(minutes), options, tally)
     if not long:
-        buildings = pd.Series(ids.categorical(np.repeat(
-            np.array([ids.code(c) for c in value_columns], dtype=np.int32), n)))
-        ts = pd.Series(np.tile(ts.to_numpy(dtype="datetime64[us]"), len(value_columns))
+        buildings = pd.Series(pd.Categorical.from_codes(
+            np.repeat(np.arange(len(columns), dtype=np.int32), n), [c for c, _ in columns]))
+        ts = pd.Series(np.tile(ts.to_numpy(dtype="datetime64[us]"), len(columns))
                        ).dt.tz_localize("UTC")
     frame = pd.DataFrame({"building_id": buildings, "ts": ts, "kwh": kwh})
     del kwh, buildings, ts
     registers = RegisterCounts()
     if options.unit == "register":
-        frame["row"] = np.tile(np.arange(n, dtype=np.int64), len(value_columns))
-        frame, registers = _differences(rows, frame, minutes, options,
-                                        value_columns[0] if long else None, tally)
+        frame["row"] = np.tile(np.arange(n, dtype=np.int64), len(columns))
+        frame, registers = _differences(at, frame, minutes, options,
+                                        columns[0][1] if long else None, tally)
     else:
-        refuse_registers(rows.path, frame, minutes, options.unit)
+        refuse_registers(at.path, frame, minutes, options.unit)
     sub_hourly = _recent_sub_hourly(frame, minutes)
     hours, partial, incomplete = sum_to_hours(frame, minutes)
     del frame
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
-        path=str(rows.path),
+        path=str(at.path),
         readings=readings,
         building_ids=tuple(sorted(str(b) for b in pd.unique(hours["building_id"]))),
         interval_minutes=minutes,

@@ -41,8 +41,8 @@ import pyarrow as pa
 from pandas.tseries.api import guess_datetime_format
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tasks.ingest.contract import SourceRows, SourceTable
 from tasks.ingest.errors import MalformedSourceError
-from tasks.ingest.source_files import SourceRows, SourceTable
 from tasks.protocol.weeks import resolve_timezone
 
 __all__ = [
@@ -142,6 +142,16 @@ class TimeReader:
                 "--timezone is for naive local wall-clock times only, leave it out")
         self._check_dates(at, parsed)
         return parsed
+
+    def utc(self, at: SourceRows, parsed: pd.Series, ambiguous: AmbiguousPolicy,
+            series: pd.Series | np.ndarray | None = None, series_name: str = "series", *,
+            pairs: bool = True) -> pd.Series:
+        """The file's timestamps (:meth:`read`, every chunk's) as UTC instants, wall-clock
+        times localised by :func:`localise`."""
+        if self.with_offset:
+            return parsed
+        return localise(at, self.column, parsed, str(self.timezone), ambiguous, series,
+                        series_name, pairs)
 
     def _parse(self, at: SourceRows, text: pd.Series) -> pd.Series:
         if self._layout is None and self.dayfirst:
@@ -247,11 +257,8 @@ def utc_instants(
     """
     reader = TimeReader(column, timezone=timezone, time_format=time_format, dayfirst=dayfirst,
                         latest=latest, latest_why=latest_why)
-    parsed = reader.read(source)
-    if reader.with_offset:
-        return parsed
-    return localise(source.at, column, parsed, timezone, ambiguous, series if pairs else None,
-                    series_name, pairs)
+    return reader.utc(source.at, reader.read(source), ambiguous, series if pairs else None,
+                      series_name, pairs=pairs)
 
 
 def localise(

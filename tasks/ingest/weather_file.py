@@ -40,7 +40,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from tasks.ingest.contract import Column, FileContract
+from tasks.ingest.contract import Column, FileContract, FileOptions
 from tasks.ingest.errors import MalformedSourceError, UnknownSiteError
 from tasks.ingest.hourly import check_on_grid, check_unique
 from tasks.ingest.plausibility import (
@@ -51,14 +51,13 @@ from tasks.ingest.plausibility import (
     ImplausiblePolicy,
     value_notes,
 )
-from tasks.ingest.source_files import FileOptions
 from tasks.ingest.timestamps import (
     DAYS_AHEAD,
     FORECAST_DAYS_AHEAD,
     AmbiguousPolicy,
     LocalTimeOptions,
+    TimeReader,
     accepted_until,
-    utc_instants,
 )
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
@@ -218,40 +217,32 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     began = time.perf_counter()
     forecast = options.kind == "forecast"
     contract = FORECAST_FILE if forecast else WEATHER_FILE
-    source = contract.read(path, options)
+    source = contract.open(path, options)
     if not forecast and "issued_at" in source.columns:
+        source.close()
         raise MalformedSourceError(
-            f"{source.path}: an 'issued_at' column, but --kind observed; "
+            f"{source.at.path}: an 'issued_at' column, but --kind observed; "
             "a forecast feed is ingested with --kind forecast"
         )
-    at = source.at
+    ahead = FORECAST_DAYS_AHEAD if forecast else DAYS_AHEAD
+    readers = {column: TimeReader(
+        column, timezone=options.timezone, time_format=options.time_format,
+        dayfirst=options.dayfirst, latest=accepted_until(days), latest_why=f"{why}: at most "
+        f"{days} days after today") for column, days, why in (
+            ("ts", ahead, "a forecast" if forecast else "an observation"),
+            *((("issued_at", DAYS_AHEAD, "an issue time"),) if forecast else ()))}
     cells = contract.judge(source, policy=options.implausible,
-                           scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]})
+                           scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]},
+                           times={column: reader.read for column, reader in readers.items()})
+    at, n = cells.at, cells.rows
     sites = cells.strings("site_id")
-    n = source.rows
     issued = None
     series = sites
-    layout = {"time_format": options.time_format, "dayfirst": options.dayfirst}
     if forecast:
-        issued = utc_instants(
-            source, "issued_at", timezone=options.timezone, ambiguous=options.ambiguous,
-            pairs=False, latest=accepted_until(DAYS_AHEAD),
-            latest_why=f"an issue time: at most {DAYS_AHEAD} days after today", **layout,
-        )
+        issued = readers["issued_at"].utc(at, cells.times["issued_at"], options.ambiguous,
+                                          pairs=False)
         series = sites + "\x00" + issued.astype(str)
-    ahead = FORECAST_DAYS_AHEAD if forecast else DAYS_AHEAD
-    ts = utc_instants(
-        source,
-        "ts",
-        timezone=options.timezone,
-        ambiguous=options.ambiguous,
-        series=series,
-        series_name="site and issue",
-        latest=accepted_until(ahead),
-        latest_why=f"{'a forecast' if forecast else 'an observation'}: at most {ahead} days "
-        "after today",
-        **layout,
-    )
+    ts = readers["ts"].utc(at, cells.times["ts"], options.ambiguous, series, "site and issue")
     check_on_grid(at, "ts", ts, 60)
     keys = pd.DataFrame(
         {"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})}
@@ -279,7 +270,7 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     frame["issued_at"] = pd.to_datetime(frame["issued_at"], utc=True)
     table = pa.Table.from_pandas(frame, schema=WEATHER_SCHEMA, preserve_index=False)
     return WeatherBatch(
-        path=str(source.path),
+        path=str(at.path),
         kind=options.kind,
         weather=table,
         site_ids=tuple(dict.fromkeys(frame["site_id"])),
@@ -290,7 +281,7 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         read_seconds=time.perf_counter() - began,
         replace_range=options.replace_range,
         blank_cells=tuple(cells.blank.items()),
-        absent=tuple(name for name in VALUES if name not in source.columns),
+        absent=tuple(name for name in VALUES if name not in cells.columns),
     )
 
 

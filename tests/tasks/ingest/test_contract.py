@@ -8,9 +8,8 @@ import pytest
 
 from tasks.errors import PipelineError
 from tasks.ingest import contract as contract_module
-from tasks.ingest.contract import Column, FileContract
+from tasks.ingest.contract import Column, FileContract, FileOptions
 from tasks.ingest.plausibility import IRRADIANCE_WM2, TEMPERATURE_C
-from tasks.ingest.source_files import FileOptions
 
 SENSORS = FileContract(
     "a sensors file",
@@ -42,7 +41,7 @@ def test_required_and_optional_follow_the_declaration():
 
 def test_cells_become_values_and_absent_optional_columns_are_missing(tmp_path):
     path = _file(tmp_path, "site_id,ts,temperature_c\n s1 ,t0,1.5\ns2,t0,\n")
-    cells = SENSORS.judge(SENSORS.read(path))
+    cells = SENSORS.read(path)
     assert cells.strings("site_id").tolist() == ["s1", "s2"]  # trimmed
     assert cells["temperature_c"].to_pylist() == [1.5, None]
     assert cells.blank == {"temperature_c": 1}  # blank as read; the absent column has none
@@ -66,16 +65,15 @@ def test_cells_become_values_and_absent_optional_columns_are_missing(tmp_path):
 ])
 def test_each_refusal_names_its_line_and_column(tmp_path, text, expected):
     with pytest.raises(PipelineError, match=expected):
-        SENSORS.judge(SENSORS.read(_file(tmp_path, text)))
+        SENSORS.read(_file(tmp_path, text))
 
 
 def test_a_repeated_key_names_both_lines(tmp_path):
     path = _file(tmp_path, "site_id,meter_id\ns1,m1\ns2,m1\ns1,m2\ns1,m1\n")
     with pytest.raises(PipelineError, match=r"line 5, column 'meter_id': meter 'm1' is listed "
                        r"twice at site 's1' \(line 2 and line 5\)"):
-        METERS.judge(METERS.read(path))
-    assert METERS.judge(METERS.read(_file(tmp_path, "site_id,meter_id\ns1,m1\ns2,m1\n",
-                                          "ok.csv"))).rows == 2
+        METERS.read(path)
+    assert METERS.read(_file(tmp_path, "site_id,meter_id\ns1,m1\ns2,m1\n", "ok.csv")).rows == 2
 
 
 def test_a_key_is_declared_over_id_or_text_columns():
@@ -86,7 +84,7 @@ def test_a_key_is_declared_over_id_or_text_columns():
 
 def test_implausible_numbers_are_missing_and_counted_when_asked(tmp_path):
     path = _file(tmp_path, "site_id,ts,temperature_c,irradiance_wm2\ns1,t0,99,-10\ns1,t1,2,5\n")
-    cells = SENSORS.judge(SENSORS.read(path), policy="missing")
+    cells = SENSORS.read(path, policy="missing")
     assert cells["temperature_c"].to_pylist() == [None, 2.0]
     assert cells["irradiance_wm2"].to_pylist() == [0.0, 5.0]  # a sensor's offset, clipped
     assert (cells.tally.implausible, cells.tally.clipped) == (1, 1)
@@ -95,7 +93,7 @@ def test_implausible_numbers_are_missing_and_counted_when_asked(tmp_path):
 def test_a_column_with_aliases_is_there_exactly_once(tmp_path):
     energy = FileContract("an energy file", (
         Column("building_id", "id"), Column("kwh", "number", aliases=("value",))))
-    cells = energy.judge(energy.read(_file(tmp_path, "building_id,value\nb1,3\n")))
+    cells = energy.read(_file(tmp_path, "building_id,value\nb1,3\n"))
     assert cells["kwh"].to_pylist() == [3.0]
     with pytest.raises(PipelineError, match="an energy file needs exactly one kwh column, 'kwh' "
                        "or 'value'"):
@@ -105,12 +103,12 @@ def test_a_column_with_aliases_is_there_exactly_once(tmp_path):
     optional = FileContract("an energy file", (
         Column("building_id", "id"), Column("kwh", "number", required=False, aliases=("value",))))
     neither = optional.read(_file(tmp_path, "building_id\nb1\n", "neither.csv"))
-    assert optional.judge(neither)["kwh"].to_pylist() == [None]
+    assert neither["kwh"].to_pylist() == [None]
 
 
 def test_the_column_mapping_targets_only_declared_columns(tmp_path):
     path = _file(tmp_path, "Site,ts,temperature_c\ns1,t0,1\n")
-    cells = SENSORS.judge(SENSORS.read(path, FileOptions(columns=("Site=site_id",))))
+    cells = SENSORS.read(path, FileOptions(columns=("Site=site_id",)))
     assert cells.strings("site_id").tolist() == ["s1"]
     with pytest.raises(PipelineError, match="'Site' to 'station', which is not a column of a "
                        "sensors file"):

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.errors import PipelineError
-from tasks.ingest import source_files
+from tasks.ingest import contract
 from tasks.ingest.buildings_file import ingest_buildings, load_buildings
 from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
 from tasks.ingest.weather_file import WeatherOptions, ingest_weather
@@ -175,8 +175,8 @@ def test_a_comma_separated_file_read_with_another_delimiter_is_not_told_to_becom
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Chunks of about a dozen CSV lines and of 7 Parquet rows."""
-    monkeypatch.setattr(source_files, "CHUNK_BYTES", 256)
-    monkeypatch.setattr(source_files, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(contract, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(contract, "CHUNK_ROWS", 7)
 
 
 def _long_file(tmp_path: Path, name: str = "long.csv") -> Path:
@@ -190,9 +190,9 @@ def _long_file(tmp_path: Path, name: str = "long.csv") -> Path:
 def test_chunks_give_what_one_read_gives(tmp_path, monkeypatch):
     path = _long_file(tmp_path)
     whole = load_readings(path, ReadingsOptions(timezone="Europe/London")).readings
-    monkeypatch.setattr(source_files, "CHUNK_BYTES", 256)
-    chunks = list(source_files.open_source(path, optional=None).chunks())
-    assert len(chunks) >= 6 and [c.first_row for c in chunks[:2]] == [0, chunks[0].rows]
+    monkeypatch.setattr(contract, "CHUNK_BYTES", 256)
+    chunks = list(contract.open_file(path).chunks())
+    assert len(chunks) >= 6 and [c.at.first_row for c in chunks[:2]] == [0, chunks[0].rows]
     chunked = load_readings(path, ReadingsOptions(timezone="Europe/London")).readings
     assert chunked.equals(whole) and whole.num_rows == 82
     b1 = whole.to_pandas().query("building_id == 'b1'")

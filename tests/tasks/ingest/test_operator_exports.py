@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from tasks.errors import PipelineError
 from tasks.ingest.buildings_file import ingest_buildings, load_buildings
+from tasks.ingest.contract import FileOptions
 from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
-from tasks.ingest.source_files import FileOptions
 from tasks.ingest.weather_file import WeatherOptions, ingest_weather, load_weather
 from tests.tasks.ingest.operator_files import contents, kwh_by_hour, utc, write
 

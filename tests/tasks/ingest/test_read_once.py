@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.ingest import source_files
+from tasks.ingest import contract
 from tasks.ingest.buildings_file import load_buildings
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.readings_file import load_readings
@@ -113,9 +113,9 @@ def _long_readings(path: Path, buildings: int, hours: int, ragged_at: int | None
 
 def test_a_meter_export_streamed_in_blocks_is_read_once(tmp_path, monkeypatch):
     """Larger than a block: streamed, the header's bytes handed on to the parse."""
-    monkeypatch.setattr(source_files, "CHUNK_BYTES", 128 << 10)
+    monkeypatch.setattr(contract, "CHUNK_BYTES", 128 << 10)
     path = _long_readings(tmp_path / "r.csv", 40, 24 * 28)  # about 850 kB, 27,000 rows
-    assert path.stat().st_size > 4 * source_files.CHUNK_BYTES
+    assert path.stat().st_size > 4 * contract.CHUNK_BYTES
     warm_up = _long_readings(tmp_path / "w.csv", 1, 24)
     batch = read_once(load_readings, path, warm_up)
     assert batch.rows_read == 40 * 24 * 28 and len(batch.building_ids) == 40

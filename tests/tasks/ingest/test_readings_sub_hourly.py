@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.ingest import source_files
+from tasks.ingest import contract
 from tasks.ingest.readings_file import (
     ReadingsOptions,
     _recent_sub_hourly,
@@ -104,9 +104,9 @@ def test_chunks_keep_what_one_read_keeps_and_what_a_hand_count_says(tmp_path, mo
                                                                    layout):
     path = _write(tmp_path, layout)
     whole, stored_whole = load_readings(path), _ingested(tmp_path, "whole", path)
-    monkeypatch.setattr(source_files, "CHUNK_BYTES", 256)  # about a dozen CSV lines
-    monkeypatch.setattr(source_files, "CHUNK_ROWS", 7)
-    assert len(list(source_files.open_source(path, optional=None).chunks())) > 100
+    monkeypatch.setattr(contract, "CHUNK_BYTES", 256)  # about a dozen CSV lines
+    monkeypatch.setattr(contract, "CHUNK_ROWS", 7)
+    assert len(list(contract.open_file(path).chunks())) > 100
     chunked, stored_chunked = load_readings(path), _ingested(tmp_path, "chunked", path)
     assert chunked.sub_hourly.equals(whole.sub_hourly) and chunked.readings.equals(whole.readings)
     pd.testing.assert_frame_equal(stored_chunked, stored_whole)

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
+from tasks.ingest.contract import open_file
 from tasks.ingest.errors import MalformedSourceError
-from tasks.ingest.source_files import read_source
 from tasks.ingest.synthetic_fleet import FleetSpec
 from tasks.ingest.timestamps import LocalTimeOptions, utc_instants
 from tests.tasks.ingest.operator_files import utc, write
@@ -22,7 +22,7 @@ LONDON = "Europe/London"
 
 def instants(tmp_path, cells: list[str], series: list[str] | None = None, **options) -> list[datetime]:
     lines = ["ts,id"] + [f"{c},{s}" for c, s in zip(cells, series or ["a"] * len(cells), strict=True)]
-    source = read_source(write(tmp_path / "t.csv", "\n".join(lines) + "\n"), optional=None)
+    source = next(open_file(write(tmp_path / "t.csv", "\n".join(lines) + "\n")).chunks())
     ids = source.text("id", required=True)
     result = utc_instants(source, "ts", series=ids, **options)
     assert str(result.dtype) == "datetime64[us, UTC]"
@@ -92,7 +92,7 @@ def test_parquet_timestamp_columns_with_and_without_a_zone(tmp_path):
     naive = pa.array([datetime(2024, 10, 27, 1), datetime(2024, 10, 27, 1)], pa.timestamp("us"))
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"aware": aware, "naive": naive}), str(path))
-    source = read_source(path, optional=None)
+    source = next(open_file(path).chunks())
     assert list(utc_instants(source, "aware", timezone=None)) == [pd.Timestamp("2024-10-27 00:00Z"),
                                                                   pd.Timestamp("2024-10-27 01:00Z")]
     assert list(utc_instants(source, "naive", timezone=LONDON)) == [pd.Timestamp("2024-10-27 00:00Z"),

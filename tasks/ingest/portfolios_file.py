@@ -19,8 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.errors import UnknownBuildingError
-from tasks.ingest.contract import Column, FileContract
-from tasks.ingest.source_files import FileOptions
+from tasks.ingest.contract import Column, FileContract, FileOptions
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.portfolio_sql import ALL
 from tasks.warehouse.schema import ensure_schema
@@ -68,14 +67,13 @@ def load_portfolios(path: str | Path, form: FileOptions | None = None) -> Portfo
     ``form``'s mapping reads them (``--columns``); no warehouse involved. The reserved id
     ``all`` is refused too, naming the line."""
     began = time.perf_counter()
-    source = PORTFOLIOS_FILE.read(path, form)
-    cells = PORTFOLIOS_FILE.judge(source)
+    cells = PORTFOLIOS_FILE.read(path, form)
     reserved = pc.equal(cells["portfolio_id"], ALL).to_numpy(zero_copy_only=False)
     if reserved.any():
-        raise source.at.error(int(reserved.argmax()), "portfolio_id",
-                              f"the portfolio {ALL!r} is every building, in every warehouse; "
-                              "give your portfolio another name")
-    return PortfoliosBatch(str(source.path), pa.table({name: cells[name] for name in COLUMNS}),
+        raise cells.at.error(int(reserved.argmax()), "portfolio_id",
+                             f"the portfolio {ALL!r} is every building, in every warehouse; "
+                             "give your portfolio another name")
+    return PortfoliosBatch(str(cells.at.path), pa.table({name: cells[name] for name in COLUMNS}),
                            time.perf_counter() - began)
 
 
