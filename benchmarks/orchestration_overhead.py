@@ -11,7 +11,7 @@ the orchestration overhead dominates. Timed with ``time.perf_counter``:
 * ``flow``: ``weekly_forecast_flow`` on the threads runner (and the processes runner) for each
   batch size; at most ``max_in_flight`` batches are submitted at a time. Through Prefect
   (``prefect``), and as the command line runs it without a Prefect server (``direct``:
-  :class:`~flows.engine.LocalEngine`, no Prefect API).
+  the flow functions called directly, no Prefect API).
 
 Overhead = flow - bare, also per building. Flows through Prefect talk to a temporary local
 Prefect server (started here) unless ``--api-url`` names a running one::
@@ -90,13 +90,13 @@ def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, 
 
 def time_flow(warehouse: Path, runner: str, batch_size: int, max_in_flight: int,
               engine: str = "prefect") -> tuple[float, int]:
-    from flows.engine import LocalEngine, PrefectEngine, run_flow
+    from flows.engine import run_flow
     from flows.forecast import weekly_forecast_flow
     from flows.settings import WeeklySettings
 
     started = time.perf_counter()
     summary = run_flow(
-        weekly_forecast_flow, PrefectEngine() if engine == "prefect" else LocalEngine(),
+        weekly_forecast_flow, prefect=engine == "prefect",
         week=WEEK, settings=WeeklySettings(
             warehouse=str(warehouse), models=MODELS, runner=runner, batch_size=batch_size,
             max_in_flight=max_in_flight))

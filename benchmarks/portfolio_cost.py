@@ -33,7 +33,7 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
-from tasks.export import export_forecasts
+from tasks.outputs.export import export_forecasts
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.portfolio_sql import (
     read_portfolio_forecasts,

@@ -52,7 +52,7 @@ from tasks.warehouse.connection import (  # noqa: E402
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from tasks.forecast_tasks import RunSummary
+    from tasks.warehouse.run_store import RunSummary
 
 NOT_OPTIONS = re.compile(r"^(?!(model_options|model_inputs)$)")
 """Settings fields that are not options: the per-model mappings (a flow parameter or a
@@ -328,7 +328,7 @@ for _command, _help in LAZY_HELP.items():
 def report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
     """Run a forecasting flow; print its summary, its failures and its leaderboard."""
     from tasks.errors import DegradedRunError
-    from tasks.report import read_run_leaderboard
+    from tasks.outputs.report import read_run_leaderboard
 
     def strictly() -> tuple[RunSummary, DegradedRunError | None]:
         try:
@@ -363,7 +363,7 @@ def _print_issued(warehouse: str, run_id: str) -> None:
     """A week not yet over: what was published for it, and how the models did last week."""
     import pandas as pd
 
-    from tasks.report import read_issued
+    from tasks.outputs.report import read_issued
 
     published, validation = run_guarded(lambda: read_issued(warehouse, run_id))
     if published.empty:
@@ -423,9 +423,9 @@ def load_pending(*, warehouse: Warehouse = Path(DEFAULT_WAREHOUSE)) -> None:
 
     Building-weeks that a later run has written since are left out.
     """
-    from tasks.forecast_tasks import load_pending_results
+    from tasks.warehouse.run_store import RunStore
 
-    echo(f"load-pending: {run_guarded(lambda: load_pending_results(str(warehouse))).line()}")
+    echo(f"load-pending: {run_guarded(lambda: RunStore(str(warehouse)).load_pending()).line()}")
 
 
 @app.command
@@ -435,9 +435,9 @@ def runs(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """The latest forecasting runs in the warehouse: when, what, how they ended."""
-    from tasks.forecast_tasks import run_history
+    from tasks.warehouse.run_store import RunStore
 
-    rows = run_guarded(lambda: run_history(str(warehouse), limit))
+    rows = run_guarded(lambda: RunStore(str(warehouse)).history(limit))
     if not rows:
         echo("no runs yet")
     for (run_id, flow, started, minutes, status, weeks, done, learned, persistence, degraded,
@@ -463,7 +463,7 @@ def report(
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Write the fleet leaderboard, per-building errors and forecast plots."""
-    from tasks.report import write_report
+    from tasks.outputs.report import write_report
 
     ids = split_list(buildings, "--buildings")
     result = run_guarded(lambda: write_report(warehouse, out, ids))
@@ -503,7 +503,7 @@ def export(
     intra-hour shape where its readings came sub-hourly, evenly otherwise; the periods of an
     hour sum to its forecast and to its interval bounds.
     """
-    from tasks.export import export_forecasts
+    from tasks.outputs.export import export_forecasts
 
     if buildings is not None and portfolios is not None:
         usage_error("give --buildings or --portfolios, not both")
@@ -531,7 +531,7 @@ def quality(
     warehouse's latest reading), the longest gap, flat-lined, zero and negative runs: the
     building_data_quality view (README, "The warehouse").
     """
-    from tasks.report import read_data_quality, write_data_quality_csv
+    from tasks.outputs.report import read_data_quality, write_data_quality_csv
 
     ids = split_list(buildings, "--buildings")
     result = run_guarded(lambda: read_data_quality(warehouse, ids))

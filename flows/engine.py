@@ -1,20 +1,20 @@
-"""Where a run's steps execute: through Prefect, or directly in this process.
+"""Where a run's steps execute: as a Prefect flow run, or directly in this process.
 
-The flows are written once, against :class:`Engine`, and run two ways:
+The flows are written once and run two ways; :class:`Engine` tells them apart from Prefect's
+own context (a flow run's or none):
 
-* :class:`PrefectEngine` -- the flows as Prefect flows, each batch's compute a Prefect task
-  run on a Prefect task runner. Used by deployments (a worker runs the flow), and by the
-  command line whenever a Prefect server is configured (``PREFECT_API_URL``, from the
-  environment or the active Prefect profile): every run is then in that server's history and
-  UI.
-* :class:`LocalEngine` -- the same flow functions called directly, the batches' compute on a
+* as Prefect flows, each batch's compute a Prefect task run on a Prefect task runner. Used by
+  deployments (a worker runs the flow), and by the command line whenever a Prefect server is
+  configured (``PREFECT_API_URL``, from the environment or the active Prefect profile): every
+  run is then in that server's history and UI.
+* directly: the same flow functions called as functions, the batches' compute on a
   ``concurrent.futures`` executor (processes, threads, or a Dask cluster's). No Prefect API
   is contacted and no temporary server is started, so a command starts in about a second and
   several commands at once on a loaded machine cannot time out waiting for one. The run's
   history is the warehouse's ``runs`` table, as it always is.
 
-:func:`run_flow` picks the engine for a command: Prefect when a server is configured (it must
-answer: a configured server that is down is an error, never silently skipped), local otherwise.
+:func:`run_flow` picks the way for a command: Prefect when a server is configured (it must
+answer: a configured server that is down is an error, never silently skipped), direct otherwise.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ import os
 import signal
 import threading
 import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from contextvars import ContextVar
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 from flows.stopping import (
     GRACE_S,
@@ -43,9 +42,8 @@ from flows.stopping import (
     worker_init,
 )
 from tasks.errors import PipelineError, RunStoppedError
+from tasks.forecast_tasks import forecast_batch
 from tasks.protocol.batch import LOADED_ON_FIRST_USE
-
-R = TypeVar("R")
 
 USER_LOG = logging.getLogger("wadiro_fleet.run")
 """What a run tells its user (a locked warehouse, results kept, a stop); the command line shows
@@ -81,80 +79,61 @@ def server_answers(api_url: str, timeout_s: float = SERVER_CHECK_TIMEOUT_S) -> b
         return False
 
 
-class Engine(ABC):
-    """How a flow's compute step runs: on a Prefect task runner as task runs, or on a
-    ``concurrent.futures`` executor. Storage steps are plain calls in the flow's process."""
+@dataclass(frozen=True)
+class Engine:
+    """How the flow being run executes: inside a Prefect flow run (``prefect``), or called
+    directly. Storage steps are plain calls in the flow's process either way; only the
+    batches' compute (:meth:`compute`), the log and the run's identity differ."""
 
     prefect: bool
 
-    @abstractmethod
-    def run_id(self) -> str:
-        """The id of the run being executed (the flow run's id under Prefect)."""
+    @classmethod
+    def current(cls) -> Engine:
+        """The engine of the code running now: Prefect inside a Prefect flow run."""
+        from prefect.context import FlowRunContext
 
-    @abstractmethod
-    def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> Any:
-        """Send a batch's compute step (a Prefect task) to the task runner; a future with
-        ``add_done_callback``, ``result`` and ``cancel``."""
-
-    @abstractmethod
-    def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
-        """Run ``flow(*args)`` with the task runner the run settings ask for."""
-
-    def watch(self) -> AbstractContextManager[None]:
-        """Watch what the run depends on while the block runs (its Prefect server)."""
-        return nullcontext()
-
-    def reference_time(self) -> datetime:
-        """The instant the run stands for, from which a weekly run takes its week: now."""
-        return datetime.now(UTC)
-
-    def log(self, level: int, message: str, *args: Any) -> None:
-        USER_LOG.log(level, message, *args)
-
-    def warn(self, message: str, *args: Any) -> None:
-        """Tell the user (standard error under the command line)."""
-        self.log(logging.WARNING, message, *args)
-
-
-class PrefectEngine(Engine):
-    """Steps as Prefect task runs, the flow reporting to a Prefect server."""
-
-    prefect = True
+        return cls(prefect=FlowRunContext.get() is not None)
 
     def run_id(self) -> str:
+        """The run's id: its Prefect flow run's, or a new one."""
         from prefect import runtime
 
-        return str(runtime.flow_run.id or uuid.uuid4())
-
-    def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> Any:
-        return compute.submit(jobs, config, label)
+        return str(runtime.flow_run.id if self.prefect else uuid.uuid4())
 
     def reference_time(self) -> datetime:
-        """The flow run's scheduled time (a deployment's Monday 06:00 even when its worker
-        picks the run up late); now for a run started by hand."""
+        """The instant the run stands for, from which a weekly run takes its week: the flow
+        run's scheduled time (a deployment's Monday 06:00 even when its worker picks the run up
+        late), else now."""
+        if not self.prefect:
+            return datetime.now(UTC)
         from prefect import runtime
 
         return datetime.fromisoformat(runtime.flow_run.scheduled_start_time.isoformat())
 
-    def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
-        task_runner = RUNNERS[settings.runner].prefect(settings)
-        with _shared_local_api():
-            return flow.with_options(task_runner=task_runner)(*args)
-
-    def log(self, level: int, message: str, *args: Any) -> None:
-        from prefect import get_run_logger
-        from prefect.exceptions import MissingContextError
-
-        super().log(level, message, *args)
-        try:
-            get_run_logger().log(level, message, *args)  # into the run's logs on the server
-        except MissingContextError:
-            pass
+    @contextmanager
+    def compute(self, settings: Any) -> Iterator[Callable[[Any, Any, str], Any]]:
+        """Where the run's batches compute while the block runs: the task runner the settings
+        name (:data:`RUNNERS`), Prefect's under Prefect. Yields ``submit(jobs, config,
+        label)``, which returns a future with ``add_done_callback``, ``result`` and
+        ``cancel``."""
+        if settings.runner not in RUNNERS:
+            raise ValueError(f"unknown task runner {settings.runner!r}; expected "
+                             f"{', '.join(RUNNERS)}")
+        runner = RUNNERS[settings.runner]
+        if self.prefect:
+            with _shared_local_api(), runner.prefect(settings) as task_runner:
+                yield lambda jobs, config, label: task_runner.submit(
+                    forecast_batch, {"jobs": jobs, "config": config, "label": label})
+        else:
+            with runner.local(settings) as executor:
+                yield partial(_submit, executor)
 
     @contextmanager
     def watch(self) -> Iterator[None]:
-        url = configured_api_url()
-        if not url:  # Prefect's own temporary server: it lives and dies with this process
+        """Watch what the run depends on while the block runs: the Prefect server it reports
+        to, when one is configured (Prefect's temporary one lives and dies with this process)."""
+        url = configured_api_url() if self.prefect else ""
+        if not url:
             yield
             return
         watch = _ServerWatch(url)
@@ -163,6 +142,34 @@ class PrefectEngine(Engine):
             yield
         finally:
             watch.stop()
+
+    def log(self, level: int, message: str, *args: Any) -> None:
+        """Tell the user (standard error under the command line), and the flow run's log on
+        the server under Prefect."""
+        USER_LOG.log(level, message, *args)
+        if self.prefect:
+            from prefect import get_run_logger
+            from prefect.exceptions import MissingContextError
+
+            with suppress(MissingContextError):  # a thread outside the flow run's context
+                get_run_logger().log(level, message, *args)
+
+    def warn(self, message: str, *args: Any) -> None:
+        self.log(logging.WARNING, message, *args)
+
+
+def _submit(executor: cf.Executor, jobs: Any, config: Any, label: str) -> cf.Future:
+    """A batch to an executor: the protocol's own function, not the Prefect task, so that a
+    worker process imports the protocol only. A pool broken by the signal that stops the run
+    stops it."""
+    try:
+        return executor.submit(forecast_batch.fn, jobs, config, label)
+    except BaseException:
+        if STOP.requested or STOP.wait(0.2):  # the pool broken by the same signal
+            stop = STOP.requested
+            raise RunStoppedError(stop.reason, status=stop.status,
+                                  exit_code=stop.exit_code) from None
+        raise
 
 
 PREFECT_ERROR_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
@@ -365,91 +372,33 @@ def _shared_local_api() -> Iterator[None]:
         yield
 
 
-class LocalEngine(Engine):
-    """Storage steps as plain calls; compute steps on a ``concurrent.futures`` executor."""
-
-    prefect = False
-
-    def __init__(self) -> None:
-        self._executor: cf.Executor | None = None
-
-    def run_id(self) -> str:
-        return str(uuid.uuid4())  # asked once per run
-
-    def submit(self, compute: Any, jobs: Any, config: Any, label: str) -> cf.Future:
-        """The step's own function (the protocol's), not the Prefect task: a worker process
-        imports the protocol only."""
-        if self._executor is None:
-            raise RuntimeError("no executor: submit() belongs inside run_subflow()")
-        try:
-            return self._executor.submit(getattr(compute, "fn", compute), jobs, config, label)
-        except BaseException:
-            if STOP.requested or STOP.wait(0.2):  # the pool broken by the same signal
-                stop = STOP.requested
-                raise RunStoppedError(stop.reason, status=stop.status,
-                                      exit_code=stop.exit_code) from None
-            raise
-
-    def run_subflow(self, flow: Any, settings: Any, *args: Any) -> Any:
-        if settings.runner not in RUNNERS:
-            raise ValueError(f"unknown task runner {settings.runner!r}; expected "
-                             f"{', '.join(RUNNERS)}")
-        with RUNNERS[settings.runner].local(settings) as executor:
-            self._executor = executor
-            try:
-                return flow.fn(*args)
-            finally:
-                self._executor = None
-
-
-_ENGINE: ContextVar[Engine | None] = ContextVar("wadiro_engine", default=None)
-
-
-def current_engine() -> Engine:
-    """The engine of the flow being run: Prefect unless :func:`run_flow` chose otherwise."""
-    return _ENGINE.get() or PrefectEngine()
-
-
-def choose_engine() -> Engine:
-    """Prefect when a Prefect server is configured (and answers), else local."""
+def use_prefect() -> bool:
+    """Whether a command's flows run under Prefect: when a Prefect server is configured, which
+    must answer."""
     url = configured_api_url()
-    if not url:
-        return LocalEngine()
-    if not server_answers(url):
+    if url and not server_answers(url):
         raise PrefectServerError(
             f"PREFECT_API_URL is {url} but no Prefect server answers there; start it "
             "(`prefect server start`), or unset PREFECT_API_URL to run without one")
-    return PrefectEngine()
+    return bool(url)
 
 
-def run_flow(flow: Any, engine: Engine | None = None, **parameters: Any) -> Any:
-    """Run ``flow`` with ``parameters`` on ``engine`` (default: :func:`choose_engine`)."""
-    engine = engine or choose_engine()
-    return on_engine(lambda: (flow if engine.prefect else flow.fn)(**parameters), engine)
-
-
-def on_engine(call: Callable[[], R], engine: Engine) -> R:
-    """``call()`` with ``engine`` as the current engine (tests, benchmarks)."""
-    token = _ENGINE.set(engine)
-    try:
-        return call()
-    finally:
-        _ENGINE.reset(token)
+def run_flow(flow: Any, prefect: bool | None = None, **parameters: Any) -> Any:
+    """Run ``flow`` with ``parameters``: as a Prefect flow when ``prefect`` (default:
+    :func:`use_prefect`), else its function directly."""
+    prefect = use_prefect() if prefect is None else prefect
+    return (flow if prefect else flow.fn)(**parameters)
 
 
 __all__ = [
     "RUNNERS",
     "USER_LOG",
     "Engine",
-    "LocalEngine",
-    "PrefectEngine",
     "PrefectServerError",
     "Runner",
-    "choose_engine",
     "configured_api_url",
-    "current_engine",
-    "on_engine",
     "one_line_input_errors",
     "run_flow",
     "server_answers",
+    "use_prefect",
 ]

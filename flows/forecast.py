@@ -30,10 +30,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from itertools import islice
+from typing import Any
 
 from prefect import flow
 
-from flows.engine import Engine, current_engine, one_line_input_errors
+from flows.engine import Engine, one_line_input_errors
 from flows.progress import RunProgress
 from flows.settings import BackfillSettings, RunSettings, WeeklySettings
 from flows.stopping import STOP, quiet_resource_tracker, stop_child_processes
@@ -43,30 +44,12 @@ from tasks.errors import (
     RunStoppedError,
     WeekNotForecastError,
 )
-from tasks.forecast_tasks import (
-    Batch,
-    OpenRun,
-    RunSummary,
-    RunWriter,
-    check_plausible_weeks,
-    forecast_batch,
-    not_forecast,
-    open_run,
-    publish_leaderboard,
-    publish_not_forecast,
-    publish_outcomes,
-    read_batches,
-    rescore_earlier_forecasts,
-    run_writer,
-    target_week_of_run,
-)
+from tasks.forecast_tasks import publish_leaderboard, publish_not_forecast, publish_outcomes
 from tasks.protocol.forecasting import BuildingWeekResult
 from tasks.protocol.weeks import check_mondays, mondays_between
-from tasks.warehouse.connection import (
-    ResourceError,
-    WarehouseLockedError,
-    require_warehouse,
-)
+from tasks.warehouse.connection import WarehouseLockedError, require_warehouse
+from tasks.warehouse.run_dates import check_plausible_weeks
+from tasks.warehouse.run_store import Batch, OpenRun, RunStore, RunSummary, RunWriter
 
 RESCORE_WEEKS = 8
 """How far back the weekly run looks for forecasts whose actuals arrived after scoring."""
@@ -86,13 +69,42 @@ NOT_FORECAST_SHOWN = 50
 of them are in its artifact and in ``window_status``)."""
 
 
+def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
+    """The protocol for every (building, week): open the run, read its batches, submit them
+    to the task runner, write their results as they come back; leaving the block closes the
+    run, with its summary or with the error or stop that ended it."""
+    engine, store, weeks = Engine.current(), _store(settings), check_mondays(weeks)
+    if not STOP.polled:
+        STOP.reset()  # a stop of an earlier run in this process is not this run's
+    run = store.open_run(engine.run_id(), label, weeks, settings.buildings, settings.forecast,
+                         settings.record(weeks, label))
+    with store.writer(run, engine.warn, settings.write_every_s) as writer, STOP.polling(), \
+            engine.watch(), engine.compute(settings) as submit, \
+            STOP.last_words(lambda: writer.close(writer.summary, _stopped_or_ended())), \
+            RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
+        _tell_start(engine, run, store)
+        for results in _batch_results(run, store, settings, submit, writer, progress):
+            writer.write(results)
+            progress.update(writer.summary.building_weeks)
+    if writer.locked:
+        raise RunStoppedError(f"the warehouse stayed locked; {writer.how_to_load()}",
+                              status=writer.status)
+    summary = writer.summary
+    _tell_end(engine, store, run, summary, writer.status)
+    if settings.strict and not summary.healthy:
+        raise DegradedRunError(f"--strict: {summary.degraded_message() or summary.line()}",
+                               summary)
+    return summary
+
+
 def _batch_results(
-    run: OpenRun, settings: RunSettings, engine: Engine, writer: RunWriter,
-    waiting: Callable[[], None],
+    run: OpenRun, store: RunStore, settings: RunSettings,
+    submit: Callable[[Any, Any, str], Any], writer: RunWriter, progress: RunProgress,
 ) -> Iterator[list[BuildingWeekResult]]:
-    """Each batch's results as it finishes; buildings whose data cannot be read come back at
-    once as failed results; ``waiting`` is called while none has finished (every
-    :data:`POLL_S`). Stops (raising) when a stop is requested."""
+    """Each batch's results as it finishes, at most ``settings.max_in_flight`` batches in the
+    air; buildings whose data cannot be read come back at once as failed results. While none
+    has finished (every :data:`POLL_S`) the writer retries what a locked warehouse kept out.
+    Stops (raising) when a stop is requested, ending the batches' worker processes."""
     size = settings.batch_size_for(len(run.building_ids))
     batches, per_read = run.batches(size), max(1, READ_BUILDINGS // size)
     read: deque[Batch] = deque()
@@ -102,14 +114,14 @@ def _batch_results(
         while True:
             while not STOP.requested and len(pending) < settings.max_in_flight:
                 if not read and (groups := list(islice(batches, per_read))):
-                    read.extend(read_batches(run, groups))
+                    read.extend(store.read_batches(run, groups))
                 if not read:
                     break
                 batch = read.popleft()
                 if batch.unreadable:
                     yield batch.unreadable
                 if batch.jobs:
-                    future = engine.submit(forecast_batch, batch.jobs, run.config, batch.label)
+                    future = submit(batch.jobs, run.config, batch.label)
                     future.add_done_callback(finished.put)
                     pending.add(future)
             if STOP.requested:
@@ -120,7 +132,7 @@ def _batch_results(
                 done = finished.get(timeout=POLL_S)
             except queue.Empty:
                 writer.retry()
-                waiting()
+                progress.update(writer.summary.building_weeks)
                 continue
             pending.discard(done)
             try:
@@ -133,6 +145,8 @@ def _batch_results(
     finally:
         for future in pending:  # abandoned: they are not waited for
             _abandon(future)
+        if STOP.requested:
+            stop_child_processes()  # the batches in flight are abandoned
 
 
 def _abandon(future: object) -> None:
@@ -149,78 +163,43 @@ def _stopped() -> RunStoppedError:
     return RunStoppedError(stop.reason, status=stop.status, exit_code=stop.exit_code)
 
 
-def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
-    """The protocol for every (building, week), a subflow on the settings' task runner: open
-    the run, read, submit and write its batches, close it."""
-    engine = current_engine()
-    weeks = check_mondays(weeks)
-    if not STOP.polled:
-        STOP.reset()  # a stop of an earlier run in this process is not this run's
-    run = open_run(settings.warehouse, engine.run_id(), label, weeks, settings.buildings,
-                   settings.forecast, settings.record(weeks, label),
-                   60.0 * settings.lock_wait_minutes)
-    summary = RunSummary(run_id=run.run_id, weeks=weeks)
-    writer = run_writer(run, engine.warn, settings.write_every_s)
-    try:  # from here a stop or an error closes the run, which open_run recorded as running
-        engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
-                   len(run.building_ids), len(weeks), ", ".join(run.config.models))
-        if run.earlier_pending:
-            engine.warn("results of %d earlier run(s) are still kept beside the warehouse (%s); "
-                        "load them with `wadiro load-pending --warehouse %s`",
-                        len(run.earlier_pending), ", ".join(run.earlier_pending), run.warehouse)
-        with STOP.polling(), engine.watch(), \
-                STOP.last_words(lambda: writer.close(summary, _stopped_or_ended())), \
-                RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
-            for results in _batch_results(run, settings, engine, writer, lambda: progress.update(
-                    summary.building_weeks)):
-                writer.write(results)
-                summary.add(results)
-                progress.update(summary.building_weeks)
-    except BaseException as error:
-        if isinstance(error, RunStoppedError):
-            stop_child_processes()  # the batches in flight are abandoned
-        try:  # keep the original error; say why the run was not closed
-            writer.close(summary, error)
-        except Exception as close_error:
-            if not isinstance(close_error, ResourceError):  # else the error's own line says it
-                engine.warn("run %s not closed: %s", run.run_id, close_error)
-        if writer.locked:
-            engine.warn(writer.how_to_load())
-        raise
-    status = writer.close(summary)
-    if writer.locked:
-        raise RunStoppedError(f"the warehouse stayed locked; {writer.how_to_load()}",
-                              status=status)
-    for failure in summary.failures:
-        engine.log(logging.WARNING, "failed: %s", failure)
-    _tell_not_forecast(engine, run)
-    engine.log(logging.INFO if summary.healthy else logging.WARNING, "run %s %s: %s",
-               run.run_id, status, summary.line())
-    if engine.prefect:
-        publish_outcomes(run, summary)
-        publish_leaderboard(run)
-    if settings.strict and not summary.healthy:
-        raise DegradedRunError(f"--strict: {summary.degraded_message() or summary.line()}",
-                               summary)
-    return summary
-
-
-forecast_weeks_flow = flow(name="forecast-weeks")(forecast_weeks)
-"""The run loop as a Prefect subflow. Its function stays this module's ``forecast_weeks``: a
-flow run's context, which a process task runner sends to its workers, then names it instead of
-copying it with everything it refers to (the process's stop request, a lock)."""
-
-
 def _stopped_or_ended() -> RunStoppedError:
     """Why a run whose process is being ended at once stops."""
     return _stopped() if STOP.requested else RunStoppedError("stopped at once")
 
 
-def _tell_not_forecast(engine: Engine, run: OpenRun) -> None:
+def _store(settings: RunSettings) -> RunStore:
+    return RunStore(settings.warehouse, 60.0 * settings.lock_wait_minutes)
+
+
+def _tell_start(engine: Engine, run: OpenRun, store: RunStore) -> None:
+    engine.log(logging.INFO, "run %s: %d building(s) x %d week(s), models %s", run.run_id,
+               len(run.building_ids), len(run.weeks), ", ".join(run.config.models))
+    if run.earlier_pending:
+        engine.warn("results of %d earlier run(s) are still kept beside the warehouse (%s); "
+                    "load them with `wadiro load-pending --warehouse %s`",
+                    len(run.earlier_pending), ", ".join(run.earlier_pending), store.warehouse)
+
+
+def _tell_end(engine: Engine, store: RunStore, run: OpenRun, summary: RunSummary,
+              status: str | None) -> None:
+    """The run's failures, what the learned models could not forecast and its last line in
+    the log; under Prefect, its outcomes and leaderboard as artifacts."""
+    for failure in summary.failures:
+        engine.log(logging.WARNING, "failed: %s", failure)
+    _tell_not_forecast(engine, store, run)
+    engine.log(logging.INFO if summary.healthy else logging.WARNING, "run %s %s: %s",
+               run.run_id, status, summary.line())
+    if engine.prefect:
+        publish_outcomes(run, summary)
+        publish_leaderboard(store.warehouse, run)
+
+
+def _tell_not_forecast(engine: Engine, store: RunStore, run: OpenRun) -> None:
     """Name, in the run's log and (through Prefect) an artifact, every building-week the
     learned models could not forecast, with its window status and reason."""
     try:
-        rows = not_forecast(run)
+        rows = store.not_forecast(run)
     except WarehouseLockedError as locked:
         engine.warn("could not list the building-weeks that were not forecast (%s); see "
                     "window_status of run %s", locked, run.run_id)
@@ -264,25 +243,22 @@ def weekly_forecast_flow(
     A run whose week no building could be forecast for by the learned models (no weather, no
     history) records why per building and raises :class:`WeekNotForecastError`.
     """
-    engine = current_engine()
-    settings = settings.resolved()
+    engine, settings = Engine.current(), settings.resolved()
     if week is not None and as_of is not None:
         raise ConflictingWeekError("give --week or --as-of, not both: --week names the week, "
                                    "--as-of the time the week is chosen from")
     _check_start(engine, settings, [] if week is None else [week])
     if week is None:
-        chosen = target_week_of_run(settings.warehouse, settings.buildings,
-                                    as_of or engine.reference_time(),
-                                    60.0 * settings.lock_wait_minutes)
+        chosen = _store(settings).week_of_run(settings.buildings,
+                                              as_of or engine.reference_time())
         week = chosen.week
         check_plausible_weeks([week])
         engine.log(logging.INFO if chosen.complete else logging.WARNING,
                    "target week %s: %s", week, chosen.why)
-    rescored = rescore_earlier_forecasts(settings.warehouse, week - timedelta(weeks=RESCORE_WEEKS),
-                                         60.0 * settings.lock_wait_minutes)
+    rescored = _store(settings).rescore(week - timedelta(weeks=RESCORE_WEEKS))
     engine.log(logging.INFO, "rescored %d earlier forecast(s) whose readings changed since they "
                "were scored", rescored)
-    summary = engine.run_subflow(forecast_weeks_flow, settings, [week], settings, "forecast")
+    summary = forecast_weeks([week], settings, "forecast")
     if summary.building_weeks and not summary.ok:
         raise WeekNotForecastError(
             f"the week of {week} could not be forecast by the learned models for any of the "
@@ -296,7 +272,6 @@ def backfill_flow(
     start: date, end: date, settings: BackfillSettings = BackfillSettings()
 ) -> RunSummary:
     """Every target week from ``start`` to ``end`` (both local Mondays, inclusive)."""
-    engine, settings = current_engine(), settings.resolved()
+    engine, settings = Engine.current(), settings.resolved()
     _check_start(engine, settings, [start, end])
-    return engine.run_subflow(forecast_weeks_flow, settings, mondays_between(start, end), settings,
-                              "backfill")
+    return forecast_weeks(mondays_between(start, end), settings, "backfill")

@@ -2,7 +2,7 @@
 
 Inside ``tasks/`` the pipeline's order holds too: the protocol is pure (no warehouse, no
 Prefect, no DuckDB), the warehouse reads and writes the protocol's data, ingest writes the
-warehouse, and only the run's task module and the report sit on top. The flows reach the
+warehouse, and only the run's task module and the outputs sit on top. The flows reach the
 warehouse only through the task modules meant for them.
 """
 
@@ -20,17 +20,14 @@ ALLOWED: dict[str, set[str]] = {
     "wadiro_models": {"wadiro_models"},
     "tasks": set(),  # the package's own __init__
     "tasks.errors": set(),
-    "tasks.provenance": set(),
     "tasks.protocol": {"wadiro_models", "tasks.errors", "tasks.protocol"},
     "tasks.warehouse": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},
     "tasks.ingest": {"tasks.errors", "tasks.protocol", "tasks.warehouse", "tasks.ingest"},
-    "tasks.report": {"tasks.errors", "tasks.warehouse", "tasks.report_html"},
-    "tasks.export": {"tasks.errors", "tasks.protocol", "tasks.warehouse"},
-    "tasks.report_html": {"tasks.warehouse"},
+    "tasks.outputs": {"tasks.errors", "tasks.protocol", "tasks.warehouse", "tasks.outputs"},
     "tasks.forecast_tasks": {"tasks"},
     "flows": {"flows", "tasks.errors", "tasks.protocol", "tasks.forecast_tasks", "tasks.ingest",
-              "tasks.report", "tasks.warehouse.connection", "tasks.warehouse.selection",
-              "tasks.export"},
+              "tasks.outputs", "tasks.warehouse.connection", "tasks.warehouse.selection",
+              "tasks.warehouse.run_store", "tasks.warehouse.run_dates"},
 }
 FORBIDDEN_LIBRARIES = {
     "wadiro_models": {"prefect", "duckdb", "pandas", "pyarrow", "optuna"},
@@ -67,7 +64,8 @@ def _within(name: str, rooms: set[str]) -> bool:
     return any(name == r or name.startswith(r + ".") for r in rooms)
 
 
-SOURCES = sorted(p for room in ("wadiro_models", "tasks", "flows") for p in (ROOT / room).rglob("*.py"))
+SOURCES = sorted(p for room in ("wadiro_models", "tasks", "flows")
+                 for p in (ROOT / room).rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -88,7 +86,8 @@ def test_the_rooms_are_imported_by_their_folders_names():
 
     The project once installed ``tasks`` and ``flows`` under another name; nothing may import
     through that name again (it would load a second copy of each module)."""
-    for path in SOURCES + sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py")):
+    for path in SOURCES + sorted(p for folder in ("tests", "benchmarks")
+                                 for p in (ROOT / folder).rglob("*.py")):
         tree = ast.parse(path.read_text())
         names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
         names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]

@@ -18,7 +18,7 @@ period. A portfolio's hour is split as the sum of its buildings' split forecasts
 
 CSV (RFC 4180: CRLF line ends) text cells that a spreadsheet would run as a formula get a
 leading ``'``
-(:mod:`~tasks.warehouse.output_files`); the file is written beside its name and
+(:mod:`~tasks.outputs.output_files`); the file is written beside its name and
 renamed onto it, so a half-written file is never left under the name.
 """
 
@@ -40,10 +40,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.errors import PipelineError
+from tasks.outputs.output_files import csv_text, write_bytes
 from tasks.protocol.intervals import LEVELS
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
-from tasks.warehouse.output_files import csv_text, write_bytes
 from tasks.warehouse.portfolio_sql import (
     checked_portfolio_ids,
     read_portfolio_forecasts,

@@ -2,7 +2,7 @@
 per building (energy, peak hour and kWh), how accurate the last weeks were per building in
 per cent of its own load (not kWh, which averages buildings hundreds of times apart), and the
 data problems that need someone to act. The report's first page renders these
-(:mod:`~tasks.report_html`); each is also a CSV beside it."""
+(:mod:`~tasks.outputs.report_html`); each is also a CSV beside it."""
 
 from __future__ import annotations
 

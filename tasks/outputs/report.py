@@ -3,7 +3,7 @@ accuracy in % of load, data problems), then the leaderboard, per-building normal
 forecast-versus-actual plots and each building's data quality (also on its own: ``wadiro
 quality``).
 
-Every file goes through :mod:`~tasks.warehouse.output_files`: written beside its
+Every file goes through :mod:`~tasks.outputs.output_files`: written beside its
 name and renamed onto it, so a link planted in ``--out`` is replaced, never written through, and
 a folder inside it that is a link is refused (nothing is written outside ``--out``); CSV text
 cells a spreadsheet would run as a formula (an id starting with ``=``, ``+``, ``-``, ``@``) get
@@ -23,23 +23,23 @@ import duckdb
 import pandas as pd
 
 from tasks.errors import PipelineError
-from tasks.report_html import ACTUAL_STYLE, printable, render_report
-from tasks.warehouse.connection import WarehouseError, connect
-from tasks.warehouse.issued import (
-    published_summary,
-    validation_leaderboard,
-)
-from tasks.warehouse.manager_summary import (
+from tasks.outputs.manager_summary import (
     building_peaks,
     next_week,
     recent_accuracy,
 )
-from tasks.warehouse.output_files import (
+from tasks.outputs.output_files import (
     OutputFolderError,
     csv_text,
     write_bytes,
     write_csv,
     write_text,
+)
+from tasks.outputs.report_html import ACTUAL_STYLE, printable, render_report
+from tasks.warehouse.connection import WarehouseError, connect
+from tasks.warehouse.issued import (
+    published_summary,
+    validation_leaderboard,
 )
 from tasks.warehouse.portfolio_sql import portfolio_ids, read_portfolio_scores
 from tasks.warehouse.quality import DataQuality, data_quality
@@ -159,7 +159,7 @@ def write_report(
     warehouse: str | Path, out_dir: Path, buildings: Sequence[str] | None = None
 ) -> Report:
     """Leaderboard, per-building errors and data quality as CSV, one self-contained HTML page
-    (:mod:`~tasks.report_html`) and one PNG per building, read from the warehouse
+    (:mod:`~tasks.outputs.report_html`) and one PNG per building, read from the warehouse
     in one read-only connection."""
     with connect(warehouse, read_only=True) as con:
         try:

@@ -1,6 +1,6 @@
 """The fleet report as one self-contained HTML page: open it in any browser, mail it, archive it.
 
-Its first part is for the manager (:mod:`~tasks.warehouse.manager_summary`): next
+Its first part is for the manager (:mod:`~tasks.outputs.manager_summary`): next
 week's forecast of every portfolio, hour by hour with its 80 % and 95 % bands, the peak hour
 and kWh of each portfolio and of the buildings with the largest peaks, how accurate the last
 weeks were per building in per cent of its own load, and the data problems that need someone to
@@ -31,7 +31,7 @@ import duckdb
 import jinja2
 import pandas as pd
 
-from tasks.warehouse.manager_summary import (
+from tasks.outputs.manager_summary import (
     building_peaks,
     data_problems,
     next_week,

@@ -48,7 +48,7 @@ from tasks.warehouse.connection import (
     connect,
     transaction,
 )
-from tasks.warehouse.refusals import resource_error
+from tasks.warehouse.refusals import ResourceError, resource_error
 from tasks.warehouse.rescoring import rescore_forecasts
 from tasks.warehouse.results import result_tables, write_result_tables
 from tasks.warehouse.runs import RunSummary, record_run_end
@@ -100,11 +100,16 @@ class LoadReport:
 class RunWriter:
     """Writes one run's results and closes it: straight into the warehouse while its lock is
     free, staged beside it while it is not (loaded as soon as it is free again). ``tell``
-    receives what the user must know: the warehouse locked, free again."""
+    receives what the user must know: the warehouse locked, free again, a run not closed.
+
+    As a context manager it closes the run on leaving the block: with its ``summary`` (which
+    :meth:`write` keeps), or with the error that ended the block, which goes on."""
 
     def __init__(self, warehouse: str, run_id: str, models: Sequence[str], lock_wait_s: float,
-                 tell: Callable[[str], None], write_every_s: float | None = None) -> None:
+                 tell: Callable[[str], None], write_every_s: float | None = None,
+                 summary: RunSummary | None = None) -> None:
         self.warehouse, self.run_id, self.models = warehouse, run_id, list(models)
+        self.summary = summary or RunSummary(run_id=run_id, weeks=[])
         self.lock_wait_s = lock_wait_s
         self.write_every_s = WRITE_EVERY_S if write_every_s is None else write_every_s
         self.tell = tell
@@ -127,6 +132,7 @@ class RunWriter:
     def write(self, results: Sequence[BuildingWeekResult]) -> None:
         """Take a finished batch: written (or staged while the warehouse is locked) with the
         others held, once ``write_every_s`` have passed since the last write."""
+        self.summary.add(results)
         self._held.extend(results)
         if self._write_due():
             self.flush()
@@ -170,6 +176,22 @@ class RunWriter:
         stage_closing(self.warehouse, summary, status, message)
         self._load(self.lock_wait_s if error is None else WRITE_WAIT_S)
         return status
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: object) -> None:
+        if error is None:
+            self.close(self.summary)
+            return
+        try:  # the block's error goes on; say why the run was not closed
+            self.close(self.summary, error)
+        except Exception as close_error:
+            if not isinstance(close_error, ResourceError):  # else the error's own line says it
+                self.tell(f"run {self.run_id} not closed: {close_error}")
+        if self.locked:
+            self.tell(self.how_to_load())
 
     def how_to_load(self) -> str:
         return (f"{self.pending} building-week(s) of run {self.run_id} are kept in "

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from flows import forecast
-from flows.engine import LocalEngine, run_flow
+from flows.engine import run_flow
+from tasks.warehouse.run_store import RunStore
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
 from tasks.protocol.config import ForecastConfig
@@ -66,8 +67,8 @@ def test_a_run_reading_one_batch_at_a_time_writes_the_same_rows(tmp_path, monkey
     for path, per_read in ((together, forecast.READ_BUILDINGS), (one_by_one, 1)):
         monkeypatch.setattr(forecast, "READ_BUILDINGS", per_read)
         reads = []
-        monkeypatch.setattr(forecast, "read_batches", _counting(forecast.read_batches, reads))
-        runs.append(run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[0],
+        monkeypatch.setattr(RunStore, "read_batches", _counting(RunStore.read_batches, reads))
+        runs.append(run_flow(backfill_flow, prefect=False, start=WEEKS[0], end=WEEKS[0],
                              settings=BackfillSettings(warehouse=str(path), **settings)))
         assert reads == ([3] if per_read > 1 else [1, 1, 1])
     assert all(run.ok == 3 for run in runs)
@@ -75,8 +76,8 @@ def test_a_run_reading_one_batch_at_a_time_writes_the_same_rows(tmp_path, monkey
 
 
 def _counting(step, reads: list[int]):
-    def read(run, groups):
+    def read(store, run, groups):
         reads.append(len(groups))
-        return step(run, groups)
+        return step(store, run, groups)
 
     return read

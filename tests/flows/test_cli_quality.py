@@ -136,7 +136,7 @@ def test_a_999999_kwh_hour_of_a_real_building_is_flagged_as_a_spike(tmp_path, ca
     row = {r.split()[0]: r.split() for r in rows}
     assert row["UCam_Building_b7"][-2:] == ["1", "999999"] and row["UCam_Building_b0"][-2] == "0"
 
-    from tasks.report_html import render_report
+    from tasks.outputs.report_html import render_report
 
     with connect(warehouse, read_only=True) as con:
         page = render_report(con, None)

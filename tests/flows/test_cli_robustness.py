@@ -40,13 +40,13 @@ def fleet(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory, fleet) -> Path:
     """The fleet with one week forecast and scored (seasonal naive)."""
-    from flows.engine import LocalEngine, run_flow
+    from flows.engine import run_flow
     from flows.forecast import backfill_flow
     from flows.settings import BackfillSettings
 
     warehouse = tmp_path_factory.mktemp("scored") / "w.duckdb"
     shutil.copy(fleet, warehouse)
-    run_flow(backfill_flow, LocalEngine(), start=WEEKS[-1], end=WEEKS[-1],
+    run_flow(backfill_flow, prefect=False, start=WEEKS[-1], end=WEEKS[-1],
              settings=BackfillSettings(warehouse=str(warehouse), models=FAST_MODELS[-1:],
                                        runner="threads"))
     return warehouse

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.engine import LocalEngine, run_flow
+from flows.engine import run_flow
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
 from tasks.warehouse.connection import connect
@@ -95,7 +95,7 @@ def test_backfill_on_dask_matches_threads(tmp_path, dask_cluster, prefect_backen
     # The command line without a Prefect server sends the same work to the same cluster.
     direct = tmp_path / "direct.duckdb"
     shutil.copy(on_threads, direct)
-    run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1], settings=BackfillSettings(
+    run_flow(backfill_flow, prefect=False, start=WEEKS[0], end=WEEKS[-1], settings=BackfillSettings(
         warehouse=str(direct), runner="dask", dask_address=address, **run))
     assert result_rows(direct) == result_rows(on_threads)
 

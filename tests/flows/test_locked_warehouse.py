@@ -16,11 +16,12 @@ import threading
 import time
 
 import pytest
+from prefect import task
 
-from flows import forecast
-from flows.engine import LocalEngine, run_flow
+from flows import engine, forecast
+from flows.engine import run_flow
 from flows.forecast import backfill_flow
-from flows.forecast import forecast_batch as _forecast_batch
+from tasks.forecast_tasks import forecast_batch as _forecast_batch
 from flows.settings import BackfillSettings
 from tasks.warehouse import pending
 from tasks.warehouse.connection import connect
@@ -104,7 +105,7 @@ def undisturbed(tmp_path_factory):
     pristine = make_warehouse(base / "pristine.duckdb", buildings=3)
     reference = base / "reference.duckdb"
     shutil.copy(pristine, reference)
-    run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1],
+    run_flow(backfill_flow, prefect=False, start=WEEKS[0], end=WEEKS[-1],
              settings=BackfillSettings(warehouse=str(reference), **SETTINGS))
     return pristine, result_rows(reference)
 
@@ -120,7 +121,7 @@ def warehouses(undisturbed, tmp_path):
 @pytest.fixture
 def slow_steps(monkeypatch, no_prefect_server):
     """The compute step a second slower, and the waits for the lock shorter."""
-    monkeypatch.setattr(forecast, "forecast_batch", slow_forecast_batch)
+    monkeypatch.setattr(engine, "forecast_batch", task(slow_forecast_batch))
     monkeypatch.setattr(pending, "PENDING_RETRY_S", 0.5)
     monkeypatch.setattr(pending, "WRITE_WAIT_S", 0.3)
 

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 from prefect.utilities.callables import parameter_schema
 
-from flows.engine import LocalEngine, one_line_input_errors, run_flow
+from flows.engine import one_line_input_errors, run_flow
 from flows.forecast import backfill_flow, weekly_forecast_flow
 from flows.settings import BackfillSettings, WeeklySettings
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
@@ -71,7 +71,7 @@ def test_a_scheduled_style_run_writes_to_the_warehouse_the_variable_names(
     monkeypatch.setenv("WADIRO_WAREHOUSE", str(warehouse))
     today = datetime.now(timezone.utc).date()
     with pytest.raises(WeekNotForecastError) as raised:
-        run_flow(weekly_forecast_flow, LocalEngine())
+        run_flow(weekly_forecast_flow, prefect=False)
     summary = raised.value.summary
     assert summary.building_weeks == 3 and summary.ok == 0
     assert summary.weeks[0] - today < timedelta(days=8) and summary.weeks[0].weekday() == 0
@@ -160,7 +160,7 @@ def test_a_flow_run_without_its_warehouse_fails_before_writing_anything(tmp_path
                                                                          no_variable):
     settings = BackfillSettings(warehouse=str(tmp_path / "nope.duckdb"), models=[MODELS])
     with pytest.raises(FileNotFoundError, match="nope.duckdb does not exist"):
-        run_flow(backfill_flow, LocalEngine(), start=date(2024, 4, 1), end=date(2024, 4, 1),
+        run_flow(backfill_flow, prefect=False, start=date(2024, 4, 1), end=date(2024, 4, 1),
                  settings=settings)
     assert list(tmp_path.iterdir()) == []
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flows.forecast import forecast_batch
 from flows.settings import BackfillSettings
-from tasks.forecast_tasks import open_run, read_batches
+from tasks.forecast_tasks import forecast_batch
+from tasks.warehouse.run_store import RunStore
 from tasks.warehouse.connection import connect
 from tasks.warehouse.pending import load_staged, stage_results
 from tests.cli_runs import invoke
@@ -52,9 +52,10 @@ def test_readings_corrected_between_compute_and_load_are_in_the_stored_scores(
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     settings = BackfillSettings(warehouse=str(warehouse), models=["svr", "seasonal_naive"],
                                 trials=2)
-    run = open_run(str(warehouse), str(uuid.uuid4()), "backfill", [WEEK], None,
-                      settings.forecast, settings.record([WEEK], "backfill"))
-    [batch] = read_batches(run, [list(run.building_ids)])
+    store = RunStore(str(warehouse))
+    run = store.open_run(str(uuid.uuid4()), "backfill", [WEEK], None, settings.forecast,
+                         settings.record([WEEK], "backfill"))
+    [batch] = store.read_batches(run, [list(run.building_ids)])
     results = forecast_batch.fn(batch.jobs, run.config, batch.label)  # scored on the old readings
     # kept beside the warehouse, as a locked one keeps it
     stage_results(warehouse, run.run_id, results, run.config.models)

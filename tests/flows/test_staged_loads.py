@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from flows.engine import LocalEngine, run_flow
+from flows.engine import run_flow
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
 from tasks.warehouse.connection import connect
@@ -40,7 +40,7 @@ def _backfill(pristine, tmp_path, monkeypatch, batch_size: int,
             held.append(con.execute("SELECT count(*) FROM window_status").fetchone()[0])
 
     monkeypatch.setattr(RunWriter, "write", watched_write)
-    run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1],
+    run_flow(backfill_flow, prefect=False, start=WEEKS[0], end=WEEKS[-1],
              settings=BackfillSettings(warehouse=str(warehouse), batch_size=batch_size,
                                        write_every_s=write_every_s, **SETTINGS))
     with connect(warehouse, read_only=True) as con:

@@ -17,7 +17,7 @@ from concurrent.futures import InvalidStateError
 
 import pytest
 
-from flows.engine import LocalEngine, PrefectEngine, run_flow
+from flows.engine import run_flow
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
 from flows.stopping import GRACE_S, STOP, Stop
@@ -58,16 +58,16 @@ def _runs(warehouse) -> list[tuple]:
 # --- the stop itself, in this process --------------------------------------------------------
 
 def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted(tmp_path, monkeypatch):
-    _stop_after_the_first_write(tmp_path, monkeypatch, LocalEngine())
+    _stop_after_the_first_write(tmp_path, monkeypatch, prefect=False)
 
 
 def test_a_stop_writes_what_is_finished_and_records_the_run_interrupted_under_prefect(
     tmp_path, monkeypatch, prefect_backend
 ):
-    _stop_after_the_first_write(tmp_path, monkeypatch, PrefectEngine())
+    _stop_after_the_first_write(tmp_path, monkeypatch, prefect=True)
 
 
-def _stop_after_the_first_write(tmp_path, monkeypatch, engine) -> None:
+def _stop_after_the_first_write(tmp_path, monkeypatch, prefect: bool) -> None:
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     write = RunWriter.write
 
@@ -79,7 +79,7 @@ def _stop_after_the_first_write(tmp_path, monkeypatch, engine) -> None:
     settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
                                 runner="threads", batch_size=1, max_in_flight=1)
     with pytest.raises(RunStoppedError) as stopped:
-        run_flow(backfill_flow, engine, start=WEEKS[0], end=WEEKS[-1], settings=settings)
+        run_flow(backfill_flow, prefect=prefect, start=WEEKS[0], end=WEEKS[-1], settings=settings)
     assert stopped.value.exit_code == 130 and stopped.value.status == "interrupted"
     # the first batch (one building, both weeks) is written and counted; nothing else ran
     assert _runs(warehouse) == [("interrupted", 2, "interrupted by Ctrl-C (SIGINT)")]
@@ -101,7 +101,7 @@ def test_a_pool_broken_by_the_same_ctrl_c_records_the_run_interrupted(tmp_path, 
     settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
                                 runner="threads", batch_size=1, max_in_flight=1)
     with pytest.raises(RunStoppedError) as stopped:
-        run_flow(backfill_flow, LocalEngine(), start=WEEKS[0], end=WEEKS[-1], settings=settings)
+        run_flow(backfill_flow, prefect=False, start=WEEKS[0], end=WEEKS[-1], settings=settings)
     assert stopped.value.exit_code == 130
     assert _runs(warehouse) == [("interrupted", 0, "interrupted by Ctrl-C (SIGINT)")]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flows.engine import LocalEngine, run_flow
+from flows.engine import run_flow
 from flows.forecast import weekly_forecast_flow
 from flows.settings import WeeklySettings
 from tasks.errors import WeekNotForecastError
@@ -38,7 +38,7 @@ def warehouse(fleet, tmp_path) -> Path:
 
 def _run(warehouse: Path, **week) -> object:
     settings = WeeklySettings(warehouse=str(warehouse), models=MODELS, trials=1, runner="threads")
-    return run_flow(weekly_forecast_flow, LocalEngine(), settings=settings, **week)
+    return run_flow(weekly_forecast_flow, prefect=False, settings=settings, **week)
 
 
 def _rows_hash(warehouse: Path, sql: str, params: list) -> str:

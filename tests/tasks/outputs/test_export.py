@@ -225,7 +225,7 @@ def test_an_output_it_may_not_write_is_named_not_its_temporary_file(warehouse, t
                                                                      monkeypatch, refused):
     # Issue 46: the line named ".e.csv.XXXX.part" and advised about the warehouse. The
     # operating system's refusal is simulated (the tests may run as root, who may write anything).
-    import tasks.warehouse.output_files as output_files
+    import tasks.outputs.output_files as output_files
 
     out = tmp_path / "e.csv"
     out.write_text("kept\n")
@@ -252,7 +252,7 @@ def test_a_file_without_write_permission_is_not_replaced(warehouse, tmp_path, mo
     out = tmp_path / "e.csv"
     out.write_text("kept\n")
     out.chmod(0o444)
-    import tasks.export as export
+    import tasks.outputs.export as export
 
     monkeypatch.setattr(export.os, "access", lambda path, mode: False)  # as for a non-root user
     result = invoke("export", "--out", out, "--warehouse", warehouse, "--week", PLAIN)

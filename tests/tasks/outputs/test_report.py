@@ -5,7 +5,7 @@ from datetime import date, datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-from tasks.report import (
+from tasks.outputs.report import (
     building_errors,
     fleet_leaderboard,
     run_leaderboard,

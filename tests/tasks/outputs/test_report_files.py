@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.report import MAX_FILE_STEM, plot_file_name
+from tasks.outputs.report import MAX_FILE_STEM, plot_file_name
 
 
 def test_a_plain_id_is_its_own_file_name():

@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from tasks.report import write_report
+from tasks.outputs.report import write_report
 from tasks.warehouse.connection import connect
 from tasks.warehouse.schema import ensure_schema
 
