@@ -4,7 +4,7 @@ Columns: ``building_id, site_id, timezone, holiday_country`` (required, every ce
 ``holiday_subdiv, building_type`` (optional columns, blank cells allowed). A time zone must be
 one :mod:`zoneinfo` knows (IANA, e.g. ``Europe/London``), and the holiday calendar one the
 ``holidays`` package has: the country, and the subdivision within it when given. Ids and the
-building type are printable text (:mod:`~tasks.ingest.identifiers`: no control or
+building type are printable text (:data:`~tasks.ingest.contract.UNPRINTABLE`: no control or
 text-direction characters). A column mapping (``--columns "Asset Name=building_id,Site=site_id"``,
 ``--columns-file``) reads an asset register's own column names. Each row's
 ``source`` is the file's name. A building already stored is updated (its row replaced); the

@@ -295,8 +295,8 @@ def _electricity(path: Path, building_id: str, year: int, implausible: Implausib
     blanks as NULL."""
     raw, ts, lines = _year_rows(path, ELECTRICITY_COLUMNS, year, lo, hi)
     column = ELECTRICITY_COLUMNS[1]
-    kwh = tally.take(check_column(raw[column], ENERGY_KWH, path=path, column=column,
-                                  lines=lines, policy=implausible))
+    kwh = check_column(raw[column], ENERGY_KWH, path=path, column=column, lines=lines,
+                       policy=implausible, tally=tally)
     kwh = pc.if_else(pc.equal(kwh, 0.0), pa.scalar(None, pa.float64()), kwh)
     return pa.table({"building_id": pa.repeat(pa.scalar(building_id), raw.num_rows), "ts": ts,
                      "kwh": kwh})
@@ -317,8 +317,8 @@ def _bedford(path: Path, year: int, implausible: ImplausiblePolicy,
     raw, ts, lines = _year_rows(path, WEATHER_COLUMNS, year, lo, hi)
     columns: dict[str, pa.ChunkedArray | pa.Array] = {"ts": ts}
     for source, (name, bound) in _WEATHER_BOUNDS.items():
-        columns[name] = tally.take(check_column(raw[source], bound, path=path, column=source,
-                                                lines=lines, policy=implausible))
+        columns[name] = check_column(raw[source], bound, path=path, column=source, lines=lines,
+                                     policy=implausible, tally=tally)
     return pa.table(columns)
 
 
@@ -375,9 +375,10 @@ def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse",
     ts = _utc(pa.chunked_array([pa.array(frame["ob_time"], pa.timestamp("s"))]))
     keep = _range_mask(ts, lo, hi)
     frame = frame[keep]
-    knots = (tally or Tally()).take(check_column(
+    knots = check_column(
         pa.array(frame["wind_speed"], pa.float64()), WIND_MS, path=path, column="wind_speed",
-        lines=frame["line"].to_numpy(), policy=implausible, scale=KNOT_IN_MS))
+        lines=frame["line"].to_numpy(), policy=implausible, tally=tally or Tally(),
+        scale=KNOT_IN_MS)
     return pa.table({"ts": ts.filter(pa.array(keep)),
                      "wind_speed_ms": pc.multiply(knots, KNOT_IN_MS)})
 

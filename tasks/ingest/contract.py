@@ -39,6 +39,7 @@ import io
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,7 +54,6 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
-from tasks.ingest.identifiers import check_id_names, unprintable_at, unprintable_problem
 from tasks.ingest.plausibility import Bound, ImplausiblePolicy, Tally, check_column
 from tasks.protocol.comma_lists import CommaList
 
@@ -69,6 +69,12 @@ CHUNK_ROWS = 250_000
 HEAD_BYTES = 8192
 """How much of a CSV is decoded at first to read its header (more if the header is longer)."""
 _DELIMITERS = {",": ",", ";": ";", "|": "|", "\t": "\t", "tab": "\t"}
+UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+"""Characters an id may not hold (a regular expression's class, RE2 and Python alike): a
+control character (Unicode's Cc: NUL, a line break, a tab, ...) or one that reorders the text
+around it (the bidirectional overrides, isolates and marks) makes an id that cannot be typed,
+prints as something it is not (``b1<U+202E>2b`` shows as ``b1b2``) or, NUL, can never be
+selected. An id starting with ``=``, ``+``, ``@`` or ``-`` is text like any other here."""
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+$")
 _COMMA_NUMBER = r"^[+-]?(?:\d{1,3}(?:\.\d{3})+|\d*)(?:,\d*)?(?:[eE][+-]?\d+)?$"
 """A number written with a decimal comma: a dot only between groups of three digits."""
@@ -626,7 +632,7 @@ class Column:
 
     name: str
     cells: CellKind = "text"
-    """``id``: printable text (:mod:`~tasks.ingest.identifiers`); ``text``;
+    """``id``: printable text (no character :data:`UNPRINTABLE` names); ``text``;
     ``number``: float64, checked against ``bound``; ``time``: read by the reader's own
     :class:`~tasks.ingest.timestamps.TimeReader`, not judged here."""
     required: bool = True
@@ -650,10 +656,9 @@ class Column:
         ``tally``; ``column`` names the file's column (default: this one)."""
         if self.bound is None:
             return values
-        return tally.take(check_column(
-            values, self.bound, path=at.path, column=column or self.name,
-            lines=at.lines(np.arange(len(values))), policy=policy, scale=scale,
-            label=at.row_label))
+        return check_column(values, self.bound, path=at.path, column=column or self.name,
+                            lines=at.lines(np.arange(len(values))), policy=policy, tally=tally,
+                            scale=scale, label=at.row_label)
 
 
 @dataclass(frozen=True)
@@ -679,6 +684,18 @@ class Cells:
         return pd.Series(self[name].to_pylist(), dtype=object)
 
 
+def _unprintable(value: str, what: str) -> str | None:
+    """Why ``value`` cannot be a ``what`` (e.g. ``building id``), or ``None`` when it can."""
+    found = re.search(UNPRINTABLE, value)
+    if found is None:
+        return None
+    char = found.group()
+    name = unicodedata.name(char, "a control character").lower()
+    return (f"{what} {value!r} holds U+{ord(char):04X} ({name}) at character "
+            f"{found.start() + 1}: ids are printable text, with no control or text-direction "
+            "characters; fix the id")
+
+
 def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedArray
                 ) -> pa.DictionaryArray:
     """An id column's trimmed cells, dictionary-encoded (each distinct id checked once),
@@ -694,10 +711,11 @@ def checked_ids(at: SourceRows, column: Column, trimmed: pa.Array | pa.ChunkedAr
     def first_row(index: int) -> int:
         return int(np.flatnonzero(indices.to_numpy(zero_copy_only=False) == index)[0])
 
-    bad = unprintable_at(ids)
-    if bad is not None:
+    unprintable = pc.fill_null(pc.match_substring_regex(ids, UNPRINTABLE), False)
+    if pc.any(unprintable).as_py():
+        bad = int(np.flatnonzero(unprintable.to_numpy(zero_copy_only=False))[0])
         raise at.error(first_row(bad), column.name,
-                       unprintable_problem(ids[bad].as_py(), column.what or column.name))
+                       _unprintable(ids[bad].as_py(), column.what or column.name))
     if column.listed:
         commas = pc.match_substring(ids, ",").to_numpy(zero_copy_only=False)
         if commas.any():
@@ -816,7 +834,11 @@ class FileContract:
                 raise MalformedSourceError(
                     f"{path}: {self.what} needs {', '.join(self.required)} and one column per "
                     f"{self.others.what}; found only {columns}")
-            check_id_names(path, columns, self.others.what)
+            for position, name in enumerate(columns, start=1):
+                problem = _unprintable(name, self.others.what)
+                if problem is not None:
+                    raise MalformedSourceError(
+                        f"{path}: column {position} of the header: {problem}")
 
     def judge(self, source: SourceFile, *, policy: ImplausiblePolicy = "refuse",
               scale: Mapping[str, float] | None = None,

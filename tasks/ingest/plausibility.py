@@ -49,29 +49,13 @@ class Bound:
                 f"{self.unit} ({self.why})")
 
 
-@dataclass(frozen=True)
-class CheckedColumn:
-    """A column after :func:`check_column`: its values, and which were made missing
-    (implausible, under ``"missing"``) or clipped to the bound (within its tolerance)."""
-
-    values: pa.ChunkedArray | pa.Array
-    implausible: np.ndarray
-    clipped: np.ndarray
-
-
 @dataclass
 class Tally:
     """Values of a file stored as missing (implausible) or clipped to their bound, counted over
-    the checked columns :meth:`take` is given."""
+    the columns :func:`check_column` checks."""
 
     implausible: int = 0
     clipped: int = 0
-
-    def take(self, checked: CheckedColumn) -> pa.ChunkedArray | pa.Array:
-        """Count ``checked``'s implausible and clipped values; its values."""
-        self.implausible += int(checked.implausible.sum())
-        self.clipped += int(checked.clipped.sum())
-        return checked.values
 
 
 ENERGY_KWH = Bound(0.0, 1.0e6, "kWh", "an hour's consumption is never negative, and a building "
@@ -96,10 +80,12 @@ def check_column(
     column: str,
     lines: np.ndarray,
     policy: ImplausiblePolicy,
+    tally: Tally,
     scale: float = 1.0,
     label: str = "line",
-) -> CheckedColumn:
-    """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``.
+) -> pa.ChunkedArray | pa.Array:
+    """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``;
+    the values clipped or made missing are counted in ``tally``.
 
     Nulls pass. A value within the bound's tolerance is clipped to the bound (in the column's
     own units). Under ``"refuse"`` the first implausible value raises, naming ``path``, its
@@ -113,13 +99,13 @@ def check_column(
         low = ~bad & (numbers < bound.low)
         high = ~bad & (numbers > bound.high)
     bad |= _nan_not_null(values)
-    clipped = low | high
-    if clipped.any():
+    tally.clipped += int((low | high).sum())
+    if (low | high).any():
         kept = pc.cast(values, pa.float64())
         kept = pc.if_else(pa.array(low), pa.scalar(bound.low / scale), kept)
         values = pc.if_else(pa.array(high), pa.scalar(bound.high / scale), kept)
     if not bad.any():
-        return CheckedColumn(values, bad, clipped)
+        return values
     if policy == "refuse":
         row = int(np.flatnonzero(bad)[0])
         value = pc.cast(values, pa.float64())[row].as_py()
@@ -131,8 +117,8 @@ def check_column(
             f"{bound.describe()}"
             f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
             "--implausible missing to store such values as missing")
-    return CheckedColumn(pc.if_else(pa.array(bad), pa.scalar(None, values.type), values), bad,
-                         clipped)
+    tally.implausible += int(bad.sum())
+    return pc.if_else(pa.array(bad), pa.scalar(None, values.type), values)
 
 
 def value_notes(implausible: int, clipped: int) -> list[str]:
@@ -160,7 +146,6 @@ __all__ = [
     "TEMPERATURE_C",
     "WIND_MS",
     "Bound",
-    "CheckedColumn",
     "ImplausiblePolicy",
     "ImplausibleValueError",
     "Tally",

@@ -14,7 +14,7 @@ sub-hourly sums follow :mod:`~tasks.ingest.timestamps` and
 :mod:`~tasks.ingest.hourly`; every value must be a plausible energy
 (:mod:`~tasks.ingest.plausibility`); registers follow
 :mod:`~tasks.ingest.registers`. Building ids are printable text
-(:mod:`~tasks.ingest.identifiers`).
+(:data:`~tasks.ingest.contract.UNPRINTABLE`).
 
 The file is read a chunk at a time (a CSV block, a Parquet batch): each chunk's cells become
 compact columns (a building's code, the instant, the energy, the row) before the next is read,
@@ -91,7 +91,6 @@ from tasks.ingest.timestamps import (
     AmbiguousPolicy,
     LocalTimeOptions,
     TimeReader,
-    accepted_until,
 )
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
@@ -326,8 +325,8 @@ def _differences(
         checked = check_column(pa.array(part["kwh"].to_numpy(float), from_pandas=True),
                                ENERGY_KWH, path=rows.path, column=column or building,
                                lines=rows.lines(part["row"].to_numpy()),
-                               policy=options.implausible, label=rows.row_label)
-        parts.append(part.assign(kwh=tally.take(checked).to_numpy(zero_copy_only=False)))
+                               policy=options.implausible, tally=tally, label=rows.row_label)
+        parts.append(part.assign(kwh=checked.to_numpy(zero_copy_only=False)))
     frame = pd.concat(parts, ignore_index=True) if parts else energies
     return frame, counts
 
@@ -384,9 +383,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
     options = options or ReadingsOptions()
-    times = TimeReader("ts", timezone=options.timezone, time_format=options.time_format,
-                       dayfirst=options.dayfirst, latest=accepted_until(DAYS_AHEAD),
-                       latest_why=f"readings: at most {DAYS_AHEAD} days after today")
+    times = options.reader("ts", DAYS_AHEAD, "readings")
     with open_file(path, options, options.column_mapping()) as source:
         contract = _contract(source, options.layout)
         cells = contract.judge(source, times={"ts": times.read}, bounds=False)

@@ -55,7 +55,6 @@ __all__ = [
     "TimeZoneName",
     "accepted_until",
     "localise",
-    "utc_instants",
 ]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
@@ -230,37 +229,6 @@ class TimeReader:
                 "a mistyped year or a placeholder date? fix the timestamp")
 
 
-def utc_instants(
-    source: SourceTable,
-    column: str,
-    *,
-    timezone: str | None,
-    ambiguous: AmbiguousPolicy = "refuse",
-    series: pd.Series | None = None,
-    series_name: str = "series",
-    pairs: bool = True,
-    time_format: str | None = None,
-    dayfirst: bool = False,
-    latest: pd.Timestamp | None = None,
-    latest_why: str = "",
-) -> pd.Series:
-    """``column`` of ``source`` as UTC instants (``datetime64[us, UTC]``), one per row.
-
-    ``series`` (aligned with the rows; e.g. the building id) says which rows form one time
-    series, for the rule "an ambiguous wall time appearing twice is first the earlier, then the
-    later instant"; ``series_name`` names it in messages. With ``pairs=False`` (a column whose
-    values repeat for other reasons, like a forecast's issue time) every ambiguous time follows
-    ``ambiguous``. ``time_format`` and ``dayfirst`` say how the cells are written (see the
-    module); with ``latest`` a timestamp outside ``[EARLIEST, latest]`` is refused
-    (``latest_why`` says why the bound is where it is). An empty cell, an unreadable timestamp,
-    a nonexistent or unresolved ambiguous local time is an error naming file, row and column.
-    """
-    reader = TimeReader(column, timezone=timezone, time_format=time_format, dayfirst=dayfirst,
-                        latest=latest, latest_why=latest_why)
-    return reader.utc(source.at, reader.read(source), ambiguous, series if pairs else None,
-                      series_name, pairs=pairs)
-
-
 def localise(
     rows: SourceRows,
     column: str,
@@ -345,3 +313,10 @@ class LocalTimeOptions(BaseModel):
         if self.time_format is not None and self.dayfirst:
             raise ValueError("--time-format names the layout already; leave --dayfirst out")
         return self
+
+    def reader(self, column: str, days_ahead: int, what: str) -> TimeReader:
+        """A reader of ``column`` as these options say, refusing an instant more than
+        ``days_ahead`` days after today (``what``: ``readings``, ``an issue time``, ...)."""
+        return TimeReader(column, timezone=self.timezone, time_format=self.time_format,
+                          dayfirst=self.dayfirst, latest=accepted_until(days_ahead),
+                          latest_why=f"{what}: at most {days_ahead} days after today")

@@ -56,8 +56,6 @@ from tasks.ingest.timestamps import (
     FORECAST_DAYS_AHEAD,
     AmbiguousPolicy,
     LocalTimeOptions,
-    TimeReader,
-    accepted_until,
 )
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
@@ -224,13 +222,10 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
             f"{source.at.path}: an 'issued_at' column, but --kind observed; "
             "a forecast feed is ingested with --kind forecast"
         )
-    ahead = FORECAST_DAYS_AHEAD if forecast else DAYS_AHEAD
-    readers = {column: TimeReader(
-        column, timezone=options.timezone, time_format=options.time_format,
-        dayfirst=options.dayfirst, latest=accepted_until(days), latest_why=f"{why}: at most "
-        f"{days} days after today") for column, days, why in (
-            ("ts", ahead, "a forecast" if forecast else "an observation"),
-            *((("issued_at", DAYS_AHEAD, "an issue time"),) if forecast else ()))}
+    readers = {"ts": options.reader("ts", FORECAST_DAYS_AHEAD, "a forecast") if forecast
+               else options.reader("ts", DAYS_AHEAD, "an observation")}
+    if forecast:
+        readers["issued_at"] = options.reader("issued_at", DAYS_AHEAD, "an issue time")
     cells = contract.judge(source, policy=options.implausible,
                            scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]},
                            times={column: reader.read for column, reader in readers.items()})

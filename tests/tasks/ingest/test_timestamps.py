@@ -14,10 +14,16 @@ from pydantic import ValidationError
 from tasks.ingest.contract import open_file
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.synthetic_fleet import FleetSpec
-from tasks.ingest.timestamps import LocalTimeOptions, utc_instants
+from tasks.ingest.timestamps import LocalTimeOptions, TimeReader
 from tests.tasks.ingest.operator_files import utc, write
 
 LONDON = "Europe/London"
+
+
+def utc_instants(source, column, *, timezone, ambiguous="refuse", series=None) -> pd.Series:
+    """``column`` of a file's ``source`` as UTC instants, as a reader reads it."""
+    reader = TimeReader(column, timezone=timezone)
+    return reader.utc(source.at, reader.read(source), ambiguous, series)
 
 
 def instants(tmp_path, cells: list[str], series: list[str] | None = None, **options) -> list[datetime]:
