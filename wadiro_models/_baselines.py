@@ -8,29 +8,26 @@ names of the paper's Table "Hyperparameters of the building experiment", and exp
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
 from scipy.linalg import cho_solve, cholesky
 from scipy.spatial.distance import cdist
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ExpSineSquared, Kernel, WhiteKernel
 from sklearn.svm import LinearSVR
-from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from ._scaling import Standardization
-from ._validation import fit_data, predict_data, validated_data_tags
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters
 from .exceptions import SolverError
 
 
-class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
-    """Gaussian process with kernel RBF + ExpSineSquared + WhiteKernel (paper, Appendix C).
+@estimator_parameters
+class GaussianProcessBaseline(Regressor):
+    __doc__ = f"""Gaussian process, kernel RBF + ExpSineSquared + WhiteKernel (paper, Appendix C).
 
     The hyperparameters come from tuning, so by default the kernel is used as given
     (``optimize=False``: no marginal-likelihood optimiser, no restarts); fitting is then one
@@ -68,7 +65,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=0
         Seed of the optimiser restarts.
 
-    method : {"sklearn", "cholesky"}, default="sklearn"
+    method : {{"sklearn", "cholesky"}}, default="sklearn"
         How a fit without optimiser is computed: by scikit-learn's
         ``GaussianProcessRegressor`` (which factorises the kernel matrix twice, once for its
         log-marginal likelihood), or by one Cholesky factorisation of the same kernel matrix,
@@ -100,16 +97,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
     solver_status_ : str
         ``"optimal"`` (a failed factorisation raises instead).
 
-    fit_time_ : float
-        Seconds spent in ``fit``.
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during ``fit``; defined only when X has feature names that
-        are all strings.
-
+{FITTED_ATTRIBUTES_DOC}
     Examples
     --------
     Both methods fit the same model:
@@ -127,7 +115,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
     True
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "length_scale": [Interval(Real, 0, None, closed="neither")],
         "periodicity": [Interval(Real, 0, None, closed="neither")],
         "length_scale_sine": [Interval(Real, 0, None, closed="neither")],
@@ -140,33 +128,16 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
         "sample_every": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def __init__(
-        self,
-        *,
-        length_scale: float = 10.0,
-        periodicity: float = 10.0,
-        length_scale_sine: float = 10.0,
-        noise_level: float = 1.0,
-        optimize: bool = False,
-        n_restarts_optimizer: int = 0,
-        standardize: bool = True,
-        random_state: object = 0,
-        method: str = "sklearn",
-        sample_every: int = 1,
-    ) -> None:
-        self.length_scale = length_scale
-        self.periodicity = periodicity
-        self.length_scale_sine = length_scale_sine
-        self.noise_level = noise_level
-        self.optimize = optimize
-        self.n_restarts_optimizer = n_restarts_optimizer
-        self.standardize = standardize
-        self.random_state = random_state
-        self.method = method
-        self.sample_every = sample_every
-
-    def __sklearn_tags__(self) -> Tags:
-        return validated_data_tags(super().__sklearn_tags__())
+    length_scale: float = 10.0
+    periodicity: float = 10.0
+    length_scale_sine: float = 10.0
+    noise_level: float = 1.0
+    optimize: bool = False
+    n_restarts_optimizer: int = 0
+    standardize: bool = True
+    random_state: object = 0
+    method: str = "sklearn"
+    sample_every: int = 1
 
     def kernel(self) -> Kernel:
         """The paper's kernel with this estimator's hyperparameters."""
@@ -176,10 +147,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
             + WhiteKernel(noise_level=self.noise_level)
         )
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: object, y: object) -> GaussianProcessBaseline:
-        started = time.perf_counter()
-        X, y = fit_data(self, X, y)
+    def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         if self.sample_every > 1:
             X, y = X[::-1][::self.sample_every][::-1], y[::-1][::self.sample_every][::-1]
         scaling = Standardization.fit(X, y, self.standardize)
@@ -206,8 +174,6 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
         self.X_train_ = X_std
         self.standardization_ = scaling
         self.solver_status_ = "optimal"
-        self.fit_time_ = time.perf_counter() - started
-        return self
 
     def _kernel_matrix(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """RBF + ExpSineSquared between the rows of A and B, from one distance table (the
@@ -225,9 +191,7 @@ class GaussianProcessBaseline(RegressorMixin, BaseEstimator):
         factor = cholesky(K, lower=True, check_finite=False, overwrite_a=True)
         return cho_solve((factor, True), y, check_finite=False)
 
-    def predict(self, X: object) -> np.ndarray:
-        check_is_fitted(self)
-        X = predict_data(self, X)
+    def _predict(self, X: np.ndarray) -> np.ndarray:
         scaling = self.standardization_
         X_std = scaling.transform_X(X)
         if self.gp_ is not None:
@@ -275,15 +239,16 @@ _SVR_LOSS = {"l1": "epsilon_insensitive", "l2": "squared_epsilon_insensitive"}
 _LIBLINEAR_LOCK = threading.Lock()
 
 
-class LinearSVRBaseline(RegressorMixin, BaseEstimator):
-    """Linear support vector regression (scikit-learn ``LinearSVR``), paper's baseline.
+@estimator_parameters
+class LinearSVRBaseline(Regressor):
+    __doc__ = f"""Linear support vector regression (scikit-learn ``LinearSVR``), paper's baseline.
 
     Parameters
     ----------
     C : float, default=1.0
         Inverse regularisation strength.
 
-    loss : {"l1", "l2"}, default="l1"
+    loss : {{"l1", "l2"}}, default="l1"
         ``"l1"`` is the epsilon-insensitive loss, ``"l2"`` the squared epsilon-insensitive
         loss.
 
@@ -306,7 +271,7 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=0
         Seed of liblinear's coordinate order.
 
-    solver : {"liblinear", "clarabel", "auto"}, default="liblinear"
+    solver : {{"liblinear", "clarabel", "auto"}}, default="liblinear"
         ``"liblinear"``: scikit-learn's ``LinearSVR`` (dual coordinate descent, which needs
         many passes for the l1 loss at a large C and may stop at ``max_iter``).
         ``"clarabel"``: the same program, in the primal, solved to optimality as a quadratic
@@ -334,16 +299,7 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
     n_iter_ : int
         Iterations liblinear ran.
 
-    fit_time_ : float
-        Seconds spent in ``fit``.
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during ``fit``; defined only when X has feature names that
-        are all strings.
-
+{FITTED_ATTRIBUTES_DOC}
     Examples
     --------
     >>> import numpy as np
@@ -357,7 +313,7 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
     'optimal'
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "C": [Interval(Real, 0, None, closed="neither")],
         "loss": [StrOptions(set(_SVR_LOSS))],
         "fit_intercept": ["boolean"],
@@ -369,37 +325,18 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
         "solver": [StrOptions({"liblinear", "clarabel", "auto"})],
     }
 
-    def __init__(
-        self,
-        *,
-        C: float = 1.0,
-        loss: str = "l1",
-        fit_intercept: bool = True,
-        epsilon: float = 0.0,
-        standardize: bool = True,
-        max_iter: int = 10_000,
-        tol: float = 1e-4,
-        random_state: object = 0,
-        solver: str = "liblinear",
-    ) -> None:
-        self.C = C
-        self.loss = loss
-        self.fit_intercept = fit_intercept
-        self.epsilon = epsilon
-        self.standardize = standardize
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
-        self.solver = solver
+    C: float = 1.0
+    loss: str = "l1"
+    fit_intercept: bool = True
+    epsilon: float = 0.0
+    standardize: bool = True
+    max_iter: int = 10_000
+    tol: float = 1e-4
+    random_state: object = 0
+    solver: str = "liblinear"
 
-    def __sklearn_tags__(self) -> Tags:
-        # LinearSVR would take a sparse X; fit_data refuses it (and NaN), as every model here
-        return validated_data_tags(super().__sklearn_tags__())
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: object, y: object) -> LinearSVRBaseline:
-        started = time.perf_counter()
-        X, y = fit_data(self, X, y)
+    def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
+        # LinearSVR would take a sparse X; fit_data refused it (and NaN), as every model here
         scaling = Standardization.fit(X, y, self.standardize)
         X_std, y_std = scaling.transform_X(X), scaling.transform_y(y)
         if self.solver == "clarabel" or (self.solver == "auto" and self.loss == "l1"):
@@ -432,16 +369,11 @@ class LinearSVRBaseline(RegressorMixin, BaseEstimator):
                 if issubclass(caught_warning.category, ConvergenceWarning):
                     converged = False
                 else:
-                    # stacklevel: past fit and _fit_context's wrapper, to the caller of fit
-                    warnings.warn(caught_warning.message, caught_warning.category, stacklevel=3)
+                    # stacklevel: past _fit, _timed_fit, fit and _fit_context's wrapper, to the
+                    # caller of fit
+                    warnings.warn(caught_warning.message, caught_warning.category, stacklevel=5)
             self.svr_ = svr
             coef, intercept = svr.coef_.ravel(), float(np.ravel(svr.intercept_)[0])
             status, iterations = "optimal" if converged else "max_iter", int(svr.n_iter_)
         self.coef_, self.intercept_ = scaling.linear_to_original(coef, intercept)
         self.solver_status_, self.n_iter_ = status, iterations
-        self.fit_time_ = time.perf_counter() - started
-        return self
-
-    def predict(self, X: object) -> np.ndarray:
-        check_is_fitted(self)
-        return predict_data(self, X) @ self.coef_ + self.intercept_

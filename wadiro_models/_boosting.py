@@ -20,18 +20,14 @@ else ``max_bins`` bins between quantiles): with its own binning of the same data
 
 from __future__ import annotations
 
-import time
 from numbers import Integral, Real
 
 import lightgbm
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.ensemble import HistGradientBoostingRegressor
-from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
-from ._validation import fit_data, predict_data, validated_data_tags
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters
 
 try:  # scikit-learn's absolute loss, whose instance its trees accept as their loss
     from sklearn._loss.loss import AbsoluteError
@@ -93,9 +89,10 @@ def _trees_loss(loss: str) -> object:
     return loss
 
 
-class GradientBoostingModel(RegressorMixin, BaseEstimator):
-    """Histogram gradient-boosted trees (scikit-learn's ``HistGradientBoostingRegressor``)
-    with an optional physical floor on every prediction.
+@estimator_parameters
+class GradientBoostingModel(Regressor):
+    __doc__ = f"""Histogram gradient-boosted trees (scikit-learn's
+    ``HistGradientBoostingRegressor``) with an optional physical floor on every prediction.
 
     Parameters
     ----------
@@ -118,7 +115,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     max_bins : int, default=255
         Histogram bins per feature (at most 255).
 
-    loss : {"absolute_error", "squared_error"}, default="absolute_error"
+    loss : {{"absolute_error", "squared_error"}}, default="absolute_error"
         The loss the trees minimise; absolute error, as the forecasts are scored by MAE.
 
     lower_bound : float or None, default=None
@@ -128,7 +125,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     random_state : int, default=0
         Seed of the binning subsample (reproducible fits).
 
-    engine : {"sklearn", "lightgbm"}, default="sklearn"
+    engine : {{"sklearn", "lightgbm"}}, default="sklearn"
         Which library grows the trees: scikit-learn's ``HistGradientBoostingRegressor``, or
         LightGBM (one thread, deterministic) on the inputs binned by scikit-learn's rule
         (:func:`bin_thresholds`). The same settings mean the same kind of trees; their splits
@@ -148,16 +145,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     solver_status_ : str
         ``"optimal"`` (the trees are fitted to their last iteration).
 
-    fit_time_ : float
-        Seconds spent in ``fit``.
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during ``fit``; defined only when X has feature names that
-        are all strings.
-
+{FITTED_ATTRIBUTES_DOC}
     Examples
     --------
     >>> import numpy as np
@@ -169,7 +157,7 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
     True
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "max_leaf_nodes": [Interval(Integral, 2, None, closed="left")],
@@ -182,39 +170,21 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
         "engine": [StrOptions({"sklearn", "lightgbm"})],
     }
 
-    def __init__(
-        self,
-        *,
-        learning_rate: float = 0.1,
-        max_iter: int = 100,
-        max_leaf_nodes: int = 31,
-        min_samples_leaf: int = 20,
-        l2_regularization: float = 0.0,
-        max_bins: int = 255,
-        loss: str = "absolute_error",
-        lower_bound: float | None = None,
-        random_state: int = 0,
-        engine: str = "sklearn",
-    ) -> None:
-        self.learning_rate = learning_rate
-        self.max_iter = max_iter
-        self.max_leaf_nodes = max_leaf_nodes
-        self.min_samples_leaf = min_samples_leaf
-        self.l2_regularization = l2_regularization
-        self.max_bins = max_bins
-        self.loss = loss
-        self.lower_bound = lower_bound
-        self.random_state = random_state
-        self.engine = engine
+    # the trees send a missing input down the branch its training learned for it
+    _allow_nan = True
 
-    def __sklearn_tags__(self) -> Tags:
-        # the trees send a missing input down the branch its training learned for it
-        return validated_data_tags(super().__sklearn_tags__(), allow_nan=True)
+    learning_rate: float = 0.1
+    max_iter: int = 100
+    max_leaf_nodes: int = 31
+    min_samples_leaf: int = 20
+    l2_regularization: float = 0.0
+    max_bins: int = 255
+    loss: str = "absolute_error"
+    lower_bound: float | None = None
+    random_state: int = 0
+    engine: str = "sklearn"
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: object, y: object) -> GradientBoostingModel:
-        started = time.perf_counter()
-        X, y = fit_data(self, X, y)
+    def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         if self.engine == "lightgbm":
             self.bin_thresholds_ = [bin_thresholds(X[:, j], self.max_bins)
                                     for j in range(X.shape[1])]
@@ -238,12 +208,8 @@ class GradientBoostingModel(RegressorMixin, BaseEstimator):
             ).fit(X, y)
             self.n_iter_ = self.model_.n_iter_
         self.solver_status_ = "optimal"
-        self.fit_time_ = time.perf_counter() - started
-        return self
 
-    def predict(self, X: object) -> np.ndarray:
-        check_is_fitted(self)
-        X = predict_data(self, X)
+    def _predict(self, X: np.ndarray) -> np.ndarray:
         if self.engine == "lightgbm":
             X = to_bins(X, self.bin_thresholds_)
         prediction = np.asarray(self.model_.predict(X), dtype=np.float64)

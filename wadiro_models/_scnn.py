@@ -7,8 +7,10 @@ from numbers import Real
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._scnn_base import ATTRIBUTES_DOC, MAX_NEURONS_DOC, PARAMETERS_DOC, ConvexNetworkRegressor
+from ._validation import estimator_parameters
 
 
+@estimator_parameters
 class SCNN(ConvexNetworkRegressor):
     __doc__ = f"""Shallow convex ReLU network of the paper's comparisons (Lemma 1 and its remark).
 
@@ -55,42 +57,25 @@ class SCNN(ConvexNetworkRegressor):
     (3,)
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **ConvexNetworkRegressor._parameter_constraints,
         "regularizer": [None, StrOptions({"lasso", "ridge"})],
         "lambda_reg": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(
-        self,
-        *,
-        max_neurons: int = 30,
-        regularizer: str | None = None,
-        lambda_reg: float = 1e-3,
-        lower_bound: object = None,
-        upper_bound: object = None,
-        ramp: object = None,
-        fit_intercept: bool = True,
-        standardize: bool = True,
-        random_state: object = 0,
-        solver: str = "clarabel",
-        solver_options: dict | None = None,
-        accept_inaccurate: bool = False,
-        constraint_margin: float = 1e-6,
-    ) -> None:
-        self.max_neurons = max_neurons
-        self.regularizer = regularizer
-        self.lambda_reg = lambda_reg
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-        self.ramp = ramp
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.random_state = random_state
-        self.solver = solver
-        self.solver_options = solver_options
-        self.accept_inaccurate = accept_inaccurate
-        self.constraint_margin = constraint_margin
+    max_neurons: int = 30
+    regularizer: str | None = None
+    lambda_reg: float = 1e-3
+    lower_bound: object = None
+    upper_bound: object = None
+    ramp: object = None
+    fit_intercept: bool = True
+    standardize: bool = True
+    random_state: object = 0
+    solver: str = "clarabel"
+    solver_options: dict | None = None
+    accept_inaccurate: bool = False
+    constraint_margin: float = 1e-6
 
     def _objective_terms(self) -> dict:
         return {

@@ -7,13 +7,11 @@ and status checks live here once.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.utils import Tags
+from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -32,7 +30,7 @@ from ._program import (
 from ._relu_network import ReluNetwork, relu_network
 from ._scaling import Standardization
 from ._status import check_solution
-from ._validation import fit_data, predict_data, training_data, validated_data_tags
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, training_data
 from .exceptions import InsufficientDataError, SolverError
 from .solvers import configured_solver
 
@@ -58,7 +56,7 @@ class _Training:
     points: BoundPoints | None = None  # bound points, in the units of X and y
 
 
-class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
+class ConvexNetworkRegressor(Regressor):
     """Base of :class:`WaDiRoSCNN` and :class:`SCNN` (not meant to be used directly)."""
 
     _parameter_constraints: dict = {
@@ -78,9 +76,6 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
     def _objective_terms(self) -> dict:
         """ScnnProgram fields that define the objective (radius, wasserstein, penalty)."""
         raise NotImplementedError
-
-    def __sklearn_tags__(self) -> Tags:
-        return validated_data_tags(super().__sklearn_tags__())
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -126,10 +121,12 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        started = time.perf_counter()
-        X, y = fit_data(self, X, y)
-        points = bound_points(bound_X, bound_lower, bound_upper, X.shape[1])
-        training = self._training(X, y, points)
+        return self._timed_fit(X, y, bound_X=bound_X, bound_lower=bound_lower,
+                               bound_upper=bound_upper, relaxation=relaxation)
+
+    def _fit(self, X: np.ndarray, y: np.ndarray, *, relaxation: ConvexNetworkRegressor | None,
+             **bounds: object) -> None:
+        training = self._training(X, y, **bounds)
         program, scaling = training.program, training.scaling
         solution = None
         if relaxation is not None:
@@ -161,8 +158,6 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         self.training_loss_ = float(np.mean(np.abs(residual)))
         self.n_samples_fit_ = int(X.shape[0])
         self.physically_constrained_ = bool(program.has_physical_constraints)
-        self.fit_time_ = time.perf_counter() - started
-        return self
 
     def _solution_of_relaxation(
         self, relaxation: ConvexNetworkRegressor, training: _Training
@@ -229,14 +224,13 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         X, y = training_data(self, X, y)
-        points = bound_points(bound_X, bound_lower, bound_upper, X.shape[1])
-        return self._training(X, y, points).program
+        return self._training(X, y, bound_X=bound_X, bound_lower=bound_lower,
+                              bound_upper=bound_upper).program
 
-    def _training(
-        self, X: np.ndarray, y: np.ndarray, points: BoundPoints | None = None
-    ) -> _Training:
-        """The program of validated (X, y) and bound points, the kept gates and the unit
-        conversions."""
+    def _training(self, X: np.ndarray, y: np.ndarray, **bounds: object) -> _Training:
+        """The program of validated (X, y) and the bound points (``bound_X``, ``bound_lower``,
+        ``bound_upper`` of ``fit``), the kept gates and the unit conversions."""
+        points = bound_points(**bounds, n_features=X.shape[1])
         limits = physical_limits(self.lower_bound, self.upper_bound, self.ramp, X.shape[0])
         scaling = Standardization.fit(X, y, self.standardize)
         X_aug = augment(scaling.transform_X(X))
@@ -287,10 +281,8 @@ class ConvexNetworkRegressor(RegressorMixin, BaseEstimator):
                 )
 
     # -------------------------------------------------------------- predict
-    def predict(self, X: object) -> np.ndarray:
+    def _predict(self, X: np.ndarray) -> np.ndarray:
         """sum_i 1[x_aug^T s_i >= 0] x_aug^T (nu_i - omega_i) + b, in the units of y."""
-        check_is_fitted(self)
-        X = predict_data(self, X)
         X_aug = augment(self.standardization_.transform_X(X))
         patterns = activation_patterns(X_aug, self.gates_)
         gated = np.einsum("np,np->n", patterns, X_aug @ (self.nu_ - self.omega_).T)
@@ -442,17 +434,8 @@ ATTRIBUTES_DOC = """\
     solver_info_ : dict
         What else the solver reported (residuals, fallback reason, ...).
 
-    fit_time_ : float
-        Seconds spent in ``fit``.
-
     physically_constrained_ : bool
         Whether the program solved had bounds, ramps or bound points (a fit without them can
         serve as the ``relaxation`` of a constrained fit).
 
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during ``fit``; defined only when X has feature names that
-        are all strings.
-"""
+""" + FITTED_ATTRIBUTES_DOC

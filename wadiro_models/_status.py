@@ -42,8 +42,9 @@ def check_solution(
     """Raise unless ``solution`` may become a fitted model; warn when it is kept inexactly.
 
     ``constrained`` says whether the program has physical constraints, which turns an
-    infeasible status into :class:`InfeasibleConstraintsError`. Call it from ``fit`` itself,
-    decorated with ``_fit_context``: the warning then points at the caller of ``fit``.
+    infeasible status into :class:`InfeasibleConstraintsError`. Call it from an estimator's
+    ``_fit`` (:class:`~wadiro_models._validation.Regressor`): the warning then points at the
+    caller of ``fit``.
     """
     status = solution.status
     if status == "infeasible" and constrained:
@@ -57,7 +58,8 @@ def check_solution(
             f"solver {solution.solver!r} stopped at reduced accuracy "
             "(optimal_inaccurate); accepted because accept_inaccurate=True",
             InaccurateSolutionWarning,
-            stacklevel=4,  # check_solution <- fit <- _fit_context's wrapper <- caller
+            # check_solution <- _fit <- _timed_fit <- fit <- _fit_context's wrapper <- caller
+            stacklevel=6,
         )
     elif status != "optimal":
         detail = solution.info.get("error", "")

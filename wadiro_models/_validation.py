@@ -1,13 +1,18 @@
-"""Input validation shared by the estimators: scikit-learn's checks, typed errors, and the
-scikit-learn tags that state what those checks accept."""
+"""Input validation shared by the estimators: scikit-learn's checks, typed errors, the
+scikit-learn tags that state what those checks accept, and the estimators' common base that
+applies them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils import Tags, get_tags
-from sklearn.utils.validation import check_X_y, validate_data
+from sklearn.utils.validation import check_is_fitted, check_X_y, validate_data
 
 from .exceptions import InsufficientDataError, InvalidInputError
 
@@ -78,3 +83,54 @@ def predict_data(estimator: object, X: object) -> np.ndarray:
         raise
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
+
+
+estimator_parameters = dataclass(kw_only=True, eq=False, repr=False)
+"""Class decorator of the estimators: the annotated class attributes are the keyword-only
+parameters that the generated ``__init__`` stores, and it does nothing else (scikit-learn's
+convention); equality and ``repr`` stay scikit-learn's."""
+
+FITTED_ATTRIBUTES_DOC = """\
+    fit_time_ : float
+        Seconds spent in ``fit``.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``; defined only when X has feature names that
+        are all strings.
+"""
+"""The last entries of every estimator's Attributes section: what :class:`Regressor` sets."""
+
+
+class Regressor(RegressorMixin, BaseEstimator):
+    """Base of the estimators: ``fit`` validates (X, y) with :func:`fit_data`, fits them
+    (``_fit``) and records ``fit_time_``; ``predict`` validates X with :func:`predict_data`
+    and predicts (``_predict``, the linear model ``X @ coef_ + intercept_`` unless overridden).
+    The tags state what those checks accept (``_allow_nan``: whether X may hold NaN)."""
+
+    _allow_nan = False
+
+    def __sklearn_tags__(self) -> Tags:
+        return validated_data_tags(super().__sklearn_tags__(), allow_nan=self._allow_nan)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: object, y: object) -> Self:
+        return self._timed_fit(X, y)
+
+    def _timed_fit(self, X: object, y: object, **fit_params: object) -> Self:
+        """``_fit(X, y, **fit_params)`` on the validated data, timed. A warning that ``_fit``
+        raises for the caller of ``fit`` is 5 frames above ``_fit`` (``_fit``, this method,
+        ``fit``, ``_fit_context``'s wrapper, the caller)."""
+        started = time.perf_counter()
+        self._fit(*fit_data(self, X, y), **fit_params)
+        self.fit_time_ = time.perf_counter() - started
+        return self
+
+    def predict(self, X: object) -> np.ndarray:
+        check_is_fitted(self)
+        return self._predict(predict_data(self, X))
+
+    def _predict(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.coef_ + self.intercept_

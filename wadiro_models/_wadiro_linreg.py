@@ -12,7 +12,6 @@ check as the convex networks (:mod:`wadiro_models._status`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from numbers import Real
 
@@ -20,14 +19,11 @@ import clarabel
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.utils import Tags
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from ._scaling import Standardization
 from ._status import check_solution
-from ._validation import fit_data, predict_data, validated_data_tags
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters
 from .solvers._clarabel import run_clarabel
 
 
@@ -152,15 +148,16 @@ def solve_linear_direct(
 _SOLVERS = ("clarabel", "clarabel-direct")
 
 
-class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
-    """Wasserstein DRO linear regression with the l1 loss (program in the module docstring).
+@estimator_parameters
+class WaDiRoLinearRegression(Regressor):
+    __doc__ = f"""Wasserstein DRO linear regression, l1 loss (program in the module docstring).
 
     Parameters
     ----------
     radius : float, default=1e-2
         Radius of the Wasserstein ball (>= 0).
 
-    wasserstein : {"l1", "l2"}, default="l1"
+    wasserstein : {{"l1", "l2"}}, default="l1"
         Ground norm of the Wasserstein metric; the program is an LP for ``"l1"`` and an
         SOCP for ``"l2"``.
 
@@ -171,7 +168,7 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
         Standardise X and y inside ``fit``; the coefficients are reported in the original
         units either way.
 
-    solver : {"clarabel", "clarabel-direct"}, default="clarabel"
+    solver : {{"clarabel", "clarabel-direct"}}, default="clarabel"
         ``"clarabel"`` writes the program in cvxpy, which compiles it for Clarabel;
         ``"clarabel-direct"`` gives Clarabel the program's matrices itself (the same program,
         several times faster at a building window's size, where compiling costs more than
@@ -205,16 +202,7 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
     n_iter_ : int or None
         Solver iterations, where the solver reports them.
 
-    fit_time_ : float
-        Seconds spent in ``fit``.
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during ``fit``; defined only when X has feature names that
-        are all strings.
-
+{FITTED_ATTRIBUTES_DOC}
     See Also
     --------
     WaDiRoSCNN : The convex-network counterpart.
@@ -232,7 +220,7 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
     [2.] 1.0
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "radius": [Interval(Real, 0, None, closed="left")],
         "wasserstein": [StrOptions({"l1", "l2"})],
         "fit_intercept": ["boolean"],
@@ -242,32 +230,15 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
         "accept_inaccurate": ["boolean"],
     }
 
-    def __init__(
-        self,
-        *,
-        radius: float = 1e-2,
-        wasserstein: str = "l1",
-        fit_intercept: bool = True,
-        standardize: bool = True,
-        solver: str = "clarabel",
-        solver_options: dict | None = None,
-        accept_inaccurate: bool = False,
-    ) -> None:
-        self.radius = radius
-        self.wasserstein = wasserstein
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.solver = solver
-        self.solver_options = solver_options
-        self.accept_inaccurate = accept_inaccurate
+    radius: float = 1e-2
+    wasserstein: str = "l1"
+    fit_intercept: bool = True
+    standardize: bool = True
+    solver: str = "clarabel"
+    solver_options: dict | None = None
+    accept_inaccurate: bool = False
 
-    def __sklearn_tags__(self) -> Tags:
-        return validated_data_tags(super().__sklearn_tags__())
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: object, y: object) -> WaDiRoLinearRegression:
-        started = time.perf_counter()
-        X, y = fit_data(self, X, y)
+    def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         scaling = Standardization.fit(X, y, self.standardize)
         solve = solve_linear if self.solver == "clarabel" else solve_linear_direct
         solution = solve(
@@ -286,9 +257,3 @@ class WaDiRoLinearRegression(RegressorMixin, BaseEstimator):
         self.solver_status_ = solution.status
         self.solver_name_ = solution.solver
         self.n_iter_ = solution.iterations
-        self.fit_time_ = time.perf_counter() - started
-        return self
-
-    def predict(self, X: object) -> np.ndarray:
-        check_is_fitted(self)
-        return predict_data(self, X) @ self.coef_ + self.intercept_
