@@ -1,12 +1,9 @@
 """An operator's list of buildings (CSV or Parquet) into the ``buildings`` table.
 
-Columns: ``building_id, site_id, timezone, holiday_country`` (required, every cell filled) and
-``holiday_subdiv, building_type`` (optional columns, blank cells allowed). A time zone must be
-one :mod:`zoneinfo` knows (IANA, e.g. ``Europe/London``), and the holiday calendar one the
-``holidays`` package has: the country, and the subdivision within it when given. Ids and the
-building type are printable text (:data:`~tasks.ingest.contract.UNPRINTABLE`: no control or
-text-direction characters). A column mapping (``--columns "Asset Name=building_id,Site=site_id"``,
-``--columns-file``) reads an asset register's own column names. Each row's
+Its columns are :data:`BUILDINGS_FILE`'s (read through :mod:`~tasks.ingest.contract`: a column
+mapping reads an asset register's own names, ids are printable text). A time zone must be one
+:mod:`zoneinfo` knows (IANA, e.g. ``Europe/London``), and the holiday calendar one the
+``holidays`` package has: the country, and the subdivision within it when given. Each row's
 ``source`` is the file's name. A building already stored is updated (its row replaced); the
 others are untouched; everything in one transaction.
 """
@@ -14,6 +11,7 @@ others are untouched; everything in one transaction.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -24,10 +22,13 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import TypeAdapter, ValidationError
 
+from tasks.errors import UnknownBuildingError
 from tasks.ingest.contract import Column, CsvFormat, FileContract, SourceRows
+from tasks.ingest.errors import UnknownSiteError
 from tasks.ingest.timestamps import TimeZoneName
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import Slice, replace_slice
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "BuildingsSummary",
     "ingest_buildings",
     "load_buildings",
+    "refuse_unknown_ids",
     "write_buildings",
 ]
 
@@ -141,6 +143,22 @@ def write_buildings(con: duckdb.DuckDBPyConnection, batch: BuildingsBatch) -> Bu
     return BuildingsSummary(
         inserted, inserted - updated, updated, batch.read_seconds + time.perf_counter() - began
     )
+
+
+def refuse_unknown_ids(con: duckdb.DuckDBPyConnection, path: str, column: str,
+                       ids: Sequence[str]) -> None:
+    """Refuse the file ``path``'s building (or site) ``ids`` that no stored building has in
+    ``column`` (``building_id`` or ``site_id``), naming them and the fix."""
+    unknown = ids_not_in_buildings(con, column, ids)
+    if unknown and column == "site_id":
+        raise UnknownSiteError(
+            f"{path}: {len(unknown)} site id(s) that no building in the warehouse uses: "
+            f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites "
+            "first (wadiro ingest buildings FILE)")
+    if unknown:
+        raise UnknownBuildingError(
+            f"{path}: {len(unknown)} building id(s) not in the buildings table: "
+            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")
 
 
 def ingest_buildings(warehouse: str | Path, path: str | Path,

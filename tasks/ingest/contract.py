@@ -76,6 +76,9 @@ around it (the bidirectional overrides, isolates and marks) makes an id that can
 prints as something it is not (``b1<U+202E>2b`` shows as ``b1b2``) or, NUL, can never be
 selected. An id starting with ``=``, ``+``, ``@`` or ``-`` is text like any other here."""
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+$")
+_WORD = r"^[+-]?(?:inf|infinity|nan)$"
+_NUMBER = r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf|infinity|nan)$"
+"""A cell read as a number (case aside), as pandas reads one: ``nan`` and ``inf`` are values."""
 _COMMA_NUMBER = r"^[+-]?(?:\d{1,3}(?:\.\d{3})+|\d*)(?:,\d*)?(?:[eE][+-]?\d+)?$"
 """A number written with a decimal comma: a dot only between groups of three digits."""
 CellKind = Literal["id", "text", "number", "time"]
@@ -355,30 +358,23 @@ class SourceTable:
             raise MalformedSourceError(
                 f"{self.at.path}: column {column!r} holds {kind}, not numbers")
         text = self.trimmed(column).combine_chunks()
-        written, refused = text, None
-        if self.decimal == ",":
-            grouped = pc.fill_null(pc.match_substring_regex(text, _COMMA_NUMBER), False)
+        if self.decimal == ".":
+            try:  # what pyarrow reads as a number, pandas does too (and _NUMBER says)
+                return pc.cast(text, pa.float64())
+            except pa.ArrowInvalid:
+                pass
+        written = text
+        if self.decimal == ",":  # grouped by dots, or a word (nan, inf)
+            grouped = pc.match_substring_regex(text, _COMMA_NUMBER)
             written = pc.if_else(grouped, pc.replace_substring(
                 pc.replace_substring(text, ".", ""), ",", "."), text)
-            words = pc.is_in(pc.utf8_ltrim(pc.utf8_lower(text), "+-"),
-                             pa.array(["inf", "infinity", "nan"]))
-            refused = pc.and_(pc.is_valid(text), pc.invert(pc.or_(grouped, words)))
-        try:  # pyarrow reads the numbers pandas reads (nan and inf as words too)
-            numbers = pc.cast(written, pa.float64())
-            if refused is None or not pc.any(refused).as_py():
-                return numbers
-        except pa.ArrowInvalid:
-            pass
-        parsed = pd.to_numeric(written.to_pandas(), errors="coerce")
-        nan = pc.is_in(pc.utf8_lower(text), pa.array(["nan", "+nan", "-nan"])).to_numpy(
-            zero_copy_only=False)
-        bad = (parsed.isna().to_numpy() & pc.is_valid(text).to_numpy(zero_copy_only=False)
-               & ~nan)
-        if refused is not None:
-            bad |= refused.to_numpy(zero_copy_only=False)
+        ok = pc.match_substring_regex(written, _NUMBER, ignore_case=True)
+        if self.decimal == ",":
+            ok = pc.and_(ok, pc.or_(grouped, pc.match_substring_regex(text, _WORD,
+                                                                     ignore_case=True)))
+        bad = pc.invert(pc.fill_null(ok, True)).to_numpy(zero_copy_only=False)
         if not bad.any():
-            return pa.array(parsed.to_numpy(dtype=float), pa.float64(), mask=pc.is_null(
-                text).to_numpy(zero_copy_only=False))
+            return pc.cast(written, pa.float64())
         row = int(np.flatnonzero(bad)[0])
         cell = text[row].as_py()
         hint = ""
@@ -498,16 +494,19 @@ def _records(data: bytes, whole: bool, count: int, encoding: str, errors: str,
     the file has more."""
     if codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"
-    text = codecs.getincrementaldecoder(encoding)(errors).decode(data, final=whole)
+    decoder = codecs.getincrementaldecoder(encoding)(errors)
+    text = decoder.decode(data)
     if not whole:
         text = text[:text.rfind("\n") + 1]  # the last line may be cut
+    lines = io.StringIO(text, newline="")
     try:
-        rows = list(itertools.islice(csv.reader(io.StringIO(text, newline=""),
-                                                delimiter=delimiter), count))
+        rows = list(itertools.islice(csv.reader(lines, delimiter=delimiter), count))
     except csv.Error:
         if whole:
             raise
         return None
+    if whole and lines.tell() == len(text) and (len(rows) < count or text[-1:] != "\n"):
+        decoder.decode(b"", final=True)  # read to the end: a character cut off there is refused
     return rows if len(rows) == count or whole else None
 
 
@@ -849,55 +848,55 @@ class FileContract:
         implausible number is made missing instead under ``policy="missing"``, and counted;
         with ``bounds=False`` numbers are left for the reader to check). ``scale`` multiplies
         a number column's cells into the column's unit before they are checked (a feed's wind
-        in knots); ``times`` reads a time column's chunk (the others are not read). A file
-        without data rows is refused."""
+        in knots). ``times`` reads a time column's chunk (first, in each chunk); a time column
+        it does not name is kept as read. A file without data rows is refused."""
         times = times or {}
         plan = [(c.name, c, self.value_column(c.name, source.columns)) for c in self.columns]
         if self.others is not None:
             plan += [(name, self.others, name) for name in self.other_columns(source.columns)]
-        parts: dict[str, list] = {key: [] for key, _, name in plan if name is not None}
-        rows = 0
+        read = sorted((p for p in plan if p[2] is not None), key=lambda p: p[0] not in times)
+        parts: dict[str, list] = {key: [] for key, _, _ in read}
+        rows, blank, tally = 0, dict.fromkeys(parts, 0), Tally()
         with source:
             for chunk in source.chunks():
                 rows += chunk.rows
-                for key, column, name in plan:
-                    if name is None or column.cells == "time" and key not in times:
-                        continue
-                    if column.cells == "time":
-                        parts[key].append(times[key](chunk))
-                    elif column.cells == "number":
-                        parts[key].append(numbers := chunk.numbers(name))
-                        if column.filled:
-                            chunk.at.refuse_blank(name, numbers)
+                for key, column, name in read:
+                    at = chunk.at
+                    if key in times:
+                        values = times[key](chunk)
+                    elif column.cells == "time":
+                        values = chunk.table[name].combine_chunks()
                     elif column.cells == "id":
-                        parts[key].append(checked_ids(chunk.at, column, chunk.trimmed(name)))
-                    else:
-                        parts[key].append(trimmed := chunk.trimmed(name).combine_chunks())
+                        values = checked_ids(at, column, chunk.trimmed(name))
+                    elif column.cells == "text":
+                        values = chunk.trimmed(name).combine_chunks()
                         if column.filled:
-                            chunk.at.refuse_blank(name, trimmed)
-        cells = Cells(source.at, source.columns, {}, rows)
-        if cells.rows == 0:
+                            at.refuse_blank(name, values)
+                    else:
+                        values = chunk.numbers(name)
+                        if scale and key in scale:
+                            values = pc.multiply(values, pa.scalar(scale[key], pa.float64()))
+                        blank[key] += values.null_count
+                        if column.filled:
+                            at.refuse_blank(name, values)
+                        if bounds:
+                            values = column.checked_numbers(values, at, policy=policy,
+                                                            tally=tally, column=name)
+                    parts[key].append(values)
+        if rows == 0:
             raise MalformedSourceError(f"{source.at.path}: empty file, a header but no data rows")
+        numbers = {key: blank[key] for key, column, _ in read if column.cells == "number"}
+        cells = Cells(source.at, source.columns, {}, rows, blank=numbers, tally=tally)
         for key, column, name in plan:
-            if name is None:
-                if column.cells != "time":
-                    cells.values[key] = pa.nulls(cells.rows, pa.float64() if column.cells ==
-                                                 "number" else pa.string())
-            elif column.cells == "time":
-                if key in times:
-                    cells.times[key] = pd.concat(parts.pop(key), ignore_index=True)
-            elif column.cells == "number":
-                numbers = pa.chunked_array(parts.pop(key), pa.float64())
-                if scale and key in scale:
-                    numbers = pc.multiply(numbers, pa.scalar(scale[key], pa.float64()))
-                cells.blank[key] = numbers.null_count
-                cells.values[key] = (column.checked_numbers(
-                    numbers, cells.at, policy=policy, tally=cells.tally, column=name)
-                    if bounds else numbers)
-            else:
+            if key in times:
+                cells.times[key] = pd.concat(parts.pop(key), ignore_index=True)
+            elif name is not None:
                 chunks = pa.chunked_array(parts.pop(key))
                 cells.values[key] = (chunks.unify_dictionaries() if column.cells == "id"
                                      else chunks).combine_chunks()
+            elif column.cells != "time":
+                cells.values[key] = pa.nulls(cells.rows, pa.float64() if column.cells ==
+                                             "number" else pa.string())
         self._check_key(cells)
         return cells
 

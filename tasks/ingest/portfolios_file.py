@@ -1,7 +1,7 @@
 """An operator's portfolios (CSV or Parquet) into the ``portfolios`` table, and reading them back.
 
-Columns: ``portfolio_id, building_id``, one row per building of a portfolio; a building may be
-in several portfolios. Every portfolio the file names is replaced by the file's buildings (a
+Its columns are :data:`PORTFOLIOS_FILE`'s, one row per building of a portfolio; a building may
+be in several portfolios. Every portfolio the file names is replaced by the file's buildings (a
 building left out of it leaves the portfolio); portfolios the file does not name are kept; all
 in one transaction. The portfolio ``all`` (every building) exists in every warehouse and cannot
 be defined by a file. What a portfolio's forecast is:
@@ -18,12 +18,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.errors import UnknownBuildingError
+from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import Column, FileContract, FileOptions
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.portfolio_sql import ALL
 from tasks.warehouse.schema import ensure_schema
-from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import Slice, replace_slice
 
 PORTFOLIOS_FILE = FileContract(
@@ -85,11 +84,7 @@ def write_portfolios(con: duckdb.DuckDBPyConnection, batch: PortfoliosBatch
     ensure_schema(con)
     rows = batch.rows
     buildings = list(dict.fromkeys(rows["building_id"].to_pylist()))
-    unknown = ids_not_in_buildings(con, "building_id", buildings)
-    if unknown:
-        raise UnknownBuildingError(
-            f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
-            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")
+    refuse_unknown_ids(con, batch.path, "building_id", buildings)
     names = list(dict.fromkeys(rows["portfolio_id"].to_pylist()))
     with transaction(con):
         replaced, inserted = replace_slice(con, "portfolios", rows,

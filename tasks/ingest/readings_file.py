@@ -7,18 +7,14 @@ Two layouts, CSV or Parquet:
 * wide: ``ts`` and one column per building id.
 
 ``--layout auto`` (the default) takes a file with a ``building_id`` column as long, any other as
-wide; a column mapping (``--columns``, ``--columns-file``) names the file's own columns
-(:mod:`~tasks.ingest.column_mapping`). Timestamps, clock changes, their layout
-(``--time-format``, ``--dayfirst``) and the dates a file may hold, the grid, units and
-sub-hourly sums follow :mod:`~tasks.ingest.timestamps` and
+wide. The file is read and judged through its contract (:data:`LONG_FILE`, :data:`WIDE_FILE`,
+:mod:`~tasks.ingest.contract`: the column mapping, printable building ids, numbers) a chunk at
+a time, each chunk's cells becoming compact columns (a building's code, the instant, the
+energy) before the next is read, so memory grows with the file's readings, not with its text.
+Timestamps, clock changes, their layout (``--time-format``, ``--dayfirst``) and the dates a
+file may hold, the grid, units and sub-hourly sums follow :mod:`~tasks.ingest.timestamps` and
 :mod:`~tasks.ingest.hourly`; every value must be a plausible energy
-(:mod:`~tasks.ingest.plausibility`); registers follow
-:mod:`~tasks.ingest.registers`. Building ids are printable text
-(:data:`~tasks.ingest.contract.UNPRINTABLE`).
-
-The file is read a chunk at a time (a CSV block, a Parquet batch): each chunk's cells become
-compact columns (a building's code, the instant, the energy, the row) before the next is read,
-so memory grows with the file's readings, not with its text.
+(:mod:`~tasks.ingest.plausibility`); registers follow :mod:`~tasks.ingest.registers`.
 
 Incremental: only the hours the file holds change (an upsert): each is replaced by the file's
 value, a blank cell making it missing; a stored hour the file does not mention is never
@@ -53,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from tasks.errors import UnknownBuildingError
+from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import (
     Cells,
     Column,
@@ -96,7 +92,6 @@ from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
 from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
-from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import write_key_hours
 
 __all__ = [
@@ -207,6 +202,9 @@ class ReadingsBatch:
     """A checked meter export, summed to hours (``readings``: building_id, ts, kwh)."""
 
     path: str
+    options: ReadingsOptions
+    """How the file was read; its unit, ``--replace-range`` and ``--accept-level-change`` say
+    how its hours are written."""
     readings: pa.Table
     building_ids: tuple[str, ...]
     interval_minutes: int
@@ -217,13 +215,8 @@ class ReadingsBatch:
     read_seconds: float
     incomplete_hours: int = 0
     """Hours not written because a sub-interval is absent from the file."""
-    replace_range: bool = False
-    """Whether each building's range in the file replaces what is stored (``--replace-range``)."""
     registers: RegisterCounts = RegisterCounts()
     """Rollovers, resets, jumps, noise and readings left out differencing a register."""
-    unit: EnergyUnit = "kWh"
-    register_unit: RegisterUnit = "kWh"
-    accept_level_change: bool = False
     sub_hourly: pa.Table = field(default_factory=lambda: recent_sub_hourly(pd.DataFrame(), 60))
     """The file's latest sub-hourly energies, each building's intra-hour shape
     (:func:`~tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly
@@ -419,6 +412,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
         path=str(at.path),
+        options=options,
         readings=readings,
         building_ids=tuple(sorted(str(b) for b in pd.unique(hours["building_id"]))),
         interval_minutes=minutes,
@@ -427,11 +421,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         implausible_values=tally.implausible,
         read_seconds=time.perf_counter() - began,
         incomplete_hours=incomplete,
-        replace_range=options.replace_range,
         registers=registers,
-        unit=options.unit,
-        register_unit=options.register_unit,
-        accept_level_change=options.accept_level_change,
         sub_hourly=sub_hourly,
     )
 
@@ -455,7 +445,7 @@ ORDER BY f.building_id
 
 def _unit_fix(batch: ReadingsBatch, ratio: float) -> str:
     """The unit options that would fix hours ``ratio`` times too high (or low)."""
-    if batch.unit == "register":
+    if batch.options.unit == "register":
         return ("a register in Wh? give --register-unit Wh" if ratio > 1 else
                 "a register in MWh? give --register-unit MWh")
     return ("energies in Wh? give --unit Wh" if ratio > 1 else
@@ -488,7 +478,7 @@ def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) 
     """Refuse the first building whose file hours are :data:`LEVEL_CHANGE` times above or
     below its stored hours around them (both medians positive), or, without any stored
     reading, whose median is above :data:`NEW_METER_MAX_KWH`, naming the unit options."""
-    if batch.accept_level_change:
+    if batch.options.accept_level_change:
         return
     con.register("__wadiro_file_hours", batch.readings)
     try:
@@ -537,19 +527,15 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
     hours) and its latest sub-hourly energies in one transaction."""
     began = time.perf_counter()
     ensure_schema(con)
-    unknown = ids_not_in_buildings(con, "building_id", batch.building_ids)
-    if unknown:
-        raise UnknownBuildingError(
-            f"{batch.path}: {len(unknown)} building id(s) not in the buildings table: "
-            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)"
-        )
+    refuse_unknown_ids(con, batch.path, "building_id", batch.building_ids)
     _refuse_level_changes(con, batch)
     ts = batch.readings["ts"]
     replaced = removed = inserted = 0
     with transaction(con):
         for part in _by_buildings(batch.readings):
             written = write_key_hours(con, "meter_readings", part, "building_id",
-                                      replace_range=batch.replace_range, own_transaction=False)
+                                      replace_range=batch.options.replace_range,
+                                      own_transaction=False)
             replaced += written.replaced
             removed += written.removed
             inserted += written.inserted
@@ -569,8 +555,8 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         end=pc.max(ts).as_py(),
         seconds=batch.read_seconds + time.perf_counter() - began,
         incomplete_hours=batch.incomplete_hours,
-        removed=removed if batch.replace_range else None,
-        registers=batch.registers if batch.unit == "register" else None,
+        removed=removed if batch.options.replace_range else None,
+        registers=batch.registers if batch.options.unit == "register" else None,
         rescored=rescored,
         flags=flags,
     )

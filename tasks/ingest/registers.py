@@ -123,12 +123,8 @@ class RegisterCounts:
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with each building's rows together and in time order (as a file usually has
     them already: then it is not sorted again)."""
-    codes = pd.factorize(frame["building_id"])[0]
-    ts = _epoch_us(frame["ts"])
-    same = codes[1:] == codes[:-1]
-    if np.all(codes[1:] >= codes[:-1]) and np.all(ts[1:][same] > ts[:-1][same]):
-        return frame.reset_index(drop=True)
-    return frame.iloc[np.lexsort((ts, codes))].reset_index(drop=True)
+    order = series_order(pd.factorize(frame["building_id"])[0], _epoch_us(frame["ts"]))
+    return (frame if order is None else frame.iloc[order]).reset_index(drop=True)
 
 
 def _capacity(largest: np.ndarray) -> np.ndarray:

@@ -1,13 +1,11 @@
 """An operator's weather feed (observed or forecast, hourly per site) into ``weather``.
 
-Columns: ``site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms`` (required columns; a
-blank cell is a missing value, stored as NULL), ``humidity_pct`` (optional), and for forecasts
-``issued_at`` (required, every cell filled: when the forecast was issued); a column mapping
-(``--columns``, ``--columns-file``) names the file's own columns. Timestamps are hourly, each
-the start of its hour, read like meter timestamps (:mod:`~tasks.ingest.timestamps`,
-``--time-format``, ``--dayfirst``); ``issued_at`` may be any instant. Observations and issue
+Its columns are :data:`WEATHER_FILE`'s, and a forecast's :data:`FORECAST_FILE`'s (``issued_at``
+too, when it was issued), read through :mod:`~tasks.ingest.contract` (a blank value is
+missing). Timestamps are hourly, each the start of its hour, read like meter timestamps
+(:mod:`~tasks.ingest.timestamps`); ``issued_at`` may be any instant. Observations and issue
 times may lie at most two days after today, a forecast's hours three weeks. Values must be
-plausible (:mod:`~tasks.ingest.plausibility`); site ids printable text.
+plausible (:mod:`~tasks.ingest.plausibility`).
 
 Blank cells are counted per variable, and the summary says so (``wind_speed_ms blank in 161 of
 168 rows``), as it names a variable the file has no column of: a variable blank for most of a
@@ -40,8 +38,9 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from tasks.ingest.contract import Column, FileContract, FileOptions
-from tasks.ingest.errors import MalformedSourceError, UnknownSiteError
+from tasks.ingest.buildings_file import refuse_unknown_ids
+from tasks.ingest.contract import Column, FileContract, FileOptions, SourceTable
+from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.hourly import check_on_grid, check_unique
 from tasks.ingest.plausibility import (
     HUMIDITY_PCT,
@@ -59,7 +58,6 @@ from tasks.ingest.timestamps import (
 )
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
-from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
 __all__ = [
@@ -227,17 +225,18 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     if forecast:
         readers["issued_at"] = options.reader("issued_at", DAYS_AHEAD, "an issue time")
     cells = contract.judge(source, policy=options.implausible,
-                           scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]},
-                           times={column: reader.read for column, reader in readers.items()})
+                           scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]})
     at, n = cells.at, cells.rows
+    stamps = SourceTable(pa.table({column: cells[column] for column in readers}), at)
     sites = cells.strings("site_id")
     issued = None
     series = sites
     if forecast:
-        issued = readers["issued_at"].utc(at, cells.times["issued_at"], options.ambiguous,
-                                          pairs=False)
+        reader = readers["issued_at"]
+        issued = reader.utc(at, reader.read(stamps), options.ambiguous, pairs=False)
         series = sites + "\x00" + issued.astype(str)
-    ts = readers["ts"].utc(at, cells.times["ts"], options.ambiguous, series, "site and issue")
+    ts = readers["ts"].utc(at, readers["ts"].read(stamps), options.ambiguous, series,
+                           "site and issue")
     check_on_grid(at, "ts", ts, 60)
     keys = pd.DataFrame(
         {"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})}
@@ -286,13 +285,7 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
     the latest issue per hour kept)."""
     began = time.perf_counter()
     ensure_schema(con)
-    unknown = ids_not_in_buildings(con, "site_id", batch.site_ids)
-    if unknown:
-        raise UnknownSiteError(
-            f"{batch.path}: {len(unknown)} site id(s) that no building in the warehouse uses: "
-            f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites first "
-            "(wadiro ingest buildings FILE)"
-        )
+    refuse_unknown_ids(con, batch.path, "site_id", batch.site_ids)
     removed = None
     with transaction(con):
         if batch.kind == "observed":
