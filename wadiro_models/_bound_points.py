@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils.validation import check_array
 
-from ._constraints import _per_sample
+from ._constraints import _per_sample, check_bound_pair
 from ._gates import activation_patterns, augment
 from ._scaling import Standardization
-from .exceptions import InfeasibleConstraintsError, InvalidInputError
+from .exceptions import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,5 @@ def bound_points(
     M = X.shape[0]
     lower = _per_sample(bound_lower, "bound_lower", M, -np.inf)
     upper = _per_sample(bound_upper, "bound_upper", M, np.inf)
-    if lower is not None and np.isposinf(lower).any():
-        raise InfeasibleConstraintsError("bound_lower is +inf at some bound point")
-    if upper is not None and np.isneginf(upper).any():
-        raise InfeasibleConstraintsError("bound_upper is -inf at some bound point")
-    if lower is not None and upper is not None and (lower > upper).any():
-        k = int(np.flatnonzero(lower > upper)[0])
-        raise InfeasibleConstraintsError(
-            f"bound_lower {lower[k]:g} is above bound_upper {upper[k]:g} at bound point {k}"
-        )
+    check_bound_pair(lower, upper, ("bound_lower", "bound_upper"), "bound point")
     return BoundPoints(X, lower, upper)

@@ -77,6 +77,22 @@ def _per_sample(value: object, name: str, length: int, fill: float) -> np.ndarra
     return arr.copy()
 
 
+def check_bound_pair(
+    lower: np.ndarray | None, upper: np.ndarray | None, names: tuple[str, str], at: str
+) -> None:
+    """Raise :class:`InfeasibleConstraintsError` where the bounds ``names`` admit no value at
+    some entry (``at`` names one): a lower bound ``+inf``, an upper ``-inf``, or lower > upper."""
+    if lower is not None and np.isposinf(lower).any():
+        raise InfeasibleConstraintsError(f"{names[0]} is +inf at some {at}")
+    if upper is not None and np.isneginf(upper).any():
+        raise InfeasibleConstraintsError(f"{names[1]} is -inf at some {at}")
+    if lower is not None and upper is not None and (lower > upper).any():
+        j = int(np.flatnonzero(lower > upper)[0])
+        raise InfeasibleConstraintsError(
+            f"{names[0]} {lower[j]:g} is above {names[1]} {upper[j]:g} at {at} {j}"
+        )
+
+
 def physical_limits(
     lower_bound: object, upper_bound: object, ramp: object, n_samples: int
 ) -> PhysicalLimits:
@@ -84,15 +100,7 @@ def physical_limits(
     lower = _per_sample(lower_bound, "lower_bound", n_samples, -np.inf)
     upper = _per_sample(upper_bound, "upper_bound", n_samples, np.inf)
     steps = _per_sample(ramp, "ramp", max(n_samples - 1, 0), np.inf)
-    if lower is not None and np.isposinf(lower).any():
-        raise InfeasibleConstraintsError("lower_bound is +inf at some sample")
-    if upper is not None and np.isneginf(upper).any():
-        raise InfeasibleConstraintsError("upper_bound is -inf at some sample")
-    if lower is not None and upper is not None and (lower > upper).any():
-        j = int(np.flatnonzero(lower > upper)[0])
-        raise InfeasibleConstraintsError(
-            f"lower_bound {lower[j]:g} is above upper_bound {upper[j]:g} at sample {j}"
-        )
+    check_bound_pair(lower, upper, ("lower_bound", "upper_bound"), "sample")
     if steps is not None and (steps < 0).any():
         j = int(np.flatnonzero(steps < 0)[0])
         raise InfeasibleConstraintsError(f"ramp limit is negative ({steps[j]:g}) at step {j}")

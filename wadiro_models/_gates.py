@@ -22,8 +22,11 @@ def n_gate_samples(max_neurons: int) -> int:
     return math.ceil(max_neurons / 2)
 
 
-def sample_gates(n_inputs: int, n_gates: int, random_state: np.random.Generator) -> np.ndarray:
-    """Draw S ~ N(0, I) with shape (n_inputs, n_gates); n_inputs counts the bias row."""
+def sample_gates(n_inputs: int, n_gates: int, random_state: object) -> np.ndarray:
+    """Draw S ~ N(0, I) with shape (n_inputs, n_gates); n_inputs counts the bias row.
+    ``random_state`` is a Generator or RandomState (drawn from as it is), or a seed."""
+    if not isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+        random_state = np.random.default_rng(random_state)
     return random_state.standard_normal((n_inputs, n_gates))
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
+from sklearn.utils.validation import check_is_fitted
 
 from ._program import beta_dual_norm
 from .exceptions import InvalidInputError
@@ -162,11 +163,37 @@ def out_of_sample_bound(
     delta: float = 0.05,
     *,
     norm: str | None = None,
-    feature_bounds=None,
-    target_bounds=None,
+    feature_bounds: tuple | None = None,
+    target_bounds: tuple | None = None,
     weight_bound: float | None = None,
 ) -> OutOfSampleBound:
-    """Both propositions' bounds for a fitted WaDiRoSCNN or SCNN (module docstring)."""
+    """The paper's bounds on the expected out-of-sample error (Propositions 3 and 4) of a
+    fitted WaDiRoSCNN or SCNN (its method ``out_of_sample_bound``).
+
+    See the module docstring for the statement and every term.
+
+    Parameters
+    ----------
+    delta : float, default=0.05
+        The bounds hold with probability at least ``1 - delta`` over the training sample.
+    norm : {"l1", "l2"}, default=None
+        Ground norm of the samples (its dual measures the weights); default: the
+        estimator's ``wasserstein`` norm, ``"l1"`` for :class:`SCNN`.
+    feature_bounds : pair of array-like of shape (n_features,), default=None
+        Per-feature lower and upper bounds of the data, in the features' units;
+        default: the training range (``feature_min_``, ``feature_max_``).
+    target_bounds : pair of float, default=None
+        Lower and upper bounds of y; default: the training range.
+    weight_bound : float, default=None
+        B_*, at least the fitted weights' dual norm (the default).
+
+    Returns
+    -------
+    bound : OutOfSampleBound
+        ``modified`` (Prop. 3) and ``original`` (Prop. 4) in program units (standardised
+        y), ``bound_y`` in the units of y, and every term.
+    """
+    check_is_fitted(model)
     if not 0 < delta < 1:
         raise InvalidInputError(f"delta must be in (0, 1), got {delta}")
     norm = norm or getattr(model, "wasserstein", "l1")

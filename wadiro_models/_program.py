@@ -201,6 +201,13 @@ class ScnnSolution:
     duality_gap: float | None = None
     info: dict = field(default_factory=dict)
 
+    @classmethod
+    def without_point(cls, program: ScnnProgram, **outcome: object) -> ScnnSolution:
+        """A solution of ``program`` that holds no point (NaN weights and objective), e.g. a
+        failed solve's; ``outcome`` holds the other fields (status, solver, ...)."""
+        nan = np.full((program.n_gates, program.n_cols), np.nan)
+        return cls(nu=nan, omega=nan.copy(), b=float("nan"), objective=float("nan"), **outcome)
+
     @property
     def ok(self) -> bool:
         return self.status == "optimal"

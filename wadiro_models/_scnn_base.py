@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._bound_points import BoundPoints, bound_points
 from ._constraints import PhysicalLimits, physical_limits
 from ._gates import activation_patterns, augment, distinct_gates, n_gate_samples, sample_gates
-from ._out_of_sample import OutOfSampleBound, out_of_sample_bound
+from ._out_of_sample import out_of_sample_bound
 from ._program import (
     ScnnProgram,
     ScnnSolution,
@@ -37,12 +37,6 @@ from .solvers import configured_solver
 # A fitted point may break a stated constraint by at most this much (program units) before
 # the fit is rejected; the default margin keeps real violations at zero.
 _VIOLATION_TOLERANCE = 1e-6
-
-
-def _generator(random_state: object) -> np.random.Generator | np.random.RandomState:
-    if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
-        return random_state
-    return np.random.default_rng(random_state)
 
 
 @dataclass(frozen=True)
@@ -208,12 +202,8 @@ class ConvexNetworkRegressor(Regressor):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data.
-        y : array-like of shape (n_samples,)
-            Target values.
-        bound_X, bound_lower, bound_upper : default=None
-            Bound points and their bounds, as in :meth:`fit`.
+        X, y, bound_X, bound_lower, bound_upper
+            Training data, target values, bound points and their bounds, as in :meth:`fit`.
 
         Returns
         -------
@@ -234,9 +224,7 @@ class ConvexNetworkRegressor(Regressor):
         limits = physical_limits(self.lower_bound, self.upper_bound, self.ramp, X.shape[0])
         scaling = Standardization.fit(X, y, self.standardize)
         X_aug = augment(scaling.transform_X(X))
-        drawn = sample_gates(
-            X_aug.shape[1], n_gate_samples(self.max_neurons), _generator(self.random_state)
-        )
+        drawn = sample_gates(X_aug.shape[1], n_gate_samples(self.max_neurons), self.random_state)
         gates, patterns = distinct_gates(X_aug, drawn)
         if gates.shape[1] == 0:
             raise InsufficientDataError(
@@ -288,45 +276,8 @@ class ConvexNetworkRegressor(Regressor):
         gated = np.einsum("np,np->n", patterns, X_aug @ (self.nu_ - self.omega_).T)
         return self.standardization_.inverse_y(gated + self.intercept_)
 
-    def out_of_sample_bound(
-        self,
-        delta: float = 0.05,
-        *,
-        norm: str | None = None,
-        feature_bounds: tuple | None = None,
-        target_bounds: tuple | None = None,
-        weight_bound: float | None = None,
-    ) -> OutOfSampleBound:
-        """The paper's bounds on the expected out-of-sample error (Propositions 3 and 4).
-
-        See :mod:`wadiro_models._out_of_sample` for the statement and every term.
-
-        Parameters
-        ----------
-        delta : float, default=0.05
-            The bounds hold with probability at least ``1 - delta`` over the training sample.
-        norm : {"l1", "l2"}, default=None
-            Ground norm of the samples (its dual measures the weights); default: the
-            estimator's ``wasserstein`` norm, ``"l1"`` for :class:`SCNN`.
-        feature_bounds : pair of array-like of shape (n_features,), default=None
-            Per-feature lower and upper bounds of the data, in the features' units;
-            default: the training range (``feature_min_``, ``feature_max_``).
-        target_bounds : pair of float, default=None
-            Lower and upper bounds of y; default: the training range.
-        weight_bound : float, default=None
-            B_*, at least the fitted weights' dual norm (the default).
-
-        Returns
-        -------
-        bound : OutOfSampleBound
-            ``modified`` (Prop. 3) and ``original`` (Prop. 4) in program units (standardised
-            y), ``bound_y`` in the units of y, and every term.
-        """
-        check_is_fitted(self)
-        return out_of_sample_bound(
-            self, delta, norm=norm, feature_bounds=feature_bounds,
-            target_bounds=target_bounds, weight_bound=weight_bound,
-        )
+    # the function of _out_of_sample, which takes the fitted model first, as a method
+    out_of_sample_bound = out_of_sample_bound
 
     def to_relu_network(self, *, rtol: float = 1e-10) -> ReluNetwork:
         """The equivalent non-convex ReLU network (eq. map1/map2), zero neurons dropped.

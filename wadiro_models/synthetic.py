@@ -216,14 +216,11 @@ def make_outlier_experiment(
         to_train = np.ones(n_out, dtype=bool)
     else:
         to_train = rng.permutation(n_out) < round(n_out * n_train / (n_train + n_val))
-    X_train = np.vstack([X[train], outliers[to_train, :-1]])
-    y_train = np.r_[y[train], outliers[to_train, -1]]
-    X_val = np.vstack([X[val], outliers[~to_train, :-1]])
-    y_val = np.r_[y[val], outliers[~to_train, -1]]
-    X_train = X_train + rng.normal(0, noise, X_train.shape)
-    y_train = y_train + rng.normal(0, noise, y_train.shape)
-    X_val = X_val + rng.normal(0, noise, X_val.shape)
-    y_val = y_val + rng.normal(0, noise, y_val.shape)
+    clean = []
+    for rows, mask in ((train, to_train), (val, ~to_train)):
+        clean += [np.vstack([X[rows], outliers[mask, :-1]]), np.r_[y[rows], outliers[mask, -1]]]
+    # the noise is drawn for X_train, y_train, X_val, y_val in turn
+    X_train, y_train, X_val, y_val = (part + rng.normal(0, noise, part.shape) for part in clean)
     return OutlierDataset(
         function=function, experiment=experiment, X_train=X_train, y_train=y_train,
         X_val=X_val, y_val=y_val, X_test=X[test], y_test=y[test],

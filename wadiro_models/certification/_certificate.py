@@ -165,11 +165,9 @@ def certify_stability(
     else:
         raise InvalidInputError(f"method must be 'milp' or 'unit_bounds', not {method!r}")
     return StabilityCertificate(
-        l_eps=float(found.l_eps), lower=float(found.lower), status=found.status,
+        **{**vars(found), "l_eps": float(found.l_eps), "lower": float(found.lower)},
         solve_time=time.perf_counter() - started, form="relu" if net.continuous else "gated",
-        norm=norm, x=found.x, x_perturbed=found.x_perturbed, n_units=net.n_units,
-        n_binaries=found.n_binaries, node_count=found.node_count, n_cuts=found.n_cuts,
-        method=found.method,
+        norm=norm, n_units=net.n_units,
     )
 
 

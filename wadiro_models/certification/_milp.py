@@ -89,23 +89,30 @@ class _Rows:
         return LinearConstraint(matrix.tocsr(), np.array(self.lb), np.array(self.ub))
 
 
-@dataclass
-class _StabilityMilp:
-    """The MILP of the module docstring, and the maps between its variables and points."""
+@dataclass(frozen=True)
+class _Layout:
+    """Where each variable of the MILP sits in the variable vector."""
+
+    ix: np.ndarray  # x (internal units)
+    ixp: np.ndarray  # x'
+    iabs: np.ndarray | None  # |x'_k - x_k| of the moving features (l1 and l2 only)
+    igam: np.ndarray  # gamma: the units' activations at x
+    ieta: np.ndarray  # eta: at x'
+    it: np.ndarray  # t: the units' gated values at x
+    itp: np.ndarray  # t': at x'
+    il11: np.ndarray  # the pattern pair of each unit, (gamma, eta) = (1, 1), (0, 1), (1, 0)
+    il01: np.ndarray
+    il10: np.ndarray
+    n_vars: int
+
+
+@dataclass(frozen=True)
+class _StabilityMilp(_Layout):
+    """The MILP of the module docstring (its variables where :class:`_Layout` puts them), and
+    the maps between its variables and points."""
 
     units: _UnitBounds
     dom: _Domain
-    n_vars: int
-    ix: np.ndarray  # variable indices of x, x', |x' - x| (l1/l2), gamma, eta, t, t'
-    ixp: np.ndarray
-    iabs: np.ndarray | None
-    igam: np.ndarray
-    ieta: np.ndarray
-    it: np.ndarray
-    itp: np.ndarray
-    il11: np.ndarray
-    il01: np.ndarray
-    il10: np.ndarray
     c: np.ndarray
     bounds: Bounds
     integrality: np.ndarray
@@ -136,23 +143,6 @@ class _StabilityMilp:
         on, on_p = patterns
         v[self.il11], v[self.il01], v[self.il10] = on & on_p, ~on & on_p, on & ~on_p
         return v
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """Where each variable of the MILP sits in the variable vector."""
-
-    ix: np.ndarray  # x (internal units)
-    ixp: np.ndarray  # x'
-    iabs: np.ndarray | None  # |x'_k - x_k| of the moving features (l1 and l2 only)
-    igam: np.ndarray  # gamma: the units' activations at x
-    ieta: np.ndarray  # eta: at x'
-    it: np.ndarray  # t: the units' gated values at x
-    itp: np.ndarray  # t': at x'
-    il11: np.ndarray  # the pattern pair of each unit, (gamma, eta) = (1, 1), (0, 1), (1, 0)
-    il01: np.ndarray
-    il10: np.ndarray
-    n_vars: int
 
 
 def _layout(n_features: int, n_units: int, n_abs: int | None) -> _Layout:
@@ -288,11 +278,8 @@ def _build_milp(net: GatedNetwork, dom: _Domain) -> _StabilityMilp:
     _add_change_rows(rows, v, units, dom)
     c = np.zeros(v.n_vars)
     c[v.it], c[v.itp] = 1.0, -1.0  # minimise sum t - sum t'
-    return _StabilityMilp(
-        units=units, dom=dom, n_vars=v.n_vars, ix=v.ix, ixp=v.ixp, iabs=v.iabs, igam=v.igam,
-        ieta=v.ieta, it=v.it, itp=v.itp, il11=v.il11, il01=v.il01, il10=v.il10, c=c,
-        bounds=bounds, integrality=integrality, rows=rows, perturbed=moving,
-    )
+    return _StabilityMilp(**vars(v), units=units, dom=dom, c=c, bounds=bounds,
+                          integrality=integrality, rows=rows, perturbed=moving)
 
 
 def _solve(problem: _StabilityMilp, time_limit: float | None, node_limit: int | None):

@@ -210,39 +210,24 @@ def solve_clarabel(
     del warm_start
     started = time.perf_counter()
     problem, v = build_problem(program, formulation)
-    P, d1 = program.n_gates, program.n_cols
     run = run_clarabel(problem, settings)
     elapsed = time.perf_counter() - started
-    status, iterations = run.status, run.iterations
     info: dict = {
         "backend": "cvxpy+clarabel",
         "formulation": formulation,
         "settings": dict(settings),
         **run.info,
     }
-
-    if status in ("optimal", "optimal_inaccurate") and v.nu.value is not None:
-        nu, omega = np.asarray(v.nu.value), np.asarray(v.omega.value)
-        b = float(v.b.value) if v.b is not None else 0.0
-        objective = objective_value(program, nu, omega, b)
-        info["reported_objective"] = float(problem.value)
-        violation = max_constraint_violation(program, nu, omega, b)
-        info["max_constraint_violation"] = violation
-        scale = max(1.0, float(np.max(np.abs(program.y))) if program.n_samples else 1.0)
-        primal_residual: float | None = max(violation, 0.0) / scale
-    else:
-        nu = np.full((P, d1), np.nan)
-        omega = np.full((P, d1), np.nan)
-        b, objective, primal_residual = float("nan"), float("nan"), None
-    return ScnnSolution(
-        nu=nu,
-        omega=omega,
-        b=b,
-        objective=objective,
-        status=status,
-        solver="clarabel",
-        solve_time=elapsed,
-        iterations=iterations,
-        primal_residual=primal_residual,
-        info=info,
-    )
+    outcome = {"status": run.status, "solver": "clarabel", "solve_time": elapsed,
+               "iterations": run.iterations, "info": info}
+    if run.status not in ("optimal", "optimal_inaccurate") or v.nu.value is None:
+        return ScnnSolution.without_point(program, **outcome)
+    nu, omega = np.asarray(v.nu.value), np.asarray(v.omega.value)
+    b = float(v.b.value) if v.b is not None else 0.0
+    objective = objective_value(program, nu, omega, b)
+    info["reported_objective"] = float(problem.value)
+    violation = max_constraint_violation(program, nu, omega, b)
+    info["max_constraint_violation"] = violation
+    scale = max(1.0, float(np.max(np.abs(program.y))) if program.n_samples else 1.0)
+    return ScnnSolution(nu=nu, omega=omega, b=b, objective=objective,
+                        primal_residual=max(violation, 0.0) / scale, **outcome)

@@ -122,10 +122,8 @@ def _fall_back(
     if not opts.fallback:
         if attempt is not None:
             return attempt
-        nan = np.full((program.n_gates, program.n_cols), np.nan)
-        return ScnnSolution(
-            nu=nan, omega=nan.copy(), b=float("nan"), objective=float("nan"),
-            status="failed", solver="ipm", solve_time=time.perf_counter() - started,
+        return ScnnSolution.without_point(
+            program, status="failed", solver="ipm", solve_time=time.perf_counter() - started,
             info={"fallback_reason": reason},
         )
     reference = solve_clarabel(program)
