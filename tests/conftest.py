@@ -3,8 +3,9 @@
 The tiers (pyproject.toml's ``markers``; ``.ci/run`` runs every one of them):
 
 * **fast**: every test without one of the markers below; ``.venv/bin/pytest`` runs them.
-* **integration**: a test that starts a server, a browser or a Dask cluster. It is put there by
-  the fixtures it asks for (``INTEGRATION_FIXTURES``), never by hand: ``-m integration``.
+* **integration**: a test that starts a server, a browser, a Dask cluster or the ``wadiro``
+  command as a process of its own. It is put there by the fixtures it asks for
+  (``INTEGRATION_FIXTURES``), never by hand: ``-m integration``.
 * **contract**: scikit-learn's estimator checks on the estimators' other configurations (one
   configuration per class runs in the fast tier): ``-m contract``.
 * **slow**: marked by hand, long runs (the real archive at scale, real servers and killed
@@ -37,6 +38,7 @@ INTEGRATION_FIXTURES = frozenset({
     "prefect_server",  # `prefect server start` in a process of its own
     "dask_cluster",  # a Dask scheduler and two workers
     "browser",  # headless Chromium
+    "wadiro_process",  # the `wadiro` command in a process of its own
 })
 """Fixtures that start a server, a browser or a cluster: a test that asks for one, directly or
 through another fixture, is in the integration tier."""
@@ -61,6 +63,22 @@ def cambridge_archive() -> Path:
     if not (CAMBRIDGE_ARCHIVE / "building_data").is_dir():
         pytest.skip(f"real archive not present at {CAMBRIDGE_ARCHIVE}")
     return CAMBRIDGE_ARCHIVE
+
+
+@pytest.fixture
+def wadiro_process():
+    """The ``wadiro`` command as a process of its own, as an operator runs it:
+    ``wadiro_process.run(args, **subprocess_run_options)`` waits for it,
+    ``wadiro_process.start(args, env, cwd)`` starts it in a session of its own;
+    ``wadiro_process.command`` is the executable, for a script that runs it."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from tests.flows.processes import WADIRO, start
+
+    return SimpleNamespace(
+        run=lambda args, **options: subprocess.run([WADIRO, *map(str, args)], **options),
+        start=start, command=WADIRO)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ forecast by the learned models in any week: it must be named, with its reason, e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ BUILDINGS_CSV = (
 
 
 def utc(day: date) -> pd.Timestamp:
-    return pd.Timestamp(datetime(day.year, day.month, day.day, tzinfo=timezone.utc))
+    return pd.Timestamp(datetime(day.year, day.month, day.day, tzinfo=UTC))
 
 
 @dataclass(frozen=True)

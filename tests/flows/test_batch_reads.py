@@ -8,12 +8,12 @@ import pytest
 
 from flows import forecast
 from flows.engine import run_flow
-from tasks.warehouse.run_store import RunStore
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
 from tasks.protocol.config import ForecastConfig
 from tasks.warehouse.batches import load_batch, load_batches
 from tasks.warehouse.connection import connect
+from tasks.warehouse.run_store import RunStore
 from tests.flows.warehouse_rows import WEEKS, make_warehouse, result_rows
 
 IDS = [f"synthetic_b0000{n}" for n in range(3)]

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from tests.cli_runs import invoke, one_error_line
-from tests.flows.processes import WADIRO, local_env
+from tests.flows.processes import local_env
 from tests.tasks.ingest.operator_files import BUILDINGS_CSV, contents, row_counts, utc, write  # noqa: E402
 
 EUROPEAN = "ts;b1;b2\n2024-02-05 00:00;1,5;12\n2024-02-05 01:00;2,25;\n"
@@ -134,7 +134,8 @@ def test_report_out_in_a_read_only_folder_is_one_line(scored, tmp_path):
     assert "Permission denied; give --out a folder you can write to" in line
 
 
-def test_a_run_waits_for_a_locked_warehouse_no_longer_than_lock_wait_minutes(scored):
+def test_a_run_waits_for_a_locked_warehouse_no_longer_than_lock_wait_minutes(scored,
+                                                                            wadiro_process):
     """Issue 18: a read step waited about 6 minutes whatever --lock-wait-minutes said."""
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import duckdb, sys
@@ -145,9 +146,9 @@ def test_a_run_waits_for_a_locked_warehouse_no_longer_than_lock_wait_minutes(sco
     try:
         assert holder.stdout.readline().strip() == "locked"
         began = time.monotonic()
-        done = subprocess.run([WADIRO, "forecast", "--lock-wait-minutes", "0.1", "--models", "seasonal_naive",
-                               "--warehouse", str(scored)], env=local_env(), capture_output=True,
-                              text=True, timeout=120)
+        done = wadiro_process.run(["forecast", "--lock-wait-minutes", "0.1", "--models",
+                                   "seasonal_naive", "--warehouse", scored], env=local_env(),
+                                  capture_output=True, text=True, timeout=120)
         took = time.monotonic() - began
     finally:
         holder.communicate("\n", timeout=30)

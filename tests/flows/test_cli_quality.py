@@ -3,7 +3,7 @@ says what is wrong in one line like every other command."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -14,7 +14,7 @@ from tasks.warehouse.connection import connect
 from tasks.warehouse.schema import ensure_schema
 from tests.cli_runs import invoke, one_error_line
 
-T0 = datetime(2024, 3, 4, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 4, tzinfo=UTC)
 
 
 

@@ -54,25 +54,25 @@ def scored(tmp_path_factory, fleet) -> Path:
 
 # --- 1. no temporary server: commands do not depend on one -------------------------------------
 
-def test_commands_run_without_any_prefect_server(tmp_path):
+def test_commands_run_without_any_prefect_server(tmp_path, wadiro_process):
     """Prefect's temporary server forbidden (it would be the only API): ingest and backfill
     still run, through no Prefect API at all."""
     env = local_env(PREFECT_SERVER_ALLOW_EPHEMERAL_MODE="false")
     warehouse = tmp_path / "w.duckdb"
-    ingest = subprocess.run(
-        [WADIRO, "ingest", "synthetic", "--buildings", "2", "--start", "2024-01-01", "--weeks", "14",
+    ingest = wadiro_process.run(
+        ["ingest", "synthetic", "--buildings", "2", "--start", "2024-01-01", "--weeks", "14",
          "--warehouse", str(warehouse)], env=env, capture_output=True, text=True, timeout=300)
     assert ingest.returncode == 0, ingest.stderr[-3000:]
-    backfill = subprocess.run(
-        [WADIRO, "backfill", "--start", WEEKS[-1].isoformat(), "--end", WEEKS[-1].isoformat(),
+    backfill = wadiro_process.run(
+        ["backfill", "--start", WEEKS[-1].isoformat(), "--end", WEEKS[-1].isoformat(),
          "--models", "seasonal_naive", "--runner", "threads", "--warehouse", str(warehouse)],
         env=env, capture_output=True, text=True, timeout=300)
     assert backfill.returncode == 0, backfill.stderr[-3000:]
     assert (f"2 building-weeks of the week of {WEEKS[-1].isoformat()}: 2 published: 0 learned, "
             "2 persistence, 0 degraded" in backfill.stdout)
     assert runs_of(warehouse) == [("completed",)]  # the run's history: the warehouse's runs table
-    history = subprocess.run([WADIRO, "runs", "--warehouse", str(warehouse)], env=env,
-                             capture_output=True, text=True, timeout=300)
+    history = wadiro_process.run(["runs", "--warehouse", warehouse], env=env,
+                                 capture_output=True, text=True, timeout=300)
     assert history.returncode == 0 and " backfill  completed " in history.stdout, history.stderr
 
 

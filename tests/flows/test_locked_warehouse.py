@@ -18,11 +18,11 @@ import time
 import pytest
 from prefect import task
 
-from flows import engine, forecast
+from flows import engine
 from flows.engine import run_flow
 from flows.forecast import backfill_flow
-from tasks.forecast_tasks import forecast_batch as _forecast_batch
 from flows.settings import BackfillSettings
+from tasks.forecast_tasks import forecast_batch as _forecast_batch
 from tasks.warehouse import pending
 from tasks.warehouse.connection import connect
 from tasks.warehouse.pending import pending_root

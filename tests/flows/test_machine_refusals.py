@@ -26,7 +26,7 @@ import pytest
 
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from tasks.warehouse.refusals import ResourceError, machine_refusal, resource_error
-from tests.flows.processes import WADIRO, local_env
+from tests.flows.processes import local_env
 from tests.flows.warehouse_rows import make_warehouse
 
 INPUTS = ("buildings", "meter_readings", "weather")
@@ -110,7 +110,7 @@ def in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
 @needs_namespaces
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_full_disk_is_one_line_and_the_warehouse_keeps_what_it_held(
-    fleet, corrections, tmp_path, command
+    fleet, corrections, tmp_path, command, wadiro_process
 ):
     small, out = tmp_path / "small", tmp_path / "out"
     small.mkdir()
@@ -122,7 +122,7 @@ def test_a_full_disk_is_one_line_and_the_warehouse_keeps_what_it_held(
         mount -t tmpfs -o size={size + 1024 * 1024} tmpfs {small}
         cp {fleet} {small}/w.duckdb
         head -c {1024 * 1024 - free} /dev/zero > {small}/filler
-        {WADIRO} {args} --warehouse {small}/w.duckdb > {out}/stdout 2> {out}/stderr
+        {wadiro_process.command} {args} --warehouse {small}/w.duckdb > {out}/stdout 2> {out}/stderr
         echo $? > {out}/rc
         rm {small}/filler
         cp -r {small}/w.duckdb* {out}/
@@ -137,7 +137,7 @@ def test_a_full_disk_is_one_line_and_the_warehouse_keeps_what_it_held(
 @needs_namespaces
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_read_only_folder_is_one_line_and_the_warehouse_keeps_what_it_held(
-    fleet, corrections, tmp_path, command
+    fleet, corrections, tmp_path, command, wadiro_process
 ):
     folder, out = tmp_path / "readonly", tmp_path / "out"
     folder.mkdir()
@@ -148,7 +148,7 @@ def test_a_read_only_folder_is_one_line_and_the_warehouse_keeps_what_it_held(
     done = in_namespace(f"""
         mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}
         mount --bind {out}/w.duckdb {folder}/w.duckdb
-        {WADIRO} {args} --warehouse {folder}/w.duckdb > {out}/stdout 2> {out}/stderr
+        {wadiro_process.command} {args} --warehouse {folder}/w.duckdb > {out}/stdout 2> {out}/stderr
         echo $? > {out}/rc
         """, tmp_path)
     line = one_line(done)
@@ -172,15 +172,16 @@ def immutable(folder: Path):
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_folder_where_the_log_cannot_be_created_is_one_line(fleet, corrections, tmp_path,
-                                                                command):
+def test_a_folder_where_the_log_cannot_be_created_is_one_line(
+    fleet, corrections, tmp_path, command, wadiro_process
+):
     # Issue 46: EPERM on the .wal ("Operation not permitted") was a 55-line traceback; a
     # read-only mount (EROFS) was one line already.
     folder = tmp_path / "immutable"
     folder.mkdir()
     warehouse = Path(shutil.copy(fleet, folder / "w.duckdb"))
     with immutable(folder):
-        done = subprocess.run([WADIRO, *COMMANDS[command](corrections), "--warehouse",
+        done = wadiro_process.run([*COMMANDS[command](corrections), "--warehouse",
                                str(warehouse)], capture_output=True, text=True, env=local_env(),
                               cwd=tmp_path, timeout=300)
     line = one_line(done)
@@ -196,11 +197,11 @@ def _limit_files(limit: int):
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_file_size_limit_below_the_warehouse_is_refused_before_anything_is_written(
-    fleet, corrections, tmp_path, command
+    fleet, corrections, tmp_path, command, wadiro_process
 ):
     warehouse = shutil.copy(fleet, tmp_path / "w.duckdb")
     limit = 100 * 1024
-    done = subprocess.run([WADIRO, *COMMANDS[command](corrections), "--warehouse", str(warehouse)],
+    done = wadiro_process.run([*COMMANDS[command](corrections), "--warehouse", str(warehouse)],
                           capture_output=True, text=True, env=local_env(), cwd=tmp_path,
                           preexec_fn=_limit_files(limit), timeout=300)
     line = one_line(done)
@@ -212,7 +213,9 @@ def test_a_file_size_limit_below_the_warehouse_is_refused_before_anything_is_wri
     assert contents(warehouse) == contents(fleet)
 
 
-def test_a_file_size_limit_that_stops_a_write_is_one_line_and_nothing_is_lost(tmp_path):
+def test_a_file_size_limit_that_stops_a_write_is_one_line_and_nothing_is_lost(
+    tmp_path, wadiro_process
+):
     # A warehouse of one week, then an export of 20 buildings' 14 weeks: its log (.wal) grows
     # past a limit that the warehouse itself is under.
     warehouse = tmp_path / "w.duckdb"
@@ -222,7 +225,7 @@ def test_a_file_size_limit_that_stops_a_write_is_one_line_and_nothing_is_lost(tm
     csv = readings_csv(source, tmp_path / "readings.csv")
     before = contents(warehouse)
     limit = warehouse.stat().st_size + 256 * 1024
-    done = subprocess.run([WADIRO, "ingest", "readings", str(csv), "--timezone", "UTC",
+    done = wadiro_process.run(["ingest", "readings", str(csv), "--timezone", "UTC",
                            "--warehouse", str(warehouse)], capture_output=True, text=True,
                           env=local_env(), cwd=tmp_path, preexec_fn=_limit_files(limit),
                           timeout=300)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 
 from flows.progress import RunProgress
-from tests.flows.processes import WADIRO, local_env
+from tests.flows.processes import local_env
 from tests.flows.warehouse_rows import make_warehouse
 
 LINE = re.compile(r"^backfill: (\d+)/(\d+) building-weeks done \((\d+) %\), ([\d.]+) min$")
@@ -60,10 +59,10 @@ def test_every_batch_of_a_small_run_is_a_line():
         "1/3 33", "3/3 100"]
 
 
-def test_a_command_without_a_terminal_writes_progress_lines(tmp_path):
+def test_a_command_without_a_terminal_writes_progress_lines(tmp_path, wadiro_process):
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
-    done = subprocess.run(
-        [WADIRO, "backfill", "--start", "2024-03-25", "--end", "2024-04-01", "--models",
+    done = wadiro_process.run(
+        ["backfill", "--start", "2024-03-25", "--end", "2024-04-01", "--models",
          "seasonal_naive", "--batch-size", "1", "--workers", "1", "--warehouse", str(warehouse)],
         capture_output=True, text=True, env=local_env(), timeout=300)  # a pipe, as under cron
     assert done.returncode == 0, done.stderr[-3000:]

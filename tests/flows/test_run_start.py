@@ -9,9 +9,8 @@ import io
 import json
 import logging
 import shutil
-import subprocess
 import sys
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -21,8 +20,8 @@ from prefect.utilities.callables import parameter_schema
 from flows.engine import one_line_input_errors, run_flow
 from flows.forecast import backfill_flow, weekly_forecast_flow
 from flows.settings import BackfillSettings, WeeklySettings
-from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from tasks.errors import WeekNotForecastError
+from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from tasks.warehouse.connection import WarehouseMissingError, connect
 from tasks.warehouse.run_dates import (
     EARLIEST_WEEK,
@@ -31,7 +30,7 @@ from tasks.warehouse.run_dates import (
     latest_plausible_week,
 )
 from tests.cli_runs import invoke, one_error_line
-from tests.flows.processes import WADIRO, local_env
+from tests.flows.processes import local_env
 from tests.flows.warehouse_rows import make_warehouse
 
 MODELS = "seasonal_naive"
@@ -69,7 +68,7 @@ def test_a_scheduled_style_run_writes_to_the_warehouse_the_variable_names(
     # history to forecast it from, and no earlier week is forecast instead.
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WADIRO_WAREHOUSE", str(warehouse))
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     with pytest.raises(WeekNotForecastError) as raised:
         run_flow(weekly_forecast_flow, prefect=False)
     summary = raised.value.summary
@@ -219,14 +218,14 @@ def live_fleet(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("year", [2099, 9999])
 def test_readings_dated_in_the_future_do_not_move_the_week(live_fleet, tmp_path, year,
-                                                           no_prefect_server):
+                                                           no_prefect_server, wadiro_process):
     warehouse = Path(shutil.copy(live_fleet, tmp_path / "w.duckdb"))
     with duckdb.connect(str(warehouse)) as con:
         con.execute("INSERT INTO meter_readings VALUES ('synthetic_b00001', ?, 5.0)",
-                    [datetime(year, 6, 1, tzinfo=timezone.utc)])
-    done = subprocess.run([WADIRO, "forecast", "--as-of", "2024-04-08 06:00", "--models", MODELS,
-                           "--warehouse", str(warehouse)],
-                          capture_output=True, text=True, env=local_env(), timeout=300)
+                    [datetime(year, 6, 1, tzinfo=UTC)])
+    done = wadiro_process.run(["forecast", "--as-of", "2024-04-08 06:00", "--models", MODELS,
+                               "--warehouse", warehouse],
+                              capture_output=True, text=True, env=local_env(), timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "3 building-weeks of the week of 2024-04-08: 3 published" in done.stdout
     with connect(warehouse, read_only=True) as con:

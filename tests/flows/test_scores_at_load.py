@@ -17,9 +17,9 @@ import pytest
 
 from flows.settings import BackfillSettings
 from tasks.forecast_tasks import forecast_batch
-from tasks.warehouse.run_store import RunStore
 from tasks.warehouse.connection import connect
 from tasks.warehouse.pending import load_staged, stage_results
+from tasks.warehouse.run_store import RunStore
 from tests.cli_runs import invoke
 from tests.flows.warehouse_rows import make_warehouse
 
