@@ -21,7 +21,7 @@ from sklearn.svm import LinearSVR
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._scaling import Standardization
-from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters, parameter
 from .exceptions import SolverError
 
 
@@ -115,29 +115,16 @@ class GaussianProcessBaseline(Regressor):
     True
     """
 
-    _parameter_constraints = {
-        "length_scale": [Interval(Real, 0, None, closed="neither")],
-        "periodicity": [Interval(Real, 0, None, closed="neither")],
-        "length_scale_sine": [Interval(Real, 0, None, closed="neither")],
-        "noise_level": [Interval(Real, 0, None, closed="neither")],
-        "optimize": ["boolean"],
-        "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
-        "standardize": ["boolean"],
-        "random_state": ["random_state"],
-        "method": [StrOptions({"sklearn", "cholesky"})],
-        "sample_every": [Interval(Integral, 1, None, closed="left")],
-    }
-
-    length_scale: float = 10.0
-    periodicity: float = 10.0
-    length_scale_sine: float = 10.0
-    noise_level: float = 1.0
-    optimize: bool = False
-    n_restarts_optimizer: int = 0
-    standardize: bool = True
-    random_state: object = 0
-    method: str = "sklearn"
-    sample_every: int = 1
+    length_scale: float = parameter(10.0, [Interval(Real, 0, None, closed="neither")])
+    periodicity: float = parameter(10.0, [Interval(Real, 0, None, closed="neither")])
+    length_scale_sine: float = parameter(10.0, [Interval(Real, 0, None, closed="neither")])
+    noise_level: float = parameter(1.0, [Interval(Real, 0, None, closed="neither")])
+    optimize: bool = parameter(False, ["boolean"])
+    n_restarts_optimizer: int = parameter(0, [Interval(Integral, 0, None, closed="left")])
+    standardize: bool = parameter(True, ["boolean"])
+    random_state: object = parameter(0, ["random_state"])
+    method: str = parameter("sklearn", [StrOptions({"sklearn", "cholesky"})])
+    sample_every: int = parameter(1, [Interval(Integral, 1, None, closed="left")])
 
     def kernel(self) -> Kernel:
         """The paper's kernel with this estimator's hyperparameters."""
@@ -313,27 +300,15 @@ class LinearSVRBaseline(Regressor):
     'optimal'
     """
 
-    _parameter_constraints = {
-        "C": [Interval(Real, 0, None, closed="neither")],
-        "loss": [StrOptions(set(_SVR_LOSS))],
-        "fit_intercept": ["boolean"],
-        "epsilon": [Interval(Real, 0, None, closed="left")],
-        "standardize": ["boolean"],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
-        "solver": [StrOptions({"liblinear", "clarabel", "auto"})],
-    }
-
-    C: float = 1.0
-    loss: str = "l1"
-    fit_intercept: bool = True
-    epsilon: float = 0.0
-    standardize: bool = True
-    max_iter: int = 10_000
-    tol: float = 1e-4
-    random_state: object = 0
-    solver: str = "liblinear"
+    C: float = parameter(1.0, [Interval(Real, 0, None, closed="neither")])
+    loss: str = parameter("l1", [StrOptions(set(_SVR_LOSS))])
+    fit_intercept: bool = parameter(True, ["boolean"])
+    epsilon: float = parameter(0.0, [Interval(Real, 0, None, closed="left")])
+    standardize: bool = parameter(True, ["boolean"])
+    max_iter: int = parameter(10_000, [Interval(Integral, 1, None, closed="left")])
+    tol: float = parameter(1e-4, [Interval(Real, 0, None, closed="neither")])
+    random_state: object = parameter(0, ["random_state"])
+    solver: str = parameter("liblinear", [StrOptions({"liblinear", "clarabel", "auto"})])
 
     def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         # LinearSVR would take a sparse X; fit_data refused it (and NaN), as every model here

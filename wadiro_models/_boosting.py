@@ -27,7 +27,7 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters, parameter
 
 try:  # scikit-learn's absolute loss, whose instance its trees accept as their loss
     from sklearn._loss.loss import AbsoluteError
@@ -157,32 +157,19 @@ class GradientBoostingModel(Regressor):
     True
     """
 
-    _parameter_constraints = {
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "max_leaf_nodes": [Interval(Integral, 2, None, closed="left")],
-        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
-        "l2_regularization": [Interval(Real, 0, None, closed="left")],
-        "max_bins": [Interval(Integral, 2, 255, closed="both")],
-        "loss": [StrOptions({"absolute_error", "squared_error"})],
-        "lower_bound": [Real, None],
-        "random_state": [Interval(Integral, 0, None, closed="left")],
-        "engine": [StrOptions({"sklearn", "lightgbm"})],
-    }
-
     # the trees send a missing input down the branch its training learned for it
     _allow_nan = True
 
-    learning_rate: float = 0.1
-    max_iter: int = 100
-    max_leaf_nodes: int = 31
-    min_samples_leaf: int = 20
-    l2_regularization: float = 0.0
-    max_bins: int = 255
-    loss: str = "absolute_error"
-    lower_bound: float | None = None
-    random_state: int = 0
-    engine: str = "sklearn"
+    learning_rate: float = parameter(0.1, [Interval(Real, 0, None, closed="neither")])
+    max_iter: int = parameter(100, [Interval(Integral, 1, None, closed="left")])
+    max_leaf_nodes: int = parameter(31, [Interval(Integral, 2, None, closed="left")])
+    min_samples_leaf: int = parameter(20, [Interval(Integral, 1, None, closed="left")])
+    l2_regularization: float = parameter(0.0, [Interval(Real, 0, None, closed="left")])
+    max_bins: int = parameter(255, [Interval(Integral, 2, 255, closed="both")])
+    loss: str = parameter("absolute_error", [StrOptions({"absolute_error", "squared_error"})])
+    lower_bound: float | None = parameter(None, [Real, None])
+    random_state: int = parameter(0, [Interval(Integral, 0, None, closed="left")])
+    engine: str = parameter("sklearn", [StrOptions({"sklearn", "lightgbm"})])
 
     def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         if self.engine == "lightgbm":

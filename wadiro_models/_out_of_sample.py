@@ -210,8 +210,7 @@ def out_of_sample_bound(
     if (x_hi < x_lo).any() or y_hi < y_lo:
         raise InvalidInputError("every upper bound must be >= its lower bound")
     # program units
-    zx_lo = (x_lo - scaling.x_mean) / scaling.x_scale
-    zx_hi = (x_hi - scaling.x_mean) / scaling.x_scale
+    zx_lo, zx_hi = scaling.transform_X(x_lo), scaling.transform_X(x_hi)
     x_mag = np.r_[np.maximum(np.abs(zx_lo), np.abs(zx_hi)), 1.0]  # x = (x_std, 1)
     y_mag = max(abs(scaling.level(y_lo)), abs(scaling.level(y_hi)))
     bias = [1.0] if model.fit_intercept else []

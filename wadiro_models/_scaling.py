@@ -45,9 +45,7 @@ class Standardization:
     def inverse_y(self, y: np.ndarray) -> np.ndarray:
         return y * self.y_scale + self.y_mean
 
-    def level(self, value: np.ndarray) -> np.ndarray:
-        """A bound on y in program units (infinities stay infinite)."""
-        return (value - self.y_mean) / self.y_scale
+    level = transform_y  # a bound on y in program units (infinities stay infinite)
 
     def linear_to_original(self, w: np.ndarray, b: float) -> tuple[np.ndarray, float]:
         """(coef, intercept) in original units of a linear model y_std = x_std @ w + b."""

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from numbers import Real
+from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._scnn_base import ATTRIBUTES_DOC, MAX_NEURONS_DOC, PARAMETERS_DOC, ConvexNetworkRegressor
-from ._validation import estimator_parameters
+from ._validation import estimator_parameters, parameter
 
 
 @estimator_parameters
@@ -57,25 +57,19 @@ class SCNN(ConvexNetworkRegressor):
     (3,)
     """
 
-    _parameter_constraints = {
-        **ConvexNetworkRegressor._parameter_constraints,
-        "regularizer": [None, StrOptions({"lasso", "ridge"})],
-        "lambda_reg": [Interval(Real, 0, None, closed="left")],
-    }
-
-    max_neurons: int = 30
-    regularizer: str | None = None
-    lambda_reg: float = 1e-3
-    lower_bound: object = None
-    upper_bound: object = None
-    ramp: object = None
-    fit_intercept: bool = True
-    standardize: bool = True
-    random_state: object = 0
-    solver: str = "clarabel"
-    solver_options: dict | None = None
-    accept_inaccurate: bool = False
-    constraint_margin: float = 1e-6
+    max_neurons: int = parameter(30, [Interval(Integral, 1, None, closed="left")])
+    regularizer: str | None = parameter(None, [None, StrOptions({"lasso", "ridge"})])
+    lambda_reg: float = parameter(1e-3, [Interval(Real, 0, None, closed="left")])
+    lower_bound: object = parameter(None, [None, Real, "array-like"])
+    upper_bound: object = parameter(None, [None, Real, "array-like"])
+    ramp: object = parameter(None, [None, Real, "array-like"])
+    fit_intercept: bool = parameter(True, ["boolean"])
+    standardize: bool = parameter(True, ["boolean"])
+    random_state: object = parameter(0, ["random_state"])
+    solver: str = parameter("clarabel", [str])  # a name in solvers.SOLVERS: checked there
+    solver_options: dict | None = parameter(None, [None, dict])
+    accept_inaccurate: bool = parameter(False, ["boolean"])
+    constraint_margin: float = parameter(1e-6, [Interval(Real, 0, None, closed="left")])
 
     def _objective_terms(self) -> dict:
         return {

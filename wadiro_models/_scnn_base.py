@@ -8,11 +8,9 @@ and status checks live here once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._bound_points import BoundPoints, bound_points
@@ -52,20 +50,6 @@ class _Training:
 
 class ConvexNetworkRegressor(Regressor):
     """Base of :class:`WaDiRoSCNN` and :class:`SCNN` (not meant to be used directly)."""
-
-    _parameter_constraints: dict = {
-        "max_neurons": [Interval(Integral, 1, None, closed="left")],
-        "lower_bound": [None, Real, "array-like"],
-        "upper_bound": [None, Real, "array-like"],
-        "ramp": [None, Real, "array-like"],
-        "fit_intercept": ["boolean"],
-        "standardize": ["boolean"],
-        "random_state": ["random_state"],
-        "solver": [str],  # a name of solvers.SOLVERS, which can grow at run time: checked there
-        "solver_options": [None, dict],
-        "accept_inaccurate": ["boolean"],
-        "constraint_margin": [Interval(Real, 0, None, closed="left")],
-    }
 
     def _objective_terms(self) -> dict:
         """ScnnProgram fields that define the objective (radius, wasserstein, penalty)."""
@@ -166,10 +150,8 @@ class ConvexNetworkRegressor(Regressor):
                 or relaxation.fit_intercept != self.fit_intercept
                 or not np.array_equal(relaxation.gates_, training.gates)):
             return None
-        theirs = relaxation.standardization_
-        same_scaling = (np.array_equal(theirs.x_mean, scaling.x_mean)
-                        and np.array_equal(theirs.x_scale, scaling.x_scale)
-                        and theirs.y_mean == scaling.y_mean and theirs.y_scale == scaling.y_scale)
+        same_scaling = all(np.array_equal(theirs, ours) for theirs, ours in zip(
+            vars(relaxation.standardization_).values(), vars(scaling).values(), strict=True))
         nu, omega, b = relaxation.nu_, relaxation.omega_, relaxation.intercept_
         if not same_scaling or relaxation.n_samples_fit_ != program.n_samples:
             return None
@@ -232,9 +214,8 @@ class ConvexNetworkRegressor(Regressor):
                 f"{X.shape[0]} samples; increase max_neurons or change random_state"
             )
         bounds = limits.to_program_units(scaling, self.constraint_margin)
-        at_points = {}
-        if points is not None:
-            at_points = points.to_program_units(scaling, gates, self.constraint_margin)
+        at_points = (points.to_program_units(scaling, gates, self.constraint_margin)
+                     if points is not None else {})
         program = ScnnProgram(
             X=X_aug,
             y=scaling.transform_y(y),

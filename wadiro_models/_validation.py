@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Self
+from dataclasses import dataclass, field, fields
+from typing import Any, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
@@ -32,7 +32,7 @@ def fit_data(estimator: object, X: object, y: object) -> tuple[np.ndarray, np.nd
 
 def _finite(estimator: object) -> bool | str:
     """What the estimator's X must be (``ensure_all_finite``): NaN passes only where its tags
-    say it takes missing inputs (:func:`validated_data_tags`)."""
+    say it takes missing inputs (:class:`Regressor`'s ``_allow_nan``)."""
     return "allow-nan" if get_tags(estimator).input_tags.allow_nan else True
 
 
@@ -57,22 +57,6 @@ def _checked(
     return X, y
 
 
-def validated_data_tags(tags: Tags, *, allow_nan: bool = False) -> Tags:
-    """``tags`` set to what :func:`fit_data` and :func:`predict_data` accept: a dense,
-    finite, numeric 2-D X (no sparse matrix, values of any sign; NaN only with ``allow_nan``)
-    and a required target of one numeric column (of any sign)."""
-    tags.input_tags.two_d_array = True
-    tags.input_tags.one_d_array = False
-    tags.input_tags.sparse = False
-    tags.input_tags.allow_nan = allow_nan
-    tags.input_tags.positive_only = False
-    tags.target_tags.required = True
-    tags.target_tags.single_output = True
-    tags.target_tags.multi_output = False
-    tags.target_tags.positive_only = False
-    return tags
-
-
 def predict_data(estimator: object, X: object) -> np.ndarray:
     """Validated float64 X for ``predict`` (feature count checked against ``fit``; NaN only
     where the estimator's tags allow it)."""
@@ -85,10 +69,21 @@ def predict_data(estimator: object, X: object) -> np.ndarray:
         raise InvalidInputError(str(exc)) from exc
 
 
-estimator_parameters = dataclass(kw_only=True, eq=False, repr=False)
-"""Class decorator of the estimators: the annotated class attributes are the keyword-only
-parameters that the generated ``__init__`` stores, and it does nothing else (scikit-learn's
-convention); equality and ``repr`` stay scikit-learn's."""
+def parameter(default: object, constraints: list) -> Any:
+    """A parameter of an :func:`estimator_parameters` class: its default and the constraints
+    (scikit-learn's ``_parameter_constraints`` entry) that ``fit`` validates it against."""
+    return field(default=default, metadata={"constraints": constraints})
+
+
+def estimator_parameters(cls: type) -> type:
+    """Class decorator of the estimators: the class attributes annotated and set by
+    :func:`parameter` are the keyword-only parameters that the generated ``__init__`` stores,
+    and it does nothing else (scikit-learn's convention); equality and ``repr`` stay
+    scikit-learn's, and their constraints are ``_parameter_constraints``."""
+    cls = dataclass(kw_only=True, eq=False, repr=False)(cls)
+    cls._parameter_constraints = {f.name: f.metadata["constraints"] for f in fields(cls)}
+    return cls
+
 
 FITTED_ATTRIBUTES_DOC = """\
     fit_time_ : float
@@ -113,7 +108,20 @@ class Regressor(RegressorMixin, BaseEstimator):
     _allow_nan = False
 
     def __sklearn_tags__(self) -> Tags:
-        return validated_data_tags(super().__sklearn_tags__(), allow_nan=self._allow_nan)
+        """What :func:`fit_data` and :func:`predict_data` accept: a dense, finite, numeric 2-D
+        X (no sparse matrix, values of any sign; NaN only with ``_allow_nan``) and a required
+        target of one numeric column (of any sign)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = True
+        tags.input_tags.one_d_array = False
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = self._allow_nan
+        tags.input_tags.positive_only = False
+        tags.target_tags.required = True
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False
+        tags.target_tags.positive_only = False
+        return tags
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object) -> Self:

@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._scaling import Standardization
 from ._status import check_solution
-from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters
+from ._validation import FITTED_ATTRIBUTES_DOC, Regressor, estimator_parameters, parameter
 from .solvers._clarabel import run_clarabel
 
 
@@ -220,23 +220,13 @@ class WaDiRoLinearRegression(Regressor):
     [2.] 1.0
     """
 
-    _parameter_constraints = {
-        "radius": [Interval(Real, 0, None, closed="left")],
-        "wasserstein": [StrOptions({"l1", "l2"})],
-        "fit_intercept": ["boolean"],
-        "standardize": ["boolean"],
-        "solver": [StrOptions(set(_SOLVERS))],
-        "solver_options": [None, dict],
-        "accept_inaccurate": ["boolean"],
-    }
-
-    radius: float = 1e-2
-    wasserstein: str = "l1"
-    fit_intercept: bool = True
-    standardize: bool = True
-    solver: str = "clarabel"
-    solver_options: dict | None = None
-    accept_inaccurate: bool = False
+    radius: float = parameter(1e-2, [Interval(Real, 0, None, closed="left")])
+    wasserstein: str = parameter("l1", [StrOptions({"l1", "l2"})])
+    fit_intercept: bool = parameter(True, ["boolean"])
+    standardize: bool = parameter(True, ["boolean"])
+    solver: str = parameter("clarabel", [StrOptions(set(_SOLVERS))])
+    solver_options: dict | None = parameter(None, [None, dict])
+    accept_inaccurate: bool = parameter(False, ["boolean"])
 
     def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         scaling = Standardization.fit(X, y, self.standardize)

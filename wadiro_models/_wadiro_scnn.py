@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from numbers import Real
+from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._scnn_base import ATTRIBUTES_DOC, MAX_NEURONS_DOC, PARAMETERS_DOC, ConvexNetworkRegressor
-from ._validation import estimator_parameters
+from ._validation import estimator_parameters, parameter
 
 
 @estimator_parameters
@@ -59,25 +59,19 @@ class WaDiRoSCNN(ConvexNetworkRegressor):
     True
     """
 
-    _parameter_constraints = {
-        **ConvexNetworkRegressor._parameter_constraints,
-        "radius": [Interval(Real, 0, None, closed="left")],
-        "wasserstein": [StrOptions({"l1", "l2"})],
-    }
-
-    radius: float = 1e-2
-    max_neurons: int = 30
-    wasserstein: str = "l1"
-    lower_bound: object = None
-    upper_bound: object = None
-    ramp: object = None
-    fit_intercept: bool = True
-    standardize: bool = True
-    random_state: object = 0
-    solver: str = "clarabel"
-    solver_options: dict | None = None
-    accept_inaccurate: bool = False
-    constraint_margin: float = 1e-6
+    radius: float = parameter(1e-2, [Interval(Real, 0, None, closed="left")])
+    max_neurons: int = parameter(30, [Interval(Integral, 1, None, closed="left")])
+    wasserstein: str = parameter("l1", [StrOptions({"l1", "l2"})])
+    lower_bound: object = parameter(None, [None, Real, "array-like"])
+    upper_bound: object = parameter(None, [None, Real, "array-like"])
+    ramp: object = parameter(None, [None, Real, "array-like"])
+    fit_intercept: bool = parameter(True, ["boolean"])
+    standardize: bool = parameter(True, ["boolean"])
+    random_state: object = parameter(0, ["random_state"])
+    solver: str = parameter("clarabel", [str])  # a name in solvers.SOLVERS: checked there
+    solver_options: dict | None = parameter(None, [None, dict])
+    accept_inaccurate: bool = parameter(False, ["boolean"])
+    constraint_margin: float = parameter(1e-6, [Interval(Real, 0, None, closed="left")])
 
     def _objective_terms(self) -> dict:
         return {"radius": float(self.radius), "wasserstein": self.wasserstein}

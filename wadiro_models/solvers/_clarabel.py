@@ -80,21 +80,21 @@ def _cone_constraints(program: ScnnProgram, v: _Variables) -> list[cp.Constraint
     ]
 
 
+def _finite_rows(values: np.ndarray | None) -> np.ndarray:
+    """Where an optional bound vector is finite (nowhere when it is None)."""
+    return np.zeros(0, dtype=int) if values is None else np.flatnonzero(np.isfinite(values))
+
+
 def _physical_constraints(program: ScnnProgram, y_hat: cp.Expression) -> list[cp.Constraint]:
     constraints: list[cp.Constraint] = []
-    if program.lower is not None:
-        idx = np.flatnonzero(np.isfinite(program.lower))
+    for values, lower in ((program.lower, True), (program.upper, False)):
+        idx = _finite_rows(values)
         if idx.size:
-            constraints.append(y_hat[idx] >= program.lower[idx])
-    if program.upper is not None:
-        idx = np.flatnonzero(np.isfinite(program.upper))
-        if idx.size:
-            constraints.append(y_hat[idx] <= program.upper[idx])
-    if program.ramp is not None:
-        idx = np.flatnonzero(np.isfinite(program.ramp))
-        if idx.size:
-            step = y_hat[1:] - y_hat[:-1]
-            constraints.append(cp.abs(step[idx]) <= program.ramp[idx])
+            constraints.append(y_hat[idx] >= values[idx] if lower else y_hat[idx] <= values[idx])
+    idx = _finite_rows(program.ramp)
+    if idx.size:
+        step = y_hat[1:] - y_hat[:-1]
+        constraints.append(cp.abs(step[idx]) <= program.ramp[idx])
     return constraints
 
 
@@ -107,16 +107,12 @@ def _bound_point_constraints(
         return []
     constraints: list[cp.Constraint] = []
     for values, lower in ((program.bound_lower, True), (program.bound_upper, False)):
-        if values is None:
-            continue
-        idx = np.flatnonzero(np.isfinite(values))
-        if not idx.size:
-            continue
-        X_hat_B = lifted_rows(program.bound_X[idx], program.bound_patterns[idx])
-        y_hat_B = X_hat_B @ u
-        if b is not None:
-            y_hat_B = y_hat_B + b
-        constraints.append(y_hat_B >= values[idx] if lower else y_hat_B <= values[idx])
+        idx = _finite_rows(values)
+        if idx.size:
+            y_hat_B = lifted_rows(program.bound_X[idx], program.bound_patterns[idx]) @ u
+            if b is not None:
+                y_hat_B = y_hat_B + b
+            constraints.append(y_hat_B >= values[idx] if lower else y_hat_B <= values[idx])
     return constraints
 
 

@@ -62,6 +62,11 @@ class IpmState:
             return True
         return False
 
+    def stop(self, message: str) -> IpmState:
+        """The best iterate, with why the iterations stopped."""
+        self.message = message
+        return self
+
 
 def starting_point(
     lifted: LiftedProgram, opts: IpmOptions
@@ -120,8 +125,7 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             try:
                 normal = NormalEquations(lifted, scaling)
             except NewtonSystemError as exc:
-                state.message = f"{exc} at iteration {it}"
-                return state
+                return state.stop(f"{exc} at iteration {it}")
             normal.refine = merit < opts.refine_below
             # the tau column: one extra solve per factorisation
             dx2, ds2, dz2, ds2_t, dz2_t = newton_step(lifted, normal, scaling, -c, h, None, opts)
@@ -163,15 +167,13 @@ def homogeneous(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
                       f"pres {pres:.1e} dres {dres:.1e} step {alpha:.3f} sigma {sigma:.1e} "
                       f"tau {tau:.2e} kappa {kappa:.2e}")
             if alpha < 1e-10:
-                state.message = f"step length collapsed at iteration {it}"
-                return state
+                return state.stop(f"step length collapsed at iteration {it}")
             daxpy(comb[0], x, a=alpha)  # x += alpha dx, in place
             daxpy(comb[1], s, a=alpha)
             daxpy(comb[2], z, a=alpha)
             tau += alpha * comb[3]
             kappa += alpha * comb[4]
-    state.message = f"no convergence in {it} iterations (best merit {state.best_merit:.1e})"
-    return state
+    return state.stop(f"no convergence in {it} iterations (best merit {state.best_merit:.1e})")
 
 
 def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
@@ -208,8 +210,7 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
             try:
                 normal = NormalEquations(lifted, scaling)
             except NewtonSystemError as exc:  # keep the best iterate; the check decides
-                state.message = f"{exc} at iteration {it}"
-                return state
+                return state.stop(f"{exc} at iteration {it}")
             normal.refine = merit < opts.refine_below
             neg_r_p = np.negative(r_p, out=r_p)  # r_p itself is not needed any more
             neg_r_d = np.negative(r_d, out=r_d)
@@ -248,16 +249,13 @@ def infeasible_start(lifted: LiftedProgram, opts: IpmOptions) -> IpmState:
                       f"pres {pres:.1e} dres {dres:.1e} step {a_p:.3f} {a_d:.3f} "
                       f"sigma {sigma:.1e}")
             if min(a_p, a_d) < 1e-10:
-                state.message = f"step length collapsed at iteration {it}"
-                return state
+                return state.stop(f"step length collapsed at iteration {it}")
             daxpy(dx, x, a=a_p)
             daxpy(ds, s, a=a_p)
             daxpy(dz, z, a=a_d)
             if cones.min_eig(s) <= 0 or cones.min_eig(z) <= 0:
-                state.message = f"iterate left the cone at iteration {it}"
-                return state
-    state.message = f"no convergence in {it} iterations (best merit {state.best_merit:.1e})"
-    return state
+                return state.stop(f"iterate left the cone at iteration {it}")
+    return state.stop(f"no convergence in {it} iterations (best merit {state.best_merit:.1e})")
 
 
 def _combined_rhs(
