@@ -3,8 +3,8 @@
 The tiers (pyproject.toml's ``markers``; ``.ci/run`` runs every one of them):
 
 * **fast**: every test without one of the markers below; ``.venv/bin/pytest`` runs them.
-* **integration**: a test that starts a server, a browser, a Dask cluster or the ``wadiro``
-  command as a process of its own. It is put there by the fixtures it asks for
+* **integration**: a test that starts a server, a browser, a Dask cluster, worker processes
+  or the ``wadiro`` command as a process of its own. It is put there by the fixtures it asks for
   (``INTEGRATION_FIXTURES``), never by hand: ``-m integration``.
 * **contract**: scikit-learn's estimator checks on the estimators' other configurations (one
   configuration per class runs in the fast tier): ``-m contract``.
@@ -39,6 +39,7 @@ INTEGRATION_FIXTURES = frozenset({
     "dask_cluster",  # a Dask scheduler and two workers
     "browser",  # headless Chromium
     "wadiro_process",  # the `wadiro` command in a process of its own
+    "worker_processes",  # the processes runner's fork server and workers
 })
 """Fixtures that start a server, a browser or a cluster: a test that asks for one, directly or
 through another fixture, is in the integration tier."""
@@ -79,6 +80,12 @@ def wadiro_process():
     return SimpleNamespace(
         run=lambda args, **options: subprocess.run([WADIRO, *map(str, args)], **options),
         start=start, command=WADIRO)
+
+
+@pytest.fixture
+def worker_processes():
+    """The test runs the processes runner's real fork server and worker processes (a run in the
+    tests' own process otherwise computes on threads: tests/flows/conftest.py)."""
 
 
 @pytest.fixture(scope="session")

@@ -44,9 +44,9 @@ def _threads_for_the_default_runner(request, monkeypatch):
     """A run in this process that leaves the runner at its default (processes) runs its batches
     on threads: the same code on the same settings (the runs table still records processes),
     without a fork server and worker processes to start for each run. The tests about
-    processes, stopping and the fork server are marked ``processes`` and keep real ones (so
+    processes, stopping and the fork server ask for ``worker_processes`` and keep real ones (so
     does every ``wadiro`` started as a process of its own)."""
-    if request.node.get_closest_marker("processes"):
+    if "worker_processes" in request.fixturenames:
         return
     from flows import engine
 

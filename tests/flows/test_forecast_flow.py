@@ -140,9 +140,8 @@ def test_bad_settings_are_refused_before_the_run_starts(warehouse, prefect_backe
 
 
 @pytest.mark.slow
-@pytest.mark.processes  # runner="processes" is real processes here
 @pytest.mark.parametrize("runner", ["processes", "threads"])
-def test_parallel_runners_match_one_thread(runner, tmp_path, prefect_backend):
+def test_parallel_runners_match_one_thread(runner, tmp_path, prefect_backend, worker_processes):
     parallel = make_warehouse(tmp_path / f"{runner}.duckdb", buildings=2)
     on_thread = tmp_path / "thread.duckdb"
     shutil.copy(parallel, on_thread)

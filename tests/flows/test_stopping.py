@@ -35,8 +35,6 @@ from tests.flows.processes import (
 )
 from tests.flows.warehouse_rows import WEEKS, make_warehouse
 
-pytestmark = pytest.mark.processes  # a run on threads has no worker processes to stop or leave
-
 BACKFILL = ["backfill", "--start", "2024-03-04", "--end", "2024-04-01", "--models",
             "wadiro_pcscnn,svr,seasonal_naive", "--trials", "3", "--tuning", "per-window",
             "--batch-size", "1", "--max-in-flight", "2", "--runner", "processes", "--workers", "2",
@@ -132,7 +130,7 @@ with engine._process_pool(types.SimpleNamespace(workers=1)) as pool:
 """
 
 
-def test_ctrl_c_while_the_fork_server_imports_leaves_it_serving(tmp_path):
+def test_ctrl_c_while_the_fork_server_imports_leaves_it_serving(tmp_path, worker_processes):
     # Issue 46: the fork server imports the protocol's libraries before it ignores Ctrl-C
     # itself; a Ctrl-C then printed its 40-line KeyboardInterrupt traceback and broke the pool.
     marker = tmp_path / "importing"

@@ -19,7 +19,7 @@ from tasks.protocol.config import ForecastConfig
 pytestmark = [
     pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
                        reason="no fork server on this platform (workers are spawned)"),
-    pytest.mark.processes,  # the processes runner itself, never the tests' threads
+    pytest.mark.usefixtures("worker_processes"),  # the processes runner itself, not threads
 ]
 
 

@@ -353,6 +353,7 @@ def test_real_building_year_matches_its_file(tmp_path, cambridge_archive):
     assert sample == pytest.approx(float(on_hour["2018-01-01 00:00:00"]) * KNOT_IN_MS)
 
 
+@pytest.mark.slow  # the whole real archive, 110 buildings over five years
 def test_whole_real_archive_matches_duckdbs_own_reader(tmp_path, cambridge_archive):
     warehouse = tmp_path / "all.duckdb"
     summary = ingest_cambridge(warehouse, cambridge_archive)
