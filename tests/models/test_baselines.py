@@ -92,6 +92,25 @@ def test_linear_svr_records_non_convergence_instead_of_warning():
     assert model.solver_status_ == "max_iter"
 
 
+def test_linear_svr_passes_other_warnings_to_the_caller_of_fit(monkeypatch):
+    """A warning of liblinear's fit other than its ConvergenceWarning is re-emitted, pointing
+    at the line that called fit (its stacklevel counts the frames between them)."""
+    import warnings
+
+    import wadiro_models._baselines as baselines
+
+    class _Warning(LinearSVR):
+        def fit(self, X, y):
+            warnings.warn("something else", UserWarning, stacklevel=1)
+            return super().fit(X, y)
+
+    monkeypatch.setattr(baselines, "LinearSVR", _Warning)
+    X, y = _data(5)
+    with pytest.warns(UserWarning, match="something else") as record:
+        LinearSVRBaseline().fit(X, y)
+    assert [w.filename for w in record] == [__file__]
+
+
 def test_svr_fits_on_concurrent_threads_reproduce_a_lone_fit():
     """liblinear's random generator is process-wide: concurrent fits must not disturb it."""
     from concurrent.futures import ThreadPoolExecutor
