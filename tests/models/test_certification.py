@@ -90,8 +90,11 @@ def _enumerate(model, lower, upper, eps, norm) -> float:
     return best * scale
 
 
+LARGEST = pytest.mark.slow  # the largest networks: minutes of MILPs on a busy 2-core machine
+
+
 @pytest.mark.parametrize(("d", "max_neurons", "norm"), [
-    (2, 6, "inf"), (2, 10, "1"), (3, 8, "inf"), (3, 10, "1"),
+    (2, 6, "inf"), (2, 10, "1"), (3, 8, "inf"), pytest.param(3, 10, "1", marks=LARGEST),
 ])
 def test_milp_equals_exhaustive_enumeration_of_region_pairs(d, max_neurons, norm):
     X, y = _toy(d)
@@ -142,7 +145,8 @@ def test_the_mapped_relu_network_equals_enumeration():
 
 
 @pytest.mark.parametrize(("d", "max_neurons", "norm"), [
-    (2, 6, "inf"), (2, 10, "1"), (3, 8, "inf"), (3, 10, "1"), (3, 10, "2"),
+    (2, 6, "inf"), (2, 10, "1"), (3, 8, "inf"), pytest.param(3, 10, "1", marks=LARGEST),
+    (3, 10, "2"),
 ])
 def test_the_unit_bound_is_never_below_the_exact_value(d, max_neurons, norm):
     """The per-unit bound against the exact supremum (enumeration for the box and l1 ball, the
