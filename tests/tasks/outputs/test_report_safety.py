@@ -23,9 +23,7 @@ PLAIN = "b1"
 
 
 
-@pytest.fixture()
-def warehouse(tmp_path):
-    path = tmp_path / "w.duckdb"
+def _warehouse(path):
     start = datetime(2019, 4, 1, tzinfo=timezone.utc)
     with connect(path) as con:
         ensure_schema(con)
@@ -48,6 +46,18 @@ def warehouse(tmp_path):
                 con.execute("INSERT INTO meter_readings VALUES (?, ?, ?)",
                             [building, ts, 10.0 + h % 2])
     return path
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    return _warehouse(tmp_path / "w.duckdb")
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """One report of the warehouse, for the tests that only read what it wrote."""
+    folder = tmp_path_factory.mktemp("written")
+    return write_report(_warehouse(folder / "w.duckdb"), folder / "out", None), folder / "out"
 
 
 def test_no_file_outside_out_is_written_through_a_planted_link(warehouse, tmp_path):
@@ -80,8 +90,8 @@ def test_a_plots_folder_that_links_outside_is_refused(warehouse, tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_report_files_are_readable_like_any_new_file(warehouse, tmp_path):
-    report = write_report(warehouse, tmp_path / "out", None)
+def test_report_files_are_readable_like_any_new_file(written):
+    report, _ = written
     umask = os.umask(0)
     os.umask(umask)
     assert all(p.stat().st_mode & 0o777 == 0o666 & ~umask for p in report.files)
@@ -89,9 +99,9 @@ def test_report_files_are_readable_like_any_new_file(warehouse, tmp_path):
 
 @pytest.mark.parametrize("name", ["building_errors.csv", "data_quality.csv", "next_week.csv",
                                   "accuracy.csv"])
-def test_ids_a_spreadsheet_would_run_are_escaped_in_every_csv(warehouse, tmp_path, name):
-    write_report(warehouse, tmp_path / "out", None)
-    with (tmp_path / "out" / name).open(newline="") as stream:
+def test_ids_a_spreadsheet_would_run_are_escaped_in_every_csv(written, name):
+    _, out = written
+    with (out / name).open(newline="") as stream:
         rows = list(csv.reader(stream))
     ids = {row[0] for row in rows[1:]}
     assert ids == {PLAIN, *("'" + f for f in FORMULAS)}, ids
