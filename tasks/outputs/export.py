@@ -25,12 +25,12 @@ renamed onto it, so a half-written file is never left under the name.
 from __future__ import annotations
 
 import errno
-import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.errors import PipelineError
-from tasks.outputs.output_files import csv_text, write_bytes
+from tasks.outputs.output_files import csv_text, open_beside
 from tasks.protocol.intervals import LEVELS
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
@@ -101,14 +101,20 @@ def _share_columns(minutes: int) -> list[str]:
 
 
 def _iso_local(ts: pd.Series, zone: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the local start with its UTC offset (ISO 8601) and the local wall clock."""
+    """Per row: the local start with its UTC offset (ISO 8601) and the local wall clock, made
+    from the local clock's numbers (what ``strftime`` writes, without its per-row cost)."""
     iso = np.empty(len(ts), dtype=object)
     wall = np.empty(len(ts), dtype=object)
+    utc = ts.dt.tz_localize(None).to_numpy("datetime64[s]")
     for tz, rows in pd.Series(np.arange(len(ts))).groupby(zone.to_numpy()):
-        local = ts.iloc[rows.to_numpy()].dt.tz_convert(str(tz))
-        text = local.dt.strftime("%Y-%m-%dT%H:%M:%S%z")
-        iso[rows.to_numpy()] = (text.str[:-2] + ":" + text.str[-2:]).to_numpy()
-        wall[rows.to_numpy()] = local.dt.strftime("%Y-%m-%d %H:%M").to_numpy()
+        at = rows.to_numpy()
+        local = ts.iloc[at].dt.tz_convert(str(tz)).dt.tz_localize(None).to_numpy("datetime64[s]")
+        offset = (local - utc[at]).astype("timedelta64[m]").astype(np.int64)
+        text = {m: f"{'-' if m < 0 else '+'}{abs(m) // 60:02d}:{abs(m) % 60:02d}"
+                for m in np.unique(offset)}
+        iso[at] = np.char.add(np.datetime_as_string(local, unit="s"),
+                              pd.Series(offset).map(text).to_numpy(str))
+        wall[at] = np.char.replace(np.datetime_as_string(local, unit="m"), "T", " ")
     return iso, wall
 
 
@@ -173,10 +179,10 @@ def _published(as_of: datetime | None) -> tuple[str, list]:
 
 def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
                     week: date, portfolios: Sequence[str] | None = None,
-                    as_of: datetime | None = None) -> pd.DataFrame:
+                    as_of: datetime | None = None) -> duckdb.DuckDBPyConnection:
     """The published hours of ``week`` (as issued at ``as_of``, when given): of
-    ``buildings``, or of the members of ``portfolios`` (one row per portfolio and member hour,
-    ``portfolio_id`` beside)."""
+    ``buildings``, by building and hour, or of the members of ``portfolios`` (one row per
+    portfolio and member hour, ``portfolio_id`` beside); the executed query, to be fetched."""
     if portfolios is None:
         members, member = "", "building_id IN (SELECT unnest(?::VARCHAR[]))"
         params: list = [week, list(buildings or [])]
@@ -186,11 +192,12 @@ def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | N
         params = [list(portfolios), week]
     portfolio = ", m.portfolio_id" if portfolios is not None else ""
     source, source_params = _published(as_of)
+    order = "ORDER BY p.building_id, p.ts" if portfolios is None else ""
     return con.execute(
         f"""SELECT p.building_id, p.target_week, p.ts, p.model, b.timezone{portfolio},
                    hour(timezone(b.timezone, p.ts)) AS local_hour, {', '.join(VALUES)}
             FROM {source} p JOIN buildings b USING (building_id) {members}
-            WHERE p.target_week = ? AND {member}""", source_params + params).df()
+            WHERE p.target_week = ? AND {member} {order}""", source_params + params)
 
 
 def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
@@ -203,11 +210,25 @@ def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
 
 
 def _building_rows(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], week: date,
-                   minutes: int, as_of: datetime | None = None) -> pd.DataFrame:
-    hours = _building_hours(con, buildings, week, as_of=as_of).rename(
-        columns={"building_id": "key"})
-    shares = _building_shares(con, hours.rename(columns={"key": "building_id"}), minutes)
-    return _frame(split_hours(hours, shares, minutes), "building_id", minutes, ["model"])
+                   minutes: int, as_of: datetime | None = None) -> Iterator[pd.DataFrame]:
+    """The file's rows, :data:`EXPORT_CHUNK` buildings at a time, from one query read as it
+    comes (a query per chunk would read the week's forecasts once per chunk)."""
+    shapes = con.cursor()  # the shares are read while the hours stream
+    result, held, done = _building_hours(con, buildings, week, as_of=as_of), None, False
+    while not done:
+        part = result.fetch_df_chunk(EXPORT_CHUNK * 168 // 2048 + 1)
+        done = part.empty
+        if held is None or not done:  # (a concat with an empty frame may change dtypes)
+            held = part if held is None else pd.concat([held, part], ignore_index=True)
+        ids = held["building_id"].to_numpy()
+        others = np.flatnonzero(ids != ids[-1]) if len(ids) else []
+        # the buildings held that are complete: all at the end, else all but the last
+        cut = len(ids) if done else int(others[-1]) + 1 if len(others) else 0
+        if cut and (done or cut >= EXPORT_CHUNK * 168):
+            hours, held = held.iloc[:cut].reset_index(drop=True), held.iloc[cut:]
+            shares = _building_shares(shapes, hours, minutes)
+            yield _frame(split_hours(hours.rename(columns={"building_id": "key"}), shares,
+                                     minutes), "building_id", minutes, ["model"])
 
 
 def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], week: date,
@@ -223,7 +244,7 @@ def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], w
     hours = hours.merge(zones, on="key")
     columns = _share_columns(minutes)
     if len(columns) > 1:
-        members = _building_hours(con, None, week, portfolios)
+        members = _building_hours(con, None, week, portfolios).df()
         members = members[members["y_hat"].notna()].reset_index(drop=True)
         weighted = pd.DataFrame(_building_shares(con, members, minutes) *
                                 members[["y_hat"]].to_numpy(), columns=columns)
@@ -240,15 +261,44 @@ def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], w
                   ["n_buildings", "n_buildings_expected"])
 
 
-def _encode(frame: pd.DataFrame, kind: str) -> bytes:
-    buffer = io.BytesIO()
-    if kind == "parquet":
+EXPORT_CHUNK = 500
+"""Buildings or portfolios whose rows are made and written at a time: an export's memory is that
+of a chunk (a Parquet file's: of a row group, :data:`ROW_GROUP` rows), not of the file."""
+
+EXPORT_MEMORY = "1GB"
+"""DuckDB's memory in an export: its joins and sorts spill to disk beyond it (a fleet's portfolio
+``all`` read 3 GB without it)."""
+
+ROW_GROUP = 1024 * 1024
+"""Rows of a Parquet row group: pyarrow's default, so the file written chunk by chunk is the
+bytes ``pyarrow.parquet.write_table`` writes of the whole."""
+
+
+def _write_csv(stream: BinaryIO, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for n, frame in enumerate(frames):
+        stream.write(csv_text(frame.assign(
+            period_start_utc=np.char.add(np.datetime_as_string(frame["period_start_utc"].dt
+                                                               .tz_localize(None), "s"), "Z"),
+            target_week=frame["target_week"].astype(str)), header=n == 0).encode("utf-8"))
+        yield frame
+
+
+def _write_parquet(stream: BinaryIO, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The frames as one Parquet file, in row groups of :data:`ROW_GROUP` rows."""
+    writer, held = None, []
+    for frame in frames:
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        pq.write_table(table, buffer)
-        return buffer.getvalue()
-    return csv_text(frame.assign(
-        period_start_utc=frame["period_start_utc"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        target_week=frame["target_week"].astype(str))).encode("utf-8")
+        writer = writer or pq.ParquetWriter(stream, table.schema)
+        held.append(table.cast(writer.schema))
+        while sum(len(t) for t in held) >= ROW_GROUP:
+            rows = pa.concat_tables(held)
+            writer.write_table(rows.slice(0, ROW_GROUP).combine_chunks())
+            held = [rows.slice(ROW_GROUP)]
+        yield frame
+    if writer is not None:
+        if any(len(t) for t in held):
+            writer.write_table(pa.concat_tables(held).combine_chunks())
+        writer.close()
 
 
 def _check_monday(week: date) -> None:
@@ -260,22 +310,33 @@ def _check_monday(week: date) -> None:
                           f"local Monday; the week holding {week} is --week {monday}")
 
 
-def _write(out: Path, data: bytes) -> Path:
-    """``data`` written as ``out`` (beside it, then renamed onto it); a folder or file this
-    user may not write is refused naming ``out``, not the temporary file beside it."""
+def _written(out: Path, kind: str, frames: Iterator[pd.DataFrame]) -> tuple[int, int]:
+    """``frames`` written as ``out`` (beside it, then renamed onto it) as they come: the rows
+    and ids written. Nothing is written when they hold no row; a folder or file this user may
+    not write is refused naming ``out``, not the temporary file beside it."""
     if not out.parent.is_dir():
         raise ExportError(f"cannot write {out}: the folder {out.parent} does not exist")
     fix = "give --out a file in a folder you can write to; nothing was written"
     if out.exists() and not os.access(out, os.W_OK):
         raise ExportError(f"cannot write {out}: the file is not writable (permissions); {fix}")
     try:
-        return write_bytes(out.parent, out.name, data)
+        with open_beside(out.parent, out.name) as stream:
+            write = _write_parquet if kind == "parquet" else _write_csv
+            counts = [(len(f), f.iloc[:, 0].nunique())
+                      for f in write(stream, (f for f in frames if len(f)))]
+            if not counts:
+                raise _Empty
     except OSError as error:
         if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise ExportError(f"cannot write {out}: the file or its folder {out.parent} may not "
                               f"be written ({error.strerror}); {fix}") from None
         raise ExportError(f"cannot write {out}: {error.strerror or error}; "
                           "nothing was written") from None
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+class _Empty(Exception):
+    """No row to write."""
 
 
 def export_forecasts(
@@ -301,25 +362,28 @@ def export_forecasts(
     if week is not None:
         _check_monday(week)
     with connect(warehouse, read_only=True) as con:
+        con.execute(f"SET memory_limit = '{EXPORT_MEMORY}'")  # DuckDB spills beyond it
         if portfolios is not None:
-            ids = checked_portfolio_ids(con, portfolios)
+            ids = sorted(set(checked_portfolio_ids(con, portfolios)))  # the file's order
             chosen = week or latest_week(con, None)
-            frame = _portfolio_rows(con, ids, chosen, resolution)
+            frames = (_portfolio_rows(con, ids[i:i + EXPORT_CHUNK], chosen, resolution)
+                      for i in range(0, len(ids), EXPORT_CHUNK))
         else:
             ids = fleet_building_ids(con, buildings)
             if as_of is not None and as_of.tzinfo is None:  # the fleet's wall clock
                 as_of = as_of.replace(tzinfo=ZoneInfo(fleet_timezone(con, ids)))
             chosen = week or latest_week(con, ids, as_of)
-            frame = _building_rows(con, ids, chosen, resolution, as_of)
-    if frame.empty:
-        issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else ""
-        raise ExportError(f"nothing published{issued} for the week of {chosen} "
-                          f"({'portfolios' if portfolios is not None else 'buildings'} "
-                          f"{shown_ids(list(ids))})")
-    path = _write(out, _encode(frame, kind))
-    return ExportSummary(path=path, rows=len(frame),
+            frames = _building_rows(con, ids, chosen, resolution, as_of)
+        try:
+            written, n_ids = _written(out, kind, frames)
+        except _Empty:
+            issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else ""
+            raise ExportError(f"nothing published{issued} for the week of {chosen} "
+                              f"({'portfolios' if portfolios is not None else 'buildings'} "
+                              f"{shown_ids(list(ids))})") from None
+    return ExportSummary(path=out, rows=written,
                          kind="portfolio" if portfolios is not None else "building",
-                         ids=frame.iloc[:, 0].nunique(), week=chosen, minutes=resolution)
+                         ids=n_ids, week=chosen, minutes=resolution)
 
 
 __all__ = ["BOUNDS", "FORMATS", "GB_SETTLEMENT_ZONE", "VALUES", "ExportError", "ExportSummary",

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 
@@ -37,11 +40,17 @@ def safe_text(value: object) -> object:
 
 
 def safe_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with every text cell made safe (:func:`safe_text`); other columns as they are."""
+    """``frame`` with every text cell made safe (:func:`safe_text`); other columns as they are
+    (a column of text only is checked at once, not cell by cell)."""
     out = frame.copy()
     for column in out.columns:
-        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
-            out[column] = out[column].map(safe_text)
+        values = out[column]
+        if values.dtype != object and not pd.api.types.is_string_dtype(values):
+            continue
+        kind = pd.api.types.infer_dtype(values, skipna=True)
+        if kind != "empty" and (kind != "string" or values.str.startswith(FORMULA_STARTS)
+                                .fillna(False).to_numpy(bool).any()):
+            out[column] = values.map(safe_text)
     return out
 
 
@@ -62,9 +71,11 @@ def _checked_folder(root: Path, relative: Path) -> Path:
     return folder
 
 
-def write_bytes(root: Path, relative: str | Path, data: bytes) -> Path:
-    """Write ``data`` as ``root / relative`` without following a link: written beside it and
-    renamed onto the name (a link there is replaced, its target untouched)."""
+@contextmanager
+def open_beside(root: Path, relative: str | Path) -> Iterator[BinaryIO]:
+    """A binary stream that becomes ``root / relative`` without following a link: written beside
+    it and renamed onto the name when the block ends (a link there is replaced, its target
+    untouched); nothing is left if the block fails. A large file is written as it is made."""
     relative = Path(relative)
     if relative.is_absolute() or ".." in relative.parts:
         raise OutputFolderError(f"{relative} is not a name inside {root}")
@@ -76,12 +87,18 @@ def write_bytes(root: Path, relative: str | Path, data: bytes) -> Path:
     try:
         os.fchmod(handle, 0o666 & ~_umask())  # as an ordinary new file (mkstemp makes it 0600)
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            yield stream
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    return target
+
+
+def write_bytes(root: Path, relative: str | Path, data: bytes) -> Path:
+    """Write ``data`` as ``root / relative`` (:func:`open_beside`)."""
+    with open_beside(root, relative) as stream:
+        stream.write(data)
+    return root / relative
 
 
 def _umask() -> int:
@@ -108,5 +125,5 @@ def write_csv(root: Path, relative: str | Path, frame: pd.DataFrame, **to_csv: o
     return write_text(root, relative, csv_text(frame, **to_csv))
 
 
-__all__ = ["FORMULA_STARTS", "OutputFolderError", "csv_text", "safe_cells", "safe_text",
-           "write_bytes", "write_csv", "write_text"]
+__all__ = ["FORMULA_STARTS", "OutputFolderError", "csv_text", "open_beside", "safe_cells",
+           "safe_text", "write_bytes", "write_csv", "write_text"]

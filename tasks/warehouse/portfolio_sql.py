@@ -143,12 +143,15 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
                    r.kwh
             FROM forecasts f
             JOIN publication p USING (building_id, target_week, model)
-            LEFT JOIN {USABLE_READINGS} r USING (building_id, ts)
+            LEFT JOIN (SELECT * FROM {USABLE_READINGS} -- the wanted weeks' hours only
+                       WHERE ts >= (SELECT min(target_week) FROM wanted) - INTERVAL 2 DAY
+                         AND ts < (SELECT max(target_week) FROM wanted) + INTERVAL 9 DAY) r
+                USING (building_id, ts)
             WHERE f.target_week IN (SELECT target_week FROM wanted)
         ),
         -- the buildings a chosen week's total sums, each weighted by its forecast energy
         weights AS MATERIALIZED (
-            SELECT building_id, target_week, avg(y_hat) AS weight
+            SELECT building_id, target_week, favg(y_hat) AS weight
             FROM hours
             WHERE target_week IN (SELECT target_week FROM chosen)
             GROUP BY ALL
@@ -159,22 +162,22 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
             FROM members m JOIN weights w USING (building_id)
         ),
         total AS (
-            SELECT portfolio_id, target_week, sum(weight) AS weight FROM summed GROUP BY ALL
+            SELECT portfolio_id, target_week, fsum(weight) AS weight FROM summed GROUP BY ALL
         ),
         hourly AS (
             SELECT m.portfolio_id, h.target_week, h.ts,
-                   sum(h.y_hat) AS y_hat,
+                   fsum(h.y_hat) AS y_hat,
                    count(h.y_hat) AS n_buildings,
                    CASE WHEN count(h.kwh) FILTER (WHERE h.y_hat IS NOT NULL) = count(h.y_hat)
-                        THEN sum(h.kwh) FILTER (WHERE h.y_hat IS NOT NULL) END AS actual_kwh,
-                   sum(h.width_80) AS buildings_width_80
+                        THEN fsum(h.kwh) FILTER (WHERE h.y_hat IS NOT NULL) END AS actual_kwh,
+                   fsum(h.width_80) AS buildings_width_80
             FROM members m JOIN hours h USING (building_id)
             WHERE h.target_week IN (SELECT target_week FROM chosen)
             GROUP BY ALL
         ),
         validation AS (
             SELECT s.portfolio_id, s.target_week, v.ts, NULL::DATE AS issued_week,
-                   sum(v.error) AS error, sum(s.weight) AS weight
+                   fsum(v.error) AS error, fsum(s.weight) AS weight
             FROM summed s JOIN {errors} v USING (building_id, target_week)
             WHERE v.target_week IN (SELECT target_week FROM chosen)
             GROUP BY s.portfolio_id, s.target_week, v.ts
@@ -182,11 +185,10 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         -- the errors of the forecasts published for the record weeks, summed per hour
         record AS (
             SELECT s.portfolio_id, s.target_week, h.ts, any_value(h.target_week) AS issued_week,
-                   sum(h.kwh - h.y_hat) AS error, sum(s.weight) AS weight
-            FROM summed s
-            CROSS JOIN range(1, {int(record_weeks) + 1}) AS weeks_back(k)
-            JOIN hours h ON h.building_id = s.building_id
-                        AND h.target_week = s.target_week - CAST(7 * k AS INTEGER)
+                   fsum(h.kwh - h.y_hat) AS error, fsum(s.weight) AS weight
+            FROM (SELECT *, target_week - CAST(7 * k AS INTEGER) AS record_week
+                  FROM summed CROSS JOIN range(1, {int(record_weeks) + 1}) AS weeks_back(k)) s
+            JOIN hours h ON h.building_id = s.building_id AND h.target_week = s.record_week
             WHERE h.kwh IS NOT NULL AND h.y_hat IS NOT NULL
             GROUP BY s.portfolio_id, s.target_week, h.ts
         ),
@@ -229,22 +231,22 @@ def portfolio_scores_sql(forecasts: str = "portfolio_forecasts") -> str:
     replaces), and what calibrated the intervals. ``forecasts`` is the relation (or subquery)
     holding the ``portfolio_forecasts`` rows."""
     coverage = ",\n".join(
-        f"""avg(CASE WHEN actual_kwh BETWEEN y_lo_{_pct(level)} AND y_hi_{_pct(level)}
+        f"""favg(CASE WHEN actual_kwh BETWEEN y_lo_{_pct(level)} AND y_hi_{_pct(level)}
                      THEN 1.0 ELSE 0.0 END) FILTER (WHERE scored AND y_lo_{_pct(level)} IS NOT NULL)
                 AS coverage_{_pct(level)},
-            avg(y_hi_{_pct(level)} - y_lo_{_pct(level)}) FILTER (WHERE scored)
+            favg(y_hi_{_pct(level)} - y_lo_{_pct(level)}) FILTER (WHERE scored)
                 AS width_{_pct(level)}""" for level in LEVELS)
     return f"""
         SELECT portfolio_id, target_week,
                count(*) FILTER (WHERE scored) AS n_hours,
                count(*) AS n_hours_forecast,
-               avg(abs(actual_kwh - y_hat)) FILTER (WHERE scored) AS mae,
-               sqrt(avg((actual_kwh - y_hat) ^ 2) FILTER (WHERE scored)) AS rmse,
-               avg(actual_kwh) FILTER (WHERE scored) AS mean_actual,
-               100.0 * avg(abs(actual_kwh - y_hat)) FILTER (WHERE scored)
-                   / nullif(avg(actual_kwh) FILTER (WHERE scored), 0) AS mae_pct,
+               favg(abs(actual_kwh - y_hat)) FILTER (WHERE scored) AS mae,
+               sqrt(favg((actual_kwh - y_hat) ^ 2) FILTER (WHERE scored)) AS rmse,
+               favg(actual_kwh) FILTER (WHERE scored) AS mean_actual,
+               100.0 * favg(abs(actual_kwh - y_hat)) FILTER (WHERE scored)
+                   / nullif(favg(actual_kwh) FILTER (WHERE scored), 0) AS mae_pct,
                {coverage},
-               avg(buildings_width_80) FILTER (WHERE scored) AS buildings_width_80,
+               favg(buildings_width_80) FILTER (WHERE scored) AS buildings_width_80,
                min(n_buildings) AS min_buildings,
                any_value(n_buildings_expected) AS n_buildings_expected,
                any_value(n_calibration_hours) AS n_calibration_hours,
