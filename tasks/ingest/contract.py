@@ -57,8 +57,9 @@ from tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
 from tasks.ingest.plausibility import Bound, ImplausiblePolicy, Tally, check_column
 from tasks.protocol.comma_lists import CommaList
 
-__all__ = ["FORMATS", "CellKind", "Cells", "Column", "ColumnMapping", "CsvFormat", "FileContract",
-           "FileOptions", "SourceFile", "SourceRows", "SourceTable", "checked_ids", "open_file"]
+__all__ = ["FORMATS", "UNPRINTABLE", "CellKind", "Cells", "Column", "ColumnMapping", "CsvFormat",
+           "FileContract", "FileOptions", "SourceFile", "SourceRows", "SourceTable", "checked_ids",
+           "open_file"]
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 """File extensions read, and as what."""
@@ -662,19 +663,20 @@ class Column:
 
 @dataclass(frozen=True)
 class Cells:
-    """A file's judged values by column (an id column dictionary-encoded in :attr:`values`; an
-    optional column the file lacks: all missing), its time columns as its reader read them,
-    the blank cells of each number column as read, and the values :attr:`tally` changed."""
+    """A file's judged values by column (in :attr:`values` an id column dictionary-encoded, a
+    number column as the chunks it was read in; an optional column the file lacks: all
+    missing), its time columns as its reader read them, the blank cells of each number column
+    as read, and the values :attr:`tally` changed."""
 
     at: SourceRows
     columns: list[str]
-    values: dict[str, pa.Array]
+    values: dict[str, pa.Array | pa.ChunkedArray]
     rows: int
     times: dict[str, pd.Series] = field(default_factory=dict)
     blank: dict[str, int] = field(default_factory=dict)
     tally: Tally = field(default_factory=Tally)
 
-    def __getitem__(self, name: str) -> pa.Array:
+    def __getitem__(self, name: str) -> pa.Array | pa.ChunkedArray:
         values = self.values[name]
         return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
 
@@ -890,6 +892,8 @@ class FileContract:
         for key, column, name in plan:
             if key in times:
                 cells.times[key] = pd.concat(parts.pop(key), ignore_index=True)
+            elif column.cells == "number" and name is not None:  # its chunks, as read
+                cells.values[key] = pa.chunked_array(parts.pop(key), pa.float64())
             elif name is not None:
                 chunks = pa.chunked_array(parts.pop(key))
                 cells.values[key] = (chunks.unify_dictionaries() if column.cells == "id"

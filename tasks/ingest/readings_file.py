@@ -344,15 +344,21 @@ def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
               options: ReadingsOptions, tally: Tally) -> np.ndarray:
     """Every value column's numbers (``columns``: the contract's name and the file's) in kWh
     per interval (a register's reading, with ``--unit register``; NaN = missing), one column
-    after the other (a wide file's buildings in turn), each let go once converted; implausible
-    values are refused, or stored as missing and counted in ``tally``."""
+    after the other (a wide file's buildings in turn) and a chunk of the file at a time, each
+    let go once converted; implausible values are refused, or stored as missing and counted in
+    ``tally``."""
     energy = replace(ENERGY, bound=REGISTER_KWH) if options.unit == "register" else ENERGY
     n = cells.rows
     kwh = np.empty(n * len(columns))
     for k, (key, column) in enumerate(columns):
-        values = energy.checked_numbers(cells.values.pop(key), cells.at, scale=factor,
-                                        policy=options.implausible, tally=tally, column=column)
-        kwh[k * n:(k + 1) * n] = values.to_numpy(zero_copy_only=False).astype(float) * factor
+        first = 0
+        for chunk in cells.values.pop(key).chunks:
+            values = energy.checked_numbers(chunk, replace(cells.at, first_row=first),
+                                            scale=factor, policy=options.implausible,
+                                            tally=tally, column=column)
+            kwh[k * n + first:k * n + first + len(chunk)] = values.to_numpy(
+                zero_copy_only=False) * factor
+            first += len(chunk)
     return kwh
 
 
