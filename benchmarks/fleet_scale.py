@@ -33,8 +33,20 @@ For each run:
   Prefect, reading the warehouse, moving data to and from workers, writing results -- is
   outside it. Model fitting itself is split by model from ``model_fits``.
 
-    python benchmarks/fleet_scale.py                       # 1,000 buildings, two weekly runs (~30 min here)
+After the first measured run its results (forecasts of every model, publications, vintages,
+scores, validation errors, window status) are copied into the weeks before the tuned one
+(``--vintage-weeks``, default 8: the copies and the measured weeks), so that the steady run
+reads, rescores and writes beside 8 weeks of results, as a deployment does, and the analyst's
+usual queries are timed over 8 weeks of vintages (best of three, wall, fetched as Arrow, on a
+read-only connection): the latest week's published forecasts of one building and of a portfolio
+of 1,000 buildings (``--portfolio``: every n-th building, ingested as portfolio ``p1000``
+before the runs; its rows, and its hourly total with bands as the export reads it), one
+building's vintages, and the leaderboard. Then ``wadiro report`` and ``wadiro export`` (every
+building; ``--portfolios all``) are measured as commands, and the warehouse's size is given.
+
+    python benchmarks/fleet_scale.py                       # 1,000 buildings, two weekly runs
     python benchmarks/fleet_scale.py --buildings 100 --weeks 3
+    python benchmarks/fleet_scale.py --buildings 10000 --keep /data/fleet10k
 """
 
 from __future__ import annotations
@@ -44,12 +56,14 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
 from _commands import Measured, RunFacts, latest_run, measure, print_stages, wadiro
 
 from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.portfolio_sql import read_portfolio_forecasts
 
 START = date(2024, 1, 1)
 WEEK = date(2024, 4, 1)  # the 14th local week of the fleet: the first measured weekly run
@@ -99,6 +113,103 @@ def copy_tuning(warehouse: Path, sample: list[str]) -> int:
                            ).fetchone()[0]
 
 
+COPIED = ("forecasts", "issued_forecasts", "publications", "scores", "validation_errors",
+          "window_status")
+"""The tables a weekly run writes per building-week that the copies fill (``model_fits`` and
+``tuning_trials`` are left out: ``--tuning reuse`` reads the latest stored tuning)."""
+
+
+def copy_weeks_back(warehouse: Path, week: date, weeks_back: list[int]) -> None:
+    """Copy ``week``'s results of every building into the weeks ``weeks_back`` weeks before it,
+    hours moved by whole local weeks (``run_id`` saying they are copies)."""
+    with connect(warehouse) as con:
+        for k in weeks_back:
+            with transaction(con):
+                for table in COPIED:
+                    columns = [r[0] for r in con.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                        "ORDER BY ordinal_position", [table]).fetchall()]
+                    moved = {"target_week": f"t.target_week - {7 * k}",
+                             "run_id": "'benchmark: copy of ' || t.run_id",
+                             "ts": f"timezone(b.timezone, timezone(b.timezone, t.ts) - "
+                                   f"INTERVAL {7 * k} DAY)",
+                             "issued_at": f"t.issued_at - INTERVAL {7 * k} DAY"}
+                    con.execute(
+                        f"INSERT INTO {table} SELECT "
+                        f"{', '.join(moved.get(c, f't.{c}') for c in columns)} "
+                        f"FROM {table} t JOIN buildings b USING (building_id) "
+                        "WHERE t.target_week = ?", [week])
+        con.execute("CHECKPOINT")
+
+
+def add_portfolio(warehouse: Path, folder: Path, size: int) -> str:
+    """Portfolio ``p{size}``: every n-th building (by id), ``size`` of them."""
+    with connect(warehouse, read_only=True) as con:
+        ids = [r[0] for r in con.execute("SELECT building_id FROM buildings ORDER BY 1").fetchall()]
+    name, step = f"p{size}", max(1, len(ids) // size)
+    members = folder / "portfolios.csv"
+    members.write_text("portfolio_id,building_id\n"
+                       + "".join(f"{name},{b}\n" for b in ids[::step][:size]))
+    wadiro("ingest", "portfolios", str(members), "--warehouse", str(warehouse), quiet=True)
+    return name
+
+
+def best_of(n: int, step: Callable[[], object]) -> float:
+    walls = []
+    for _ in range(n):
+        began = time.perf_counter()
+        step()
+        walls.append(time.perf_counter() - began)
+    return min(walls)
+
+
+def time_queries(warehouse: Path, portfolio: str) -> dict[str, float]:
+    """The analyst's usual queries, best of three, wall seconds."""
+    latest = "(SELECT max(target_week) FROM publications)"
+    with connect(warehouse, read_only=True) as con:
+        con.execute("SET enable_progress_bar = false")
+        one, week = con.execute(f"SELECT min(building_id), {latest} FROM buildings").fetchall()[0]
+        queries: dict[str, Callable[[], object]] = {
+            "latest week, one building (published_forecasts)": lambda: con.sql(
+                f"SELECT * FROM published_forecasts WHERE building_id = ? "
+                f"AND target_week = {latest}", params=[one]).to_arrow_table(),
+            f"latest week, portfolio {portfolio}'s buildings (published_forecasts)": lambda: (
+                con.sql("SELECT * FROM published_forecasts WHERE target_week = "
+                f"{latest} AND building_id IN (SELECT building_id FROM portfolios "
+                "WHERE portfolio_id = ?)", params=[portfolio]).to_arrow_table()),
+            f"latest week, portfolio {portfolio}'s total with bands": lambda: (
+                read_portfolio_forecasts(con, [portfolio], [week])),
+            "one building's vintages (vintage_scores)": lambda: con.sql(
+                "SELECT * FROM vintage_scores WHERE building_id = ?", params=[one]
+            ).to_arrow_table(),
+            "the leaderboard (leaderboard)": lambda: con.sql(
+                "SELECT * FROM leaderboard").to_arrow_table(),
+        }
+        return {name: best_of(3, query) for name, query in queries.items()}
+
+
+def report_outputs(warehouse: Path, folder: Path, portfolio: str) -> None:
+    """The analyst's queries, the report and the exports, and the warehouse's size."""
+    size = sum(p.stat().st_size for p in warehouse.parent.glob(warehouse.name + "*"))
+    with connect(warehouse, read_only=True) as con:
+        weeks, rows = con.execute("SELECT count(DISTINCT target_week), count(*) "
+                                  "FROM issued_forecasts").fetchone()
+    print(f"\n== the warehouse after the runs: {size / 2**20:,.0f} MiB, {weeks} weeks of "
+          f"vintages ({rows:,} issued rows) ==")
+    for name, wall in time_queries(warehouse, portfolio).items():
+        print(f"{name:<66}{wall:8.3f} s   goal < 1 s  {'met' if wall < 1 else 'NOT met'}")
+    commands = {
+        "wadiro report": ("report", "--out", str(folder / "report")),
+        "wadiro export (every building, CSV)": ("export", "--out", str(folder / "all.csv")),
+        "wadiro export --portfolios all (CSV)": ("export", "--portfolios", "all", "--out",
+                                                 str(folder / "portfolio.csv")),
+    }
+    for name, args in commands.items():
+        m = measure(*args, "--warehouse", str(warehouse))
+        print(f"{name:<40} wall {m.wall:6.1f} s, CPU {m.cpu:6.1f} s, peak memory "
+              f"{m.peak_total / 2**30:.2f} GiB", flush=True)
+
+
 def measure_weekly_run(warehouse: Path, week: date, args: argparse.Namespace) -> Measured:
     workers = ["--workers", str(args.workers)] if args.workers else []
     batches = ["--batch-size", str(args.batch_size)] if args.batch_size else []
@@ -144,6 +255,10 @@ def main() -> None:
                         help="buildings per batch of the weekly runs (default: the run's own)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="build the warehouse in this folder and keep it")
+    parser.add_argument("--vintage-weeks", type=int, default=8,
+                        help="weeks of results the steady run and the queries see (default 8)")
+    parser.add_argument("--portfolio", type=int, default=1000,
+                        help="buildings of the portfolio the analyst reads (default 1,000)")
     args = parser.parse_args()
     os.environ.pop("PREFECT_API_URL", None)  # the command line's own engine, no server
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,6 +269,7 @@ def main() -> None:
             raise SystemExit(f"{warehouse} exists; give an empty --keep folder")
         wadiro("ingest", "synthetic", "--warehouse", str(warehouse), "--buildings",
                str(args.buildings), "--start", START.isoformat(), "--weeks", str(13 + args.weeks))
+        portfolio = add_portfolio(warehouse, folder, min(args.portfolio, args.buildings))
         sample = tuning_sample(warehouse, min(args.sample, args.buildings))
         started = time.perf_counter()
         wadiro("forecast", "--warehouse", str(warehouse), "--week", TUNED_WEEK.isoformat(),
@@ -167,7 +283,14 @@ def main() -> None:
             week = WEEK + timedelta(weeks=k)
             report(args.buildings, week, measure_weekly_run(warehouse, week, args),
                    latest_run(warehouse))
+            if k == 0 and args.vintage_weeks > args.weeks:
+                began = time.perf_counter()
+                back = list(range(2, 2 + args.vintage_weeks - args.weeks))
+                copy_weeks_back(warehouse, WEEK, back)
+                print(f"copied the week's results into the {len(back)} weeks before "
+                      f"{TUNED_WEEK} ({time.perf_counter() - began:.0f} s)")
             sys.stdout.flush()
+        report_outputs(warehouse, folder, portfolio)
 
 
 if __name__ == "__main__":
