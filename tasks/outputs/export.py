@@ -310,10 +310,12 @@ def _check_monday(week: date) -> None:
                           f"local Monday; the week holding {week} is --week {monday}")
 
 
-def _written(out: Path, kind: str, frames: Iterator[pd.DataFrame]) -> tuple[int, int]:
+def _written(out: Path, kind: str, frames: Iterator[pd.DataFrame],
+             nothing: str) -> tuple[int, int]:
     """``frames`` written as ``out`` (beside it, then renamed onto it) as they come: the rows
-    and ids written. Nothing is written when they hold no row; a folder or file this user may
-    not write is refused naming ``out``, not the temporary file beside it."""
+    and ids written. Nothing is written when they hold no row (refused saying ``nothing``); a
+    folder or file this user may not write is refused naming ``out``, not the temporary file
+    beside it."""
     if not out.parent.is_dir():
         raise ExportError(f"cannot write {out}: the folder {out.parent} does not exist")
     fix = "give --out a file in a folder you can write to; nothing was written"
@@ -325,7 +327,7 @@ def _written(out: Path, kind: str, frames: Iterator[pd.DataFrame]) -> tuple[int,
             counts = [(len(f), f.iloc[:, 0].nunique())
                       for f in write(stream, (f for f in frames if len(f)))]
             if not counts:
-                raise _Empty
+                raise ExportError(nothing)
     except OSError as error:
         if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise ExportError(f"cannot write {out}: the file or its folder {out.parent} may not "
@@ -333,10 +335,6 @@ def _written(out: Path, kind: str, frames: Iterator[pd.DataFrame]) -> tuple[int,
         raise ExportError(f"cannot write {out}: {error.strerror or error}; "
                           "nothing was written") from None
     return sum(c[0] for c in counts), sum(c[1] for c in counts)
-
-
-class _Empty(Exception):
-    """No row to write."""
 
 
 def export_forecasts(
@@ -374,13 +372,10 @@ def export_forecasts(
                 as_of = as_of.replace(tzinfo=ZoneInfo(fleet_timezone(con, ids)))
             chosen = week or latest_week(con, ids, as_of)
             frames = _building_rows(con, ids, chosen, resolution, as_of)
-        try:
-            written, n_ids = _written(out, kind, frames)
-        except _Empty:
-            issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else ""
-            raise ExportError(f"nothing published{issued} for the week of {chosen} "
-                              f"({'portfolios' if portfolios is not None else 'buildings'} "
-                              f"{shown_ids(list(ids))})") from None
+        issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else ""
+        written, n_ids = _written(out, kind, frames, (
+            f"nothing published{issued} for the week of {chosen} "
+            f"({'portfolios' if portfolios is not None else 'buildings'} {shown_ids(list(ids))})"))
     return ExportSummary(path=out, rows=written,
                          kind="portfolio" if portfolios is not None else "building",
                          ids=n_ids, week=chosen, minutes=resolution)
