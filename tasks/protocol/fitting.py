@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,7 @@ from tasks.protocol.features import (
     UNLIKE_LAST_WEEK,
 )
 from tasks.protocol.models import MODELS
+from tasks.protocol.weeks import local_midnight_utc
 from tasks.protocol.windows import PARTS, Window
 
 FORECAST_PARTS = ("validation", "test")
@@ -143,10 +145,13 @@ class Fitter:
     window: Window
     config: ForecastConfig
     parts: dict[str, WindowPart] = field(init=False)
+    hours: dict[str, int] = field(init=False)
+    """Hours each part spans (its rows are the usable ones): what a sampled fit thins by."""
     _relaxations: dict[tuple, Any] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.parts = {name: window_part(self.window, name, self.config) for name in PARTS}
+        self.hours = {name: self.window.coverage[name].hours for name in PARTS}
 
     def floor(self, model: str, part: str) -> np.ndarray | None:
         """The lowest value of ``model``'s target on ``part``'s rows (None: no floor)."""
@@ -165,8 +170,7 @@ class Fitter:
         ranks hyperparameters, and is bounded on the rows it fits)."""
         spec = MODELS[model]
         whole = self.parts[part]
-        sample_every = thinning(len(whole.target), self.window.coverage[part].hours,
-                                sample_every)
+        sample_every = thinning(len(whole.target), self.hours[part], sample_every)
         picked = _every(len(whole.target), sample_every)
         rows = whole if len(picked) == len(whole.target) else _rows(whole, picked)
         extra: dict[str, Any] = {}
@@ -189,6 +193,28 @@ class Fitter:
         if joint and model in RELAXATION_OF.values():
             self._relaxations[(model, *key)] = fitted
         return fitted
+
+    def out_of_sample(self, model: str, params: Mapping[str, Any],
+                      weeks: int) -> tuple[pd.DatetimeIndex, np.ndarray] | None:
+        """``model``'s forecasts (kWh) of the history's rows of its last ``weeks`` weeks (at most
+        the later half of the weeks its rows span; at least two), fitted with ``params`` on the
+        weeks before them as a final fit is (part ``before``; those weeks are part ``recent``):
+        no week's forecast saw that week's load, as none issued a week ahead did. None when the
+        rows span fewer than four weeks."""
+        train = self.parts["train"]
+        if not len(train.ts):
+            return None
+        weeks = min(weeks, (self.window.bounds.test_start - train.ts.min()).days // 14)
+        if weeks < 2:
+            return None
+        cut = local_midnight_utc(self.window.week - timedelta(weeks=weeks), self.window.timezone)
+        before = np.asarray(train.ts < cut)
+        self.parts["before"], self.parts["recent"] = _rows(train, before), _rows(train, ~before)
+        self.hours["before"] = self.hours["train"] - 168 * weeks
+        fitted = self.fit(model, "before", params, forecasts="recent",
+                          sample_every=self.config.fit_sample_every)
+        recent = self.parts["recent"]
+        return recent.ts, recent.to_load(self.predict(model, fitted, "recent"))
 
     def _bound_points(self, model: str, forecasts: str) -> dict[str, Any]:
         """Fit arguments that keep ``model``'s floor at the inputs of the part it forecasts, when

@@ -4,14 +4,14 @@ correction, checked against what the configuration says and against a second run
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from tasks.protocol.config import ForecastConfig, ModelInputs
-from tasks.protocol.forecasting import IssuedForecast, forecast_building_week
+from tasks.protocol.forecasting import IssuedForecast, StoredParams, forecast_building_week
 
 WEEK = date(2024, 6, 3)
 MODELS = ("gbr", "wadiro_linreg", "seasonal_naive")
@@ -117,31 +117,75 @@ def test_a_model_whose_own_window_cannot_be_used_is_reported_failed_not_dropped(
     assert len(outcomes["gbr"].y_hat) == 168
 
 
-@pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize(("issued_hours", "stacked"), [
-    (2 * 168, True),  # the validation week and one fit week
-    (2 * 168 - 1, False),  # an hour short of a fit week of the base's errors
-    (168, False),  # the validation week alone: nothing to learn a correction from
-])
-def test_a_model_stacks_on_its_base_from_a_week_of_issued_errors(issued_hours, stacked):
-    """A new building's issued history starts short: a model stacked on the gradient boosting
-    corrects it once a week of fit hours and the validation week have its issued forecasts
-    (``MIN_BASE_HOURS``), and the persistence forecast before that."""
-    frame = _building(weeks=14)
+def _stacked_on_gbr(frame: pd.DataFrame, history: dict[str, IssuedForecast] | None = None):
     config = ForecastConfig(models=("gbr", "wadiro_linreg", "seasonal_naive"),
                             ensemble_members=(), feature_set="paper", target="residual",
                             persistence="day_type", trials=2,
                             model_inputs={"gbr": ModelInputs(target="load"),
                                           "wadiro_linreg": ModelInputs(base_model="gbr")})
-    issued = frame[frame["ts"] < pd.Timestamp(WEEK, tz="UTC")].tail(issued_hours)
-    history = {"gbr": IssuedForecast.from_series(
-        {}, pd.Series(issued["kwh"].to_numpy() + 1.0, index=pd.DatetimeIndex(issued["ts"])))}
     result = forecast_building_week(
         frame, building_id="b", timezone="UTC", holiday_country="GB", holiday_subdiv="ENG",
         week=WEEK, config=config, issued_history=history)
-    outcomes = {o.model: o for o in result.outcomes}
+    return {o.model: o for o in result.outcomes}
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("issued_hours", "from_record"), [
+    (2 * 168, True),  # the validation week and one fit week
+    (2 * 168 - 1, False),  # an hour short of a fit week of the base's errors
+    (168, False),  # the validation week alone: nothing to learn a correction from
+    (0, False),  # no record: a new building, a backfill's first week
+])
+def test_a_model_stacks_on_its_base_from_the_first_week(issued_hours, from_record):
+    """A stacked model corrects its base whether or not earlier weeks were run: on the base's
+    issued forecasts once a week of fit hours and the validation week have them
+    (``MIN_BASE_HOURS``), and before that on the base's out-of-sample forecasts of the window's
+    last weeks, made in the run (``ModelOutcome.recent``)."""
+    frame = _building(weeks=14)
+    issued = frame[frame["ts"] < pd.Timestamp(WEEK, tz="UTC")].tail(issued_hours)
+    history = {"gbr": IssuedForecast.from_series(
+        {}, pd.Series(issued["kwh"].to_numpy() + 1.0, index=pd.DatetimeIndex(issued["ts"])))}
+    outcomes = _stacked_on_gbr(frame, history if issued_hours else None)
     assert outcomes["gbr"].status == outcomes["wadiro_linreg"].status == "ok"
-    assert outcomes["wadiro_linreg"].base == ("gbr" if stacked else "day_type_naive")
+    assert outcomes["wadiro_linreg"].base == "gbr"
+    assert (outcomes["gbr"].recent is None) == from_record
+    if not from_record:  # gbr's 12 weeks: a fit on the first 8, forecasts of the last 4
+        recent = pd.to_datetime(outcomes["gbr"].recent.hours, unit="us", utc=True)
+        assert recent.min() == pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=4)
+        assert recent.max() == pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(hours=1)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_base_made_in_the_run_is_out_of_sample():
+    """No week's out-of-sample base forecast saw that week's load: with the base's
+    hyperparameters given (a reused tuning), moving every reading of one of the weeks it
+    forecasts leaves that week's forecasts as they were (the base is fitted on the weeks before
+    them; a later week's lags would read it, as an issued forecast's did)."""
+    frame = _building(weeks=30)
+    year = {"gbr": ModelInputs(target="load", feature_set="year", history_weeks=26)}
+    config = ForecastConfig(models=("gbr", "wadiro_pcscnn", "seasonal_naive"),
+                            ensemble_members=(), feature_set="paper", target="residual",
+                            trials=2, model_inputs={**year, "wadiro_pcscnn": ModelInputs(
+                                base_model="gbr")})
+    start = pd.Timestamp(WEEK, tz="UTC") - pd.Timedelta(weeks=3)
+    week = pd.date_range(start, periods=168, freq="h")
+
+    def recent(load_shift: float) -> np.ndarray:
+        moved = frame.assign(kwh=frame["kwh"] + np.where(
+            (frame["ts"] >= start) & (frame["ts"] < start + pd.Timedelta(weeks=1)),
+            load_shift, 0.0))
+        result = forecast_building_week(
+            moved, building_id="b", timezone="UTC", holiday_country="GB",
+            holiday_subdiv="ENG", week=WEEK, config=config, stored_params={"gbr": StoredParams(
+                {"learning_rate": 0.1, "max_leaf_nodes": 31, "min_samples_leaf": 20,
+                 "l2_regularization": 0.0}, WEEK - timedelta(weeks=1))})
+        outcomes = {o.model: o for o in result.outcomes}
+        assert outcomes["wadiro_pcscnn"].base == "gbr"
+        return outcomes["gbr"].recent.at(week)
+
+    before, after = recent(0.0), recent(500.0)
+    assert np.isfinite(before).all()
+    np.testing.assert_array_equal(before, after)
 
 
 def _issued(hours: pd.DatetimeIndex, values) -> IssuedForecast:
