@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.errors import PipelineError
-from tasks.outputs.output_files import csv_text, open_beside
+from tasks.outputs.output_files import OUTPUT_MEMORY, csv_text, open_beside
 from tasks.protocol.intervals import LEVELS
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
@@ -265,10 +265,6 @@ EXPORT_CHUNK = 500
 """Buildings or portfolios whose rows are made and written at a time: an export's memory is that
 of a chunk (a Parquet file's: of a row group, :data:`ROW_GROUP` rows), not of the file."""
 
-EXPORT_MEMORY = "1GB"
-"""DuckDB's memory in an export: its joins and sorts spill to disk beyond it (a fleet's portfolio
-``all`` read 3 GB without it)."""
-
 ROW_GROUP = 1024 * 1024
 """Rows of a Parquet row group: pyarrow's default, so the file written chunk by chunk is the
 bytes ``pyarrow.parquet.write_table`` writes of the whole."""
@@ -360,7 +356,7 @@ def export_forecasts(
     if week is not None:
         _check_monday(week)
     with connect(warehouse, read_only=True) as con:
-        con.execute(f"SET memory_limit = '{EXPORT_MEMORY}'")  # DuckDB spills beyond it
+        con.execute(f"SET memory_limit = '{OUTPUT_MEMORY}'")
         if portfolios is not None:
             ids = sorted(set(checked_portfolio_ids(con, portfolios)))  # the file's order
             chosen = week or latest_week(con, None)

@@ -16,7 +16,6 @@ from tasks.warehouse.portfolio_sql import (
     portfolio_groups,
     portfolio_ids,
     read_portfolio_forecasts,
-    read_portfolio_scores,
 )
 from tasks.warehouse.quality import DataQuality
 from tasks.warehouse.schema import FLAT_RUN_ALERT_HOURS, HIGH_RATIO
@@ -48,8 +47,9 @@ def week_label(con: duckdb.DuckDBPyConnection, week: date) -> str:
     hours, 'This week' between."""
     readings, hours = con.execute(
         f"""SELECT count(u.kwh), count(*) FROM published_forecasts p
-            LEFT JOIN {USABLE_READINGS} u USING (building_id, ts)
-            WHERE p.target_week = ?""", [week]).fetchone()
+            LEFT JOIN (SELECT * FROM {USABLE_READINGS} WHERE ts >= ?::DATE - INTERVAL 2 DAY
+                       AND ts < ?::DATE + INTERVAL 9 DAY) u USING (building_id, ts)
+            WHERE p.target_week = ?""", [week, week, week]).fetchone()
     if not readings:
         return "Next week"
     return "Last week" if readings >= LAST_WEEK_SHARE * hours else "This week"
@@ -135,16 +135,16 @@ def recent_accuracy(con: duckdb.DuckDBPyConnection, weeks: int = ACCURACY_WEEKS)
             .reset_index(drop=True))
 
 
-def portfolio_accuracy(con: duckdb.DuckDBPyConnection,
+def portfolio_accuracy(con: duckdb.DuckDBPyConnection, scores: pd.DataFrame,
                        weeks: int = ACCURACY_WEEKS) -> pd.DataFrame:
     """Per portfolio and one of the ``weeks`` latest scored weeks: its MAE in % of its mean
     load, and its 80 % and 95 % bands' coverage and width beside the width of its buildings'
-    bands added up."""
+    bands added up (of every portfolio's ``scores``)."""
     latest = [r[0] for r in con.execute(
         "SELECT DISTINCT target_week FROM scores WHERE n_hours > 0 ORDER BY 1 DESC LIMIT ?",
         [weeks]).fetchall()]
-    scores = read_portfolio_scores(con, portfolio_ids(con), latest)
-    return scores[scores["n_hours"] > 0].reset_index(drop=True)
+    chosen = pd.to_datetime(scores["target_week"]).dt.date.isin(latest) & (scores["n_hours"] > 0)
+    return scores[chosen].reset_index(drop=True)
 
 
 @dataclass(frozen=True)

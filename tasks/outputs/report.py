@@ -29,6 +29,7 @@ from tasks.outputs.manager_summary import (
     recent_accuracy,
 )
 from tasks.outputs.output_files import (
+    OUTPUT_MEMORY,
     OutputFolderError,
     csv_text,
     write_bytes,
@@ -162,6 +163,7 @@ def write_report(
     (:mod:`~tasks.outputs.report_html`) and one PNG per building, read from the warehouse
     in one read-only connection."""
     with connect(warehouse, read_only=True) as con:
+        con.execute(f"SET memory_limit = '{OUTPUT_MEMORY}'")
         try:
             return _write_report(con, out_dir, buildings)
         except OutputFolderError as error:  # a link planted in the folder, ...
@@ -236,13 +238,14 @@ def _write_report(
     quality = data_quality(con)
     report.data_quality = quality.table
     tables = {"leaderboard": report.leaderboard, "building_errors": report.building_errors,
-              **_manager_tables(con)}
+              **_manager_tables(con)}  # every portfolio's scores computed once, used twice
     for name, frame in tables.items():
         report.files.append(write_csv(out_dir, f"{name}.csv", frame))
     report.files.append(write_csv(out_dir, "data_quality.csv", quality.table,
                                   date_format="%Y-%m-%dT%H:%M:%SZ"))
     report.files.append(write_text(out_dir, "report.html",
-                                   render_report(con, buildings, quality=quality)))
+                                   render_report(con, buildings, quality=quality,
+                                                 portfolio_scores=tables["portfolio_scores"])))
     taken: set[str] = set()
     for building_id in buildings or default_plot_buildings(con):
         png = plot_building(con, building_id, out_dir, plot_file_name(building_id, taken))

@@ -40,7 +40,7 @@ from tasks.outputs.manager_summary import (
     recent_accuracy,
     week_label,
 )
-from tasks.warehouse.portfolio_sql import portfolio_calibration
+from tasks.warehouse.portfolio_sql import calibration_rows, portfolio_ids, read_portfolio_scores
 from tasks.warehouse.quality import DataQuality, data_quality
 from tasks.warehouse.schema import (
     FLAT_RUN_ALERT_HOURS,
@@ -333,10 +333,10 @@ def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]
     return out
 
 
-def _manager_accuracy(con: duckdb.DuckDBPyConnection) -> list[str]:
+def _manager_accuracy(con: duckdb.DuckDBPyConnection, scores: pd.DataFrame) -> list[str]:
     """How accurate the published forecasts were in the latest scored weeks, in % of load."""
     out = ["<h2 id='accuracy'>How accurate the last weeks were</h2>"]
-    portfolios = portfolio_accuracy(con)
+    portfolios = portfolio_accuracy(con, scores)
     if not portfolios.empty:
         shown = portfolios[["portfolio_id", "target_week", "mae_pct", "coverage_80", "coverage_95",
                             "width_80", "buildings_width_80"]].copy()
@@ -379,10 +379,10 @@ def _manager_problems(con: duckdb.DuckDBPyConnection, quality: DataQuality,
     return [*out, f"<ul class='problems'>{''.join(items)}</ul>"]
 
 
-def _calibration_section(con: duckdb.DuckDBPyConnection) -> list[str]:
+def _calibration_section(scores: pd.DataFrame) -> list[str]:
     """How the portfolios' bands covered over every scored week, by how much record made
     them."""
-    table = portfolio_calibration(con)
+    table = calibration_rows(scores)
     if table.empty:
         return []
     shown = table.rename(columns={"width_ratio_80": "width 80 / buildings' width 80"})
@@ -395,10 +395,14 @@ def _calibration_section(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None = None,
-                  *, n_plots: int = 6, quality: DataQuality | None = None) -> str:
+                  *, n_plots: int = 6, quality: DataQuality | None = None,
+                  portfolio_scores: pd.DataFrame | None = None) -> str:
     """The report page as HTML text (the plotted buildings: ``buildings`` or the ones with the
-    most published weeks; the data quality: ``quality``, or read here)."""
+    most published weeks; the data quality and every portfolio's scores: ``quality`` and
+    ``portfolio_scores``, or read here)."""
     quality = quality if quality is not None else data_quality(con)
+    scores = (portfolio_scores if portfolio_scores is not None
+              else read_portfolio_scores(con, portfolio_ids(con)))
     week = next_week(con)
     board = con.execute(leaderboard_sql()).df()
     shown = board[["model", "n_building_weeks", "mean_mae", "mae_vs_naive", "beats_naive_share",
@@ -424,7 +428,7 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         "last weeks were and what in the data needs action. The modeller's tables follow.</p>",
         *(_manager_forecast(con, week) if week is not None
           else ["<p>Nothing is published yet: run `wadiro forecast`.</p>"]),
-        *_manager_accuracy(con),
+        *_manager_accuracy(con, scores),
         *_manager_problems(con, quality, week),
         "<h1 id='modeller' class='part'>For the modeller</h1>",
         f"<p class='note'>{span[2] or 0} buildings, target weeks {span[0]} to {span[1]}. "
@@ -438,7 +442,7 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         "<h2>Forecast hours below zero</h2>",
         _table(violations) if not violations.empty
         else "<p>No forecast hour below zero.</p>",
-        *_calibration_section(con),
+        *_calibration_section(scores),
         "<h2>Meter data quality</h2>",
         *_quality_section(quality),
         "<h2>Published forecasts, intervals and actuals</h2>",
