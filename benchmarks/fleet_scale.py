@@ -210,6 +210,28 @@ def report_outputs(warehouse: Path, folder: Path, portfolio: str) -> None:
               f"{m.peak_total / 2**30:.2f} GiB", flush=True)
 
 
+def fabricate(warehouse: Path, weeks: int) -> None:
+    """``weeks`` weeks of results up to the fleet's last, written by SQL as
+    ``benchmarks/portfolio_cost.py`` writes them, each published forecast issued as a vintage
+    on its Monday 06:00 UTC."""
+    from portfolio_cost import fabricate_results
+
+    began = time.perf_counter()
+    last = START + timedelta(weeks=13 + weeks - 1)
+    fabricate_results(warehouse, [last - timedelta(weeks=k) for k in reversed(range(weeks))])
+    with connect(warehouse) as con, transaction(con):
+        con.execute("""
+            INSERT INTO issued_forecasts (building_id, model, target_week, ts, y_hat, run_id,
+                                          y_lo_80, y_hi_80, y_lo_95, y_hi_95, issued_at,
+                                          outcome, reason)
+            SELECT f.building_id, f.model, f.target_week, f.ts, f.y_hat, f.run_id, f.y_lo_80,
+                   f.y_hi_80, f.y_lo_95, f.y_hi_95, f.target_week + INTERVAL 6 HOUR,
+                   'learned', p.reason
+            FROM forecasts f JOIN publications p USING (building_id, target_week, model)""")
+    print(f"set-up: {weeks} weeks of results written by SQL "
+          f"({time.perf_counter() - began:.0f} s)", flush=True)
+
+
 def measure_weekly_run(warehouse: Path, week: date, args: argparse.Namespace) -> Measured:
     workers = ["--workers", str(args.workers)] if args.workers else []
     batches = ["--batch-size", str(args.batch_size)] if args.batch_size else []
@@ -259,6 +281,10 @@ def main() -> None:
                         help="weeks of results the steady run and the queries see (default 8)")
     parser.add_argument("--portfolio", type=int, default=1000,
                         help="buildings of the portfolio the analyst reads (default 1,000)")
+    parser.add_argument("--fabricated", action="store_true",
+                        help="no runs: --vintage-weeks weeks of results written by SQL "
+                             "(portfolio_cost.py's, with a vintage each), then the queries, "
+                             "the report and the exports")
     args = parser.parse_args()
     os.environ.pop("PREFECT_API_URL", None)  # the command line's own engine, no server
     with tempfile.TemporaryDirectory() as tmp:
@@ -268,8 +294,13 @@ def main() -> None:
         if warehouse.exists():
             raise SystemExit(f"{warehouse} exists; give an empty --keep folder")
         wadiro("ingest", "synthetic", "--warehouse", str(warehouse), "--buildings",
-               str(args.buildings), "--start", START.isoformat(), "--weeks", str(13 + args.weeks))
+               str(args.buildings), "--start", START.isoformat(), "--weeks",
+               str(13 + (args.vintage_weeks if args.fabricated else args.weeks)))
         portfolio = add_portfolio(warehouse, folder, min(args.portfolio, args.buildings))
+        if args.fabricated:
+            fabricate(warehouse, args.vintage_weeks)
+            report_outputs(warehouse, folder, portfolio)
+            return
         sample = tuning_sample(warehouse, min(args.sample, args.buildings))
         started = time.perf_counter()
         wadiro("forecast", "--warehouse", str(warehouse), "--week", TUNED_WEEK.isoformat(),
