@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.warehouse.connection import connect
-from tasks.warehouse.portfolio_sql import portfolio_calibration
+from tasks.warehouse.portfolio_sql import calibration_rows, read_portfolio_scores
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _commands import wadiro  # noqa: E402
@@ -72,8 +72,8 @@ def calibration_table(warehouse: Path) -> pd.DataFrame:
     """The benchmark's table: each portfolio's groups of weeks, then every week calibrated as
     a first week."""
     with connect(warehouse, read_only=True) as con:
-        grouped = portfolio_calibration(con)
-        first = portfolio_calibration(con, record_weeks=0).assign(weeks=FIRST)
+        grouped = calibration_rows(read_portfolio_scores(con))
+        first = calibration_rows(read_portfolio_scores(con, record_weeks=0)).assign(weeks=FIRST)
     table = pd.concat([grouped, first], ignore_index=True)
     order = {p: i for i, p in enumerate(dict.fromkeys(grouped["portfolio_id"]))}
     return table.sort_values("portfolio_id", key=lambda s: s.map(order), kind="stable")

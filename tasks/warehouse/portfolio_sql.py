@@ -378,7 +378,7 @@ CALIBRATION_GROUPS = (("first week (validation week only)", 0, 0),
                       ("record of 1 to 7 weeks", 1, RECORD_WEEKS - 1),
                       (f"full record ({RECORD_WEEKS} weeks)", RECORD_WEEKS, RECORD_WEEKS),
                       ("every week with a record", 1, RECORD_WEEKS))
-"""How :func:`portfolio_calibration` groups a portfolio's scored weeks: by how many earlier
+"""How :func:`calibration_rows` groups a portfolio's scored weeks: by how many earlier
 published weeks calibrated their bands (name, fewest, most)."""
 
 
@@ -415,16 +415,8 @@ def calibration_rows(scores: pd.DataFrame) -> pd.DataFrame:
                  "width_80", "buildings_width_80", "width_ratio_80"]]
 
 
-def portfolio_calibration(con: duckdb.DuckDBPyConnection,
-                          portfolios: Sequence[str] | None = None, *,
-                          record_weeks: int = RECORD_WEEKS) -> pd.DataFrame:
-    """How well the portfolios' bands were calibrated over every scored week
-    (:func:`calibration_rows` of their scores)."""
-    return calibration_rows(read_portfolio_scores(con, portfolios, record_weeks=record_weeks))
-
-
 __all__ = ["ALL", "CALIBRATION_GROUPS", "MIN_PRESENT_SHARE", "PORTFOLIO_CHUNK", "RECORD_WEEKS",
            "UnknownPortfolioError", "calibration_rows", "checked_portfolio_ids", "portfolio_groups",
-           "portfolio_calibration", "portfolio_forecasts_sql", "portfolio_ids",
+           "portfolio_forecasts_sql", "portfolio_ids",
            "portfolio_members_sql", "portfolio_scores_sql", "read_portfolio_forecasts",
            "read_portfolio_scores", "stored_members_sql"]
