@@ -76,20 +76,23 @@ of them are in its artifact and in ``window_status``)."""
 def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunSummary:
     """The protocol for every (building, week): open the run, read its batches, submit them
     to the task runner, write their results as they come back; leaving the block closes the
-    run, with its summary or with the error or stop that ended it."""
+    run, with its summary or with the error or stop that ended it. The task runner is torn
+    down only after that: a stopped run's record never waits for it (a process ended by its
+    stop deadline in the meantime would leave the run ``running``)."""
     engine, store, weeks = Engine.current(), _store(settings), check_mondays(weeks)
     if not STOP.polled:
         STOP.reset()  # a stop of an earlier run in this process is not this run's
-    run = store.open_run(engine.run_id(), label, weeks, settings.buildings, settings.forecast,
-                         settings.record(weeks, label))
-    with store.writer(run, engine.warn, settings.write_every_s) as writer, STOP.polling(), \
-            engine.watch(), engine.compute(settings) as submit, \
-            STOP.last_words(lambda: writer.close(writer.summary, _stopped_or_ended())), \
-            RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
-        _tell_start(engine, run, store)
-        for results in _batch_results(run, store, settings, submit, writer, progress):
-            writer.write(results)
-            progress.update(writer.summary.building_weeks)
+    with engine.compute(settings) as submit:  # torn down after the run is closed
+        run = store.open_run(engine.run_id(), label, weeks, settings.buildings,
+                             settings.forecast, settings.record(weeks, label))
+        with store.writer(run, engine.warn, settings.write_every_s) as writer, \
+                STOP.polling(), engine.watch(), \
+                STOP.last_words(lambda: writer.close(writer.summary, _stopped_or_ended())), \
+                RunProgress(label, run.n_building_weeks, artifact=engine.prefect) as progress:
+            _tell_start(engine, run, store)
+            for results in _batch_results(run, store, settings, submit, writer, progress):
+                writer.write(results)
+                progress.update(writer.summary.building_weeks)
     if writer.locked:
         raise RunStoppedError(f"the warehouse stayed locked; {writer.how_to_load()}",
                               status=writer.status)
