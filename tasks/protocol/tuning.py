@@ -79,32 +79,6 @@ def _inside(point: Mapping[str, Any], space: Mapping[str, Any]) -> bool:
     return True
 
 
-def tune(
-    make_model: Callable[..., Any],
-    space: Mapping[str, Any],
-    X_fit: np.ndarray,
-    y_fit: np.ndarray,
-    X_val: np.ndarray,
-    y_val: np.ndarray,
-    *,
-    n_trials: int,
-    seed: int,
-    fit_params: dict[str, Any] | None = None,
-) -> TuningResult:
-    """Minimise validation MAE over ``space`` with a seeded TPE sampler.
-
-    ``make_model(**params)`` builds an unfitted estimator, fitted with ``fit_params`` besides
-    the data. A space with no dimensions (a model without hyperparameters) is evaluated once.
-    """
-
-    def evaluate(params: dict[str, Any]) -> dict[str, np.ndarray]:
-        model = make_model(**params).fit(X_fit, y_fit, **(fit_params or {}))
-        return {"model": np.asarray(model.predict(X_val), dtype=float)}
-
-    return tune_together(evaluate, ("model",), space, y_val, n_trials=n_trials,
-                         seed=seed)["model"]
-
-
 def tune_together(
     evaluate: Callable[[dict[str, Any]], Mapping[str, np.ndarray | BaseException]],
     models: tuple[str, ...],

@@ -417,6 +417,12 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.commit()
 
 
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the warehouse has a table ``name`` (one made before it existed has not)."""
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [name]).fetchone()[0])
+
+
 __all__ = [
     "DEFAULT_WAREHOUSE",
     "MACHINE_ERRORS",
@@ -433,6 +439,7 @@ __all__ = [
     "blank_warehouse_env",
     "connect",
     "default_warehouse",
+    "has_table",
     "lock_holder",
     "lock_retrying",
     "machine_refusal",

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tasks.warehouse.connection import transaction
+from tasks.warehouse.connection import has_table, transaction
 
 KEEP_DAYS = 28
 """Days of sub-hourly readings kept per building (counted back from its latest)."""
@@ -106,7 +106,7 @@ def period_shares(con: duckdb.DuckDBPyConnection, buildings: Sequence[str],
                                       names=["building_id", "local_hour"])
     even = pd.DataFrame({f"share_{j}": 1.0 / periods for j in range(periods)}, index=grid)
     even["shaped"] = False
-    if periods == 1 or not buildings or not _has_table(con, "sub_hourly_readings"):
+    if periods == 1 or not buildings or not has_table(con, "sub_hourly_readings"):
         return even.reset_index()
     stored = con.execute(
         """
@@ -140,11 +140,6 @@ def period_shares(con: duckdb.DuckDBPyConnection, buildings: Sequence[str],
         shaped = pd.DataFrame(rows).set_index(["building_id", "local_hour"])
         even.loc[shaped.index, shaped.columns] = shaped
     return even.reset_index()
-
-
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [name]).fetchone()[0])
 
 
 __all__ = ["KEEP_DAYS", "MIN_HOURS", "RESOLUTIONS", "period_shares", "recent_sub_hourly",

@@ -44,6 +44,7 @@ import pandas as pd
 
 from tasks.errors import PipelineError
 from tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
+from tasks.warehouse.connection import has_table
 from tasks.warehouse.usable import USABLE_READINGS
 
 ALL = "all"
@@ -259,21 +260,16 @@ class UnknownPortfolioError(PipelineError, LookupError):
     """Portfolio ids that the warehouse does not hold."""
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [name]).fetchone()[0])
-
-
 def stored_members_sql(con: duckdb.DuckDBPyConnection, chosen: bool = False) -> str:
     """:func:`portfolio_members_sql` for the tables this warehouse has (``chosen``: of the
     portfolios of one ``?`` placeholder)."""
-    return portfolio_members_sql(named=_has_table(con, "portfolios"), chosen=chosen)
+    return portfolio_members_sql(named=has_table(con, "portfolios"), chosen=chosen)
 
 
 def portfolio_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
     """``all`` and the named portfolios, in that order (names sorted)."""
     named = []
-    if _has_table(con, "portfolios"):
+    if has_table(con, "portfolios"):
         named = [r[0] for r in con.execute(
             "SELECT DISTINCT portfolio_id FROM portfolios ORDER BY 1").fetchall()]
     return [ALL, *named]
@@ -303,8 +299,8 @@ def _selected(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
     parameters: both given inside the SQL (only their rows are read), for the tables this
     warehouse has (a warehouse of an earlier release, opened read-only, has no
     ``portfolios`` and ``validation_errors``)."""
-    sql = portfolio_forecasts_sql(named=_has_table(con, "portfolios"),
-                                  validation=_has_table(con, "validation_errors"),
+    sql = portfolio_forecasts_sql(named=has_table(con, "portfolios"),
+                                  validation=has_table(con, "validation_errors"),
                                   record_weeks=record_weeks, chosen_weeks=weeks is not None,
                                   chosen_portfolios=True)
     params: list = [list(portfolios), *([list(weeks)] if weeks is not None else [])]

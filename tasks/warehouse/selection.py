@@ -12,7 +12,7 @@ import pandas as pd
 
 from tasks.errors import EmptySelectionError
 from tasks.protocol.weeks import local_midnight_utc, resolve_timezone, week_of_reference
-from tasks.warehouse.connection import connect
+from tasks.warehouse.connection import connect, has_table
 from tasks.warehouse.hours import load_buildings_info, week_inputs
 
 
@@ -21,10 +21,8 @@ def has_buildings(warehouse: str | Path) -> bool:
     if not Path(warehouse).exists():
         return False
     with connect(warehouse, read_only=True) as con:
-        known = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'buildings'"
-        ).fetchone()[0]
-        return bool(known) and con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0
+        return (has_table(con, "buildings")
+                and con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0)
 
 
 def ids_not_in_buildings(
