@@ -97,6 +97,14 @@ def base_members(base: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in base.split(BASE_JOIN))
 
 
+def _feature_set_name(name: str) -> str:
+    """A feature set's name as registered, a field's ``ValueError`` when there is none."""
+    try:
+        return get_feature_set(name).name
+    except LookupError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _model_options(fast: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per model: its fast solver options when it is among ``fast``."""
     return {name: dict(MODELS[name].fast_options) for name in fast if MODELS[name].fast_options}
@@ -257,12 +265,7 @@ class ModelInputs(BaseModel):
     @field_validator("feature_set")
     @classmethod
     def _known_feature_set(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            return get_feature_set(value).name
-        except LookupError as exc:
-            raise ValueError(str(exc)) from None
+        return None if value is None else _feature_set_name(value)
 
 
 class ForecastConfig(BaseModel):
@@ -470,13 +473,7 @@ class ForecastConfig(BaseModel):
         """The ensemble's members that this run forecasts."""
         return tuple(m for m in self.ensemble_members if m in self.models)
 
-    @field_validator("feature_set")
-    @classmethod
-    def _known_feature_set(cls, value: str) -> str:
-        try:
-            return get_feature_set(value).name
-        except LookupError as exc:
-            raise ValueError(str(exc)) from None
+    _known_feature_set = field_validator("feature_set")(_feature_set_name)
 
     def search_space(self, model: str) -> Mapping[str, Any]:
         """``model``'s search space in this run: the paper's, with the SCNN family's
