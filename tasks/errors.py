@@ -65,15 +65,3 @@ class WeekNotForecastError(DegradedRunError):
 
 class ConflictingWeekError(PipelineError, ValueError):
     """A weekly run given both the week to forecast and the time to choose it from."""
-
-
-__all__ = [
-    "BuildingDataError",
-    "ConflictingWeekError",
-    "DegradedRunError",
-    "EmptySelectionError",
-    "PipelineError",
-    "RunStoppedError",
-    "UnknownBuildingError",
-    "WeekNotForecastError",
-]

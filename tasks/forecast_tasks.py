@@ -90,6 +90,3 @@ def publish_leaderboard(warehouse: str, run: OpenRun) -> None:
     if not board.empty:
         create_table_artifact(table=board.round(4).to_dict(orient="records"),
                               key=f"{run.label}-leaderboard", description=description)
-
-
-__all__ = ["forecast_batch", "publish_leaderboard", "publish_not_forecast", "publish_outcomes"]

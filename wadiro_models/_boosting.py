@@ -203,6 +203,3 @@ class GradientBoostingModel(Regressor):
         if self.lower_bound is not None:
             prediction = np.maximum(prediction, self.lower_bound)
         return prediction
-
-
-__all__ = ["GradientBoostingModel", "bin_thresholds", "to_bins"]

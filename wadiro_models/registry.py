@@ -98,6 +98,3 @@ def make_model(name: str, **params: object) -> BaseEstimator:
             f"unknown model {name!r}; known models: {', '.join(sorted(REGISTRY))}"
         ) from None
     return entry.make(**params)
-
-
-__all__ = ["REGISTRY", "SEARCH_SPACES", "ModelEntry", "estimator_modules", "make_model"]

@@ -226,14 +226,3 @@ def make_outlier_experiment(
         X_val=X_val, y_val=y_val, X_test=X[test], y_test=y[test],
         n_outliers_train=int(to_train.sum()), n_outliers_val=int((~to_train).sum()),
     )
-
-
-__all__ = [
-    "BENCHMARK_FUNCTIONS",
-    "EXPERIMENTS",
-    "BenchmarkFunction",
-    "OutlierDataset",
-    "make_outlier_experiment",
-    "sliced_wasserstein",
-    "sliced_wasserstein_outliers",
-]

@@ -375,8 +375,3 @@ def export_forecasts(
     return ExportSummary(path=out, rows=written,
                          kind="portfolio" if portfolios is not None else "building",
                          ids=n_ids, week=chosen, minutes=resolution)
-
-
-__all__ = ["BOUNDS", "FORMATS", "GB_SETTLEMENT_ZONE", "VALUES", "ExportError", "ExportSummary",
-           "export_forecasts", "gb_settlement_periods",
-           "latest_week", "split_hours"]

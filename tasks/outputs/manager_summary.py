@@ -236,8 +236,3 @@ def _degraded_weeks(con: duckdb.DuckDBPyConnection, week: date) -> list[Problem]
             found.append(Problem(what, [b for b, _ in rows],
                                  action.format(reason=str(rows[0][1])[:160])))
     return found
-
-
-__all__ = ["ACCURACY_WEEKS", "MISSING_SHARE", "STOPPED_HOURS", "Problem", "building_peaks",
-           "data_problems", "next_week", "portfolio_accuracy", "portfolio_peaks",
-           "recent_accuracy", "week_label"]

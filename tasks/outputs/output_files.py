@@ -128,7 +128,3 @@ def csv_text(frame: pd.DataFrame, **to_csv: object) -> str:
 def write_csv(root: Path, relative: str | Path, frame: pd.DataFrame, **to_csv: object) -> Path:
     """``frame`` as CSV (:func:`csv_text`) at ``root / relative``."""
     return write_text(root, relative, csv_text(frame, **to_csv))
-
-
-__all__ = ["FORMULA_STARTS", "OUTPUT_MEMORY", "OutputFolderError", "csv_text", "open_beside",
-           "safe_cells", "safe_text", "write_bytes", "write_csv", "write_text"]

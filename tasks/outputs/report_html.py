@@ -460,7 +460,3 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         f"<style>{_STYLE}</style></head><body>{''.join(sections)}"
         f"<script>{_CHECK}</script></body></html>"
     )
-
-
-__all__ = ["ACTUAL_STYLE", "MANAGER_ROWS", "PLOT_WEEKS", "PUBLISHED_STYLE", "QUALITY_COLUMNS",
-           "QUALITY_ROWS", "printable", "render_report"]

@@ -74,6 +74,3 @@ def certify_fit(
     except Exception as exc:  # noqa: BLE001 - recorded with the fit, the forecast goes on
         status = f"failed: {type(exc).__name__}: {exc}"
     return FitCertificate(l_eps, lower, status, bound, time.thread_time() - started)
-
-
-__all__ = ["DEFAULT_PERTURBATION", "OOS_DELTA", "FitCertificate", "certify_fit"]

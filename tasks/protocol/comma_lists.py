@@ -26,5 +26,3 @@ def split_commas(value: Any) -> Any:
 
 CommaList = Annotated[tuple[str, ...], BeforeValidator(split_commas)]
 """A tuple of names, also given as comma-separated text."""
-
-__all__ = ["CommaList", "split_commas"]

@@ -590,26 +590,3 @@ PAPER = ForecastConfig(protocol="paper")
 PROTOCOLS: Mapping[str, ForecastConfig] = MappingProxyType({"deployed": DEPLOYED, "paper": PAPER})
 """The named protocols as preset configurations; a run of ``protocol=NAME`` is its preset with
 the fields it gives replaced."""
-
-
-__all__ = [
-    "DEPLOYED",
-    "DEPLOYED_OPTIONS",
-    "PAPER",
-    "PAPER_VALUES",
-    "PAPER_OPTIONS",
-    "PROTOCOLS",
-    "CertificateKind",
-    "CertifyScope",
-    "EnsembleMethod",
-    "PublicationPolicy",
-    "PublicationWeighting",
-    "ForecastConfig",
-    "Persistence",
-    "Protocol",
-    "ScnnTuning",
-    "Target",
-    "TargetWeekFloor",
-    "TuningMode",
-    "parse_perturbation",
-]

@@ -155,17 +155,3 @@ def day_type_persistence(load: pd.Series, local: pd.DatetimeIndex,
     take = ~found & (own == OFF_WEEKDAY) & np.isfinite(value)
     out[take], found = value[take], found | take
     return np.where(found, out, fallback)
-
-
-__all__ = [
-    "DEFAULT_CLOSURE_PERIODS",
-    "OFF_WEEKDAY",
-    "WEEKEND",
-    "WORKDAY",
-    "ClosurePeriod",
-    "ClosurePeriodError",
-    "day_type_persistence",
-    "day_types",
-    "parse_closure_periods",
-    "unlike_last_week",
-]

@@ -501,30 +501,3 @@ def build_features(
         out[DAY_TYPE_PERSISTENCE] = _day_type_lag(ctx)
         out[UNLIKE_LAST_WEEK] = unlike_last_week(local, ctx.holidays, closures).astype(float)
     return out
-
-
-__all__ = [
-    "CHANGE_SUFFIX",
-    "DAY_TYPE_PERSISTENCE",
-    "DEFAULT_FEATURE_SET",
-    "FEATURES",
-    "FEATURE_SETS",
-    "Feature",
-    "FeatureContext",
-    "FeatureInputError",
-    "FeatureSet",
-    "ISSUED_BASE",
-    "LABEL",
-    "PAPER_COLUMNS",
-    "PERSISTENCE",
-    "TS",
-    "UnknownFeatureSetError",
-    "UNLIKE_LAST_WEEK",
-    "UnknownHolidayCalendarError",
-    "WEATHER_COLUMNS",
-    "YEAR_WEEKS",
-    "build_features",
-    "get_feature_set",
-    "holiday_dates",
-    "make_feature_set",
-]

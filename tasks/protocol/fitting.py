@@ -264,7 +264,3 @@ def _add_bound_points(fit_args: dict[str, Any], X: np.ndarray, lower: np.ndarray
         X = np.vstack([fit_args["bound_X"], X])
         lower = np.concatenate([fit_args["bound_lower"], lower])
     fit_args["bound_X"], fit_args["bound_lower"] = X, lower
-
-
-__all__ = ["RELAXATION_OF", "Fitter", "WindowPart", "base_column", "base_name", "thinning",
-           "window_part"]

@@ -77,6 +77,3 @@ def coverage(
         return None
     inside = (y_true[mask] >= lower[mask]) & (y_true[mask] <= upper[mask])
     return float(inside.mean()), float(np.mean(upper[mask] - lower[mask]))
-
-
-__all__ = ["LEVELS", "Intervals", "conformal_intervals", "coverage", "half_width"]

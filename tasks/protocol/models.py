@@ -117,16 +117,3 @@ def check_model_names(models: Sequence[str]) -> tuple[str, ...]:
     if not models:
         raise UnknownModelNameError("no model selected")
     return tuple(dict.fromkeys(models))
-
-
-__all__ = [
-    "BOOSTING_MODELS",
-    "DAY_TYPE_NAIVE",
-    "ENSEMBLE",
-    "MODELS",
-    "MODEL_NAMES",
-    "SEASONAL_NAIVE",
-    "ModelSpec",
-    "UnknownModelNameError",
-    "check_model_names",
-]

@@ -204,7 +204,3 @@ def publish_certified(
             break
         publication = choose()
     return publication
-
-
-__all__ = ["DEGRADED", "LEARNED", "OUTCOMES", "PERSISTENCE", "Candidate", "Publication",
-           "choose_publication", "member_problem", "publish_certified"]

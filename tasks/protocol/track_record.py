@@ -80,7 +80,3 @@ def week_scores(outcomes: Iterable[object]) -> dict[str, WeekScore]:
         for o in outcomes
         if o.status == "ok" and o.scores is not None and o.scores.mae is not None
     }
-
-
-__all__ = ["RECORD_WEEKS", "TrackRecord", "WeekScore", "adapted_levels", "track_ratio",
-           "week_scores"]

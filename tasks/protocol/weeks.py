@@ -133,18 +133,3 @@ def week_of_reference(reference: datetime | pd.Timestamp, timezone: str) -> date
     """
     local_day = _aware_utc(reference, "reference").tz_convert(resolve_timezone(timezone)).date()
     return local_day + timedelta(days=(7 - local_day.weekday()) % 7)
-
-
-__all__ = [
-    "InvalidTimezoneError",
-    "NotALocalMondayError",
-    "WeekLike",
-    "as_monday",
-    "check_mondays",
-    "local_midnight_utc",
-    "mondays_between",
-    "resolve_timezone",
-    "same_local_hour_weeks_before",
-    "wall_clock_to_utc",
-    "week_of_reference",
-]

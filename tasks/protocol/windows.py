@@ -519,18 +519,3 @@ def _judge(
         f"test {test.complete_features}/{test.hours} hours forecastable{filled}, "
         f"{test.usable} scorable"
     )
-
-
-__all__ = [
-    "MAX_FILLED_WEATHER_SHARE",
-    "MIN_VALIDATION_HOURS",
-    "PARTS",
-    "PartCoverage",
-    "Window",
-    "WindowBounds",
-    "WindowInputError",
-    "WindowStatus",
-    "build_window",
-    "window_bounds",
-    "window_load_range",
-]

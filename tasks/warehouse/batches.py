@@ -102,6 +102,3 @@ def load_batches(
     for job in jobs:  # in the order one batch's read gives them
         split[group_of[job.info.building_id]][0].append(job)
     return split
-
-
-__all__ = ["load_batch", "load_batches", "load_jobs"]

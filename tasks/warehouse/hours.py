@@ -329,17 +329,3 @@ def _hour_range(
     if end < start:
         raise TimeRangeError(f"end_utc {end.isoformat()} is before start_utc {start.isoformat()}")
     return start, end
-
-
-__all__ = [
-    "HOUR_COLUMNS",
-    "WEEK_WEATHER_MIN_SHARE",
-    "WeekInputs",
-    "DuplicateRowError",
-    "OffHourReadingError",
-    "TimeRangeError",
-    "load_buildings_info",
-    "load_building_hours_by_id",
-    "load_many_building_hours",
-    "week_inputs",
-]

@@ -140,7 +140,3 @@ def period_shares(con: duckdb.DuckDBPyConnection, buildings: Sequence[str],
         shaped = pd.DataFrame(rows).set_index(["building_id", "local_hour"])
         even.loc[shaped.index, shaped.columns] = shaped
     return even.reset_index()
-
-
-__all__ = ["KEEP_DAYS", "MIN_HOURS", "RESOLUTIONS", "period_shares", "recent_sub_hourly",
-           "write_sub_hourly"]

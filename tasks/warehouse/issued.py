@@ -46,6 +46,3 @@ def validation_leaderboard(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.Da
     """Per model of the run: its MAE on the validation week relative to seasonal naive's, the
     share of building-weeks where it was better, and how many it was published for."""
     return con.execute(_VALIDATION, [run_id, run_id]).df()
-
-
-__all__ = ["published_summary", "validation_leaderboard"]

@@ -21,8 +21,6 @@ from tasks.errors import UnknownBuildingError
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.rescoring import rescore_forecasts
 
-__all__ = ["AcceptSummary", "accept_readings", "load_flagged_hours"]
-
 
 def load_flagged_hours(
     con: duckdb.DuckDBPyConnection, building_ids: Sequence[str],

@@ -422,20 +422,3 @@ def _not_superseded(
                 pa.bool_()))
             for name, t in tables.items()}
     return kept, status.num_rows - kept["window_status"].num_rows
-
-
-__all__ = [
-    "PENDING_RETRY_S",
-    "WRITE_EVERY_S",
-    "WRITE_WAIT_S",
-    "LoadReport",
-    "RunWriter",
-    "load_staged",
-    "pending_root",
-    "stage_closing",
-    "stage_results",
-    "stage_tables",
-    "staged_building_weeks",
-    "staged_runs",
-    "write_now",
-]

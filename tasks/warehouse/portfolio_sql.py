@@ -409,10 +409,3 @@ def calibration_rows(scores: pd.DataFrame) -> pd.DataFrame:
         ["order", "rank"], kind="stable", ignore_index=True)
     return rows[["portfolio_id", "weeks", "n_weeks", "n_hours", "coverage_80", "coverage_95",
                  "width_80", "buildings_width_80", "width_ratio_80"]]
-
-
-__all__ = ["ALL", "CALIBRATION_GROUPS", "MIN_PRESENT_SHARE", "PORTFOLIO_CHUNK", "RECORD_WEEKS",
-           "UnknownPortfolioError", "calibration_rows", "checked_portfolio_ids", "portfolio_groups",
-           "portfolio_forecasts_sql", "portfolio_ids",
-           "portfolio_members_sql", "portfolio_scores_sql", "read_portfolio_forecasts",
-           "read_portfolio_scores", "stored_members_sql"]

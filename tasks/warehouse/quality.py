@@ -99,6 +99,3 @@ def data_quality(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None
     return DataQuality(table,
                        pd.Timestamp(start).tz_convert("UTC") if start is not None else None,
                        pd.Timestamp(end).tz_convert("UTC") if end is not None else None)
-
-
-__all__ = ["COUNT_COLUMNS", "TIME_COLUMNS", "WORST_FIRST", "DataQuality", "data_quality"]

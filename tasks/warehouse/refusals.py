@@ -125,7 +125,3 @@ def machine_refusal(error: BaseException) -> str | None:
         return None
     reason = getattr(error, "strerror", None) or _detail(error)
     return f"{filename}: {reason}" if filename else reason
-
-
-__all__ = ["MACHINE_ERRORS", "UNCHANGED", "ResourceError", "machine_refusal", "out_of_memory",
-           "resource_error"]

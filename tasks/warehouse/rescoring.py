@@ -121,6 +121,3 @@ def rescored_note(rescored: int) -> str:
     """What an ingest's summary says about the scores it updated (``""`` for none)."""
     return (f"; re-scored {rescored:,} stored forecast score(s) whose readings changed"
             if rescored else "")
-
-
-__all__ = ["SCORE_TOLERANCE", "level_pct", "rescore_forecasts", "rescored_note"]

@@ -43,12 +43,3 @@ def check_plausible_weeks(weeks: Iterable[date], today: date | None = None) -> N
                 f"target week {week.isoformat()} is outside the weeks a run forecasts, "
                 f"{EARLIEST_WEEK.isoformat()} to {latest.isoformat()} (a year after today); "
                 "check the year")
-
-
-__all__ = [
-    "EARLIEST_WEEK",
-    "WEEKS_AHEAD",
-    "ImplausibleWeekError",
-    "check_plausible_weeks",
-    "latest_plausible_week",
-]

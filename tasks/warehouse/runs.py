@@ -271,7 +271,3 @@ def record_run_end(
         ],
     )
     return status
-
-
-__all__ = ["DEGRADED_KEPT", "DegradedWeek", "NotForecast", "RunSummary", "not_forecast_rows",
-           "record_run_end", "record_run_start", "target_weeks_text"]

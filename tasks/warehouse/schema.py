@@ -700,10 +700,3 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
     for statement in (*VIEWS.values(), *MACROS.values()):
         con.execute(statement)
-
-
-__all__ = [
-    "ADDED_COLUMNS", "FLAT_RUN_ALERT_HOURS", "HIGH_RATIO", "HIGH_RUN_HOURS", "INPUT_TABLES",
-    "MACROS", "PUBLISHED", "QUALITY_WINDOW_HOURS", "RESULT_TABLES", "SPIKE_RATIO", "STUCK_RATIO",
-    "STUCK_RUN_HOURS", "TABLES", "VIEWS", "data_quality_sql", "ensure_schema", "leaderboard_sql",
-]

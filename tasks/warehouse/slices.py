@@ -299,8 +299,3 @@ def replace_unless_newer(
         inserted = con.execute(
             f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({select})").fetchone()[0]
         return int(deleted), int(inserted)
-
-
-__all__ = ["HoursWritten", "Slice", "check_identifier", "delete_slice_sql", "empty_rows",
-           "insert_sql", "replace_hours_sql", "replace_ranges_sql", "replace_slice",
-           "replace_unless_newer", "replace_unless_newer_sql", "write_key_hours"]

@@ -18,5 +18,3 @@ USABLE_READINGS = """(
                         AND f.accepted_at IS NULL))"""
 """SQL (a parenthesised subquery, usable wherever a table is): ``meter_readings``' rows
 (``building_id``, ``ts``, ``kwh``) but those of a flagged hour not accepted."""
-
-__all__ = ["USABLE_READINGS"]
