@@ -1,37 +1,28 @@
 """An operator's meter export (hourly or sub-hourly energy per building) into ``meter_readings``.
 
-Two layouts, CSV or Parquet:
+Two layouts, CSV or Parquet: long (:data:`LONG_FILE`: ``building_id, ts, kwh``, the value
+column may be named ``value``) or wide (:data:`WIDE_FILE`: ``ts`` and one column per building
+id); ``--layout auto`` takes a file with a ``building_id`` column as long. The file is judged
+through its contract (:mod:`~tasks.ingest.contract`) a chunk at a time, each chunk's cells
+becoming compact columns (a building's code, the instant, the energy) before the next is read,
+so memory grows with the file's readings, not with its text. Timestamps follow
+:mod:`~tasks.ingest.timestamps`; the grid, units and sub-hourly sums :mod:`~tasks.ingest.hourly`;
+registers :mod:`~tasks.ingest.registers`; every value must be a plausible energy
+(:mod:`~tasks.ingest.plausibility`).
 
-* long: ``building_id, ts, kwh`` (the value column may be named ``value``), one row per
-  building and interval;
-* wide: ``ts`` and one column per building id.
-
-``--layout auto`` (the default) takes a file with a ``building_id`` column as long, any other as
-wide. The file is read and judged through its contract (:data:`LONG_FILE`, :data:`WIDE_FILE`,
-:mod:`~tasks.ingest.contract`: the column mapping, printable building ids, numbers) a chunk at
-a time, each chunk's cells becoming compact columns (a building's code, the instant, the
-energy) before the next is read, so memory grows with the file's readings, not with its text.
-Timestamps, clock changes, their layout (``--time-format``, ``--dayfirst``) and the dates a
-file may hold, the grid, units and sub-hourly sums follow :mod:`~tasks.ingest.timestamps` and
-:mod:`~tasks.ingest.hourly`; every value must be a plausible energy
-(:mod:`~tasks.ingest.plausibility`); registers follow :mod:`~tasks.ingest.registers`.
-
-Incremental: only the hours the file holds change (an upsert): each is replaced by the file's
-value, a blank cell making it missing; a stored hour the file does not mention is never
-touched, whatever gap lies between the file's rows. With ``replace_range``
-(``--replace-range``) each building's stored hours from its first to its last hour in the file
-are replaced instead, so the hours of that range the file lacks are removed, and the summary
-says how many. The scores of stored forecasts whose hours the file changed are recomputed in
-the same transaction (:mod:`~tasks.warehouse.rescoring`). All buildings change in
-one transaction, so re-ingesting a file changes nothing, and a refused file changes nothing.
-Every building id must already be in ``buildings``. A sub-hourly file's latest
-:data:`~tasks.warehouse.intra_hour.KEEP_DAYS` days of each building's complete
-hours are kept as they came, in the same transaction (``sub_hourly_readings``,
-:mod:`~tasks.warehouse.intra_hour`): the building's own intra-hour shape, by which
-``wadiro export`` splits its hours into settlement periods. A building whose file hours have a
-median :data:`LEVEL_CHANGE` times above or below its stored hours' around them (four weeks either
-side) is refused, naming the unit options (a register in Wh sent as kWh is stored 1,000 times
-too high), unless ``--accept-level-change`` says the level really changed.
+Incremental: only the hours the file holds change (an upsert), a blank cell making an hour
+missing; a stored hour the file does not mention is never touched, whatever gap lies between
+the file's rows. With ``replace_range`` (``--replace-range``) each building's stored hours from
+its first to its last hour in the file are replaced instead, those the file lacks removed and
+counted. Every building id must already be in ``buildings``. One transaction changes the hours,
+the scores of stored forecasts over them (:mod:`~tasks.warehouse.rescoring`) and, for a
+sub-hourly file, each building's latest :data:`~tasks.warehouse.intra_hour.KEEP_DAYS` days of
+complete hours as they came (:mod:`~tasks.warehouse.intra_hour`: the intra-hour shape by which
+``wadiro export`` splits hours into settlement periods); so re-ingesting a file, or a refused
+one, changes nothing. A building whose file hours have a median :data:`LEVEL_CHANGE` times
+above or below its stored hours' around them (four weeks either side) is refused, naming the
+unit options (a register in Wh sent as kWh is stored 1,000 times too high), unless
+``--accept-level-change`` says the level really changed.
 """
 
 from __future__ import annotations
@@ -67,6 +58,7 @@ from tasks.ingest.hourly import (
     check_unique,
     infer_interval,
     kwh_factor,
+    removed_note,
     sum_to_hours,
 )
 from tasks.ingest.plausibility import (
@@ -94,18 +86,9 @@ from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import write_key_hours
 
-__all__ = [
-    "LEVEL_CHANGE",
-    "LONG_FILE",
-    "WIDE_FILE",
-    "LevelChangeError",
-    "ReadingsBatch",
-    "ReadingsOptions",
-    "ReadingsSummary",
-    "ingest_readings",
-    "load_readings",
-    "write_readings",
-]
+__all__ = ["LEVEL_CHANGE", "LONG_FILE", "WIDE_FILE", "LevelChangeError", "ReadingsBatch",
+           "ReadingsOptions", "ReadingsSummary", "ingest_readings", "load_readings",
+           "write_readings"]
 
 Layout = Literal["auto", "long", "wide"]
 RegisterUnit = Literal["kWh", "Wh", "MWh"]
@@ -253,39 +236,24 @@ class ReadingsSummary:
         return self.flags.lines()
 
     def line(self) -> str:
+        minutes = self.interval_minutes
         notes = [f"{self.missing_readings:,} missing"]
         if self.partial_hours:
-            notes.append(
-                f"{self.partial_hours:,} with a blank {self.interval_minutes}-minute "
-                "value stored as missing"
-            )
+            notes.append(f"{self.partial_hours:,} with a blank {minutes}-minute value stored "
+                         "as missing")
         if self.incomplete_hours:
-            notes.append(
-                f"{self.incomplete_hours:,} with a {self.interval_minutes}-minute interval "
-                "absent from the file not written"
-            )
+            notes.append(f"{self.incomplete_hours:,} with a {minutes}-minute interval absent "
+                         "from the file not written")
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
         if self.registers is not None:
             notes.append(self.registers.line())
-        span = (
-            f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC"
-            if self.start is not None and self.end is not None
-            else ""
-        )
-        every = (
-            ""
-            if self.interval_minutes == 60
-            else f" from {self.interval_minutes}-minute readings"
-        )
-        removed = ("" if self.removed is None else
-                   f"; removed {self.removed:,} stored hour(s) of the file's range that it "
-                   "does not hold (--replace-range)")
-        return (
-            f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
-            f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored{removed}"
-            f"{self.flags.note()}{rescored_note(self.rescored)}"
-        )
+        span = ("" if self.start is None or self.end is None else
+                f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC")
+        every = "" if minutes == 60 else f" from {minutes}-minute readings"
+        return (f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
+                f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored"
+                f"{removed_note(self.removed)}{self.flags.note()}{rescored_note(self.rescored)}")
 
 
 def _contract(source: SourceFile, requested: Layout) -> FileContract:
@@ -332,11 +300,10 @@ def _instants(at: SourceRows, times: TimeReader, ts: pd.Series, codes: np.ndarra
     ts = times.utc(at, ts, options.ambiguous, buildings, "building")
     minutes = infer_interval(at, ts, codes)
     check_on_grid(at, "ts", ts, minutes)
-    if buildings is not None:
-        check_unique(at, "ts", ts, pd.DataFrame({"building_id": buildings}),
-                     "building {building_id!r}")
-    else:
+    if buildings is None:
         check_unique(at, "ts", ts, None, "the timestamp")
+    else:
+        check_unique(at, "ts", ts, buildings.to_frame("building_id"), "building {building_id!r}")
     return ts, minutes
 
 
@@ -466,20 +433,6 @@ GROUP BY 1 HAVING median(kwh) > ? ORDER BY 1 LIMIT 1
 """
 
 
-def _refuse_new_meter_levels(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
-    """Refuse the first building without any stored reading whose file hours have a median
-    above :data:`NEW_METER_MAX_KWH` (the file registered as ``__wadiro_file_hours``)."""
-    found = con.execute(_NEW_METERS_SQL, [NEW_METER_MAX_KWH]).fetchall()
-    if not found:
-        return
-    building, level = found[0]
-    raise LevelChangeError(
-        f"{batch.path}: building {building!r}: the file's median hour is {level:,.6g} kWh, a "
-        f"{level / 1000:,.4g} MW average draw, and it has no stored readings to compare them "
-        f"with: a unit mistake ({_unit_fix(batch, 2.0)}); give --accept-level-change if it "
-        "really draws that much")
-
-
 def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
     """Refuse the first building whose file hours are :data:`LEVEL_CHANGE` times above or
     below its stored hours around them (both medians positive), or, without any stored
@@ -489,9 +442,16 @@ def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) 
     con.register("__wadiro_file_hours", batch.readings)
     try:
         levels = con.execute(_LEVELS_SQL).fetchall()
-        _refuse_new_meter_levels(con, batch)
+        new_meter = con.execute(_NEW_METERS_SQL, [NEW_METER_MAX_KWH]).fetchall()
     finally:
         con.unregister("__wadiro_file_hours")
+    if new_meter:
+        building, level = new_meter[0]
+        raise LevelChangeError(
+            f"{batch.path}: building {building!r}: the file's median hour is {level:,.6g} kWh, "
+            f"a {level / 1000:,.4g} MW average draw, and it has no stored readings to compare "
+            f"them with: a unit mistake ({_unit_fix(batch, 2.0)}); give --accept-level-change "
+            "if it really draws that much")
     for building, level, stored in levels:
         if not (level and stored and level > 0 and stored > 0):
             continue
@@ -535,7 +495,7 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
     ensure_schema(con)
     refuse_unknown_ids(con, batch.path, "building_id", batch.building_ids)
     _refuse_level_changes(con, batch)
-    ts = batch.readings["ts"]
+    first, last = pc.min(batch.readings["ts"]).as_py(), pc.max(batch.readings["ts"]).as_py()
     replaced = removed = inserted = 0
     with transaction(con):
         for part in _by_buildings(batch.readings):
@@ -547,7 +507,7 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
             inserted += written.inserted
         write_sub_hourly(con, batch.sub_hourly)
         flags = flag_new_hours(con, batch.readings)
-        start, end = flags.span(pc.min(ts).as_py(), pc.max(ts).as_py())
+        start, end = flags.span(first, last)
         rescored = rescore_forecasts(con, buildings=batch.building_ids, start=start, end=end)
     return ReadingsSummary(
         buildings=len(batch.building_ids),
@@ -557,8 +517,8 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         implausible_values=batch.implausible_values,
         interval_minutes=batch.interval_minutes,
         replaced=replaced,
-        start=pc.min(ts).as_py(),
-        end=pc.max(ts).as_py(),
+        start=first,
+        end=last,
         seconds=batch.read_seconds + time.perf_counter() - began,
         incomplete_hours=batch.incomplete_hours,
         removed=removed if batch.options.replace_range else None,

@@ -41,7 +41,7 @@ from pydantic import Field, model_validator
 from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import Column, FileContract, FileOptions, SourceTable
 from tasks.ingest.errors import MalformedSourceError
-from tasks.ingest.hourly import check_on_grid, check_unique
+from tasks.ingest.hourly import check_on_grid, check_unique, removed_note
 from tasks.ingest.plausibility import (
     HUMIDITY_PCT,
     IRRADIANCE_WM2,
@@ -60,17 +60,8 @@ from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
-__all__ = [
-    "FORECAST_FILE",
-    "WEATHER_FILE",
-    "WIND_TO_MS",
-    "WeatherBatch",
-    "WeatherOptions",
-    "WeatherSummary",
-    "ingest_weather",
-    "load_weather",
-    "write_weather",
-]
+__all__ = ["FORECAST_FILE", "WEATHER_FILE", "WIND_TO_MS", "WeatherBatch", "WeatherOptions",
+           "WeatherSummary", "ingest_weather", "load_weather", "write_weather"]
 
 WeatherKind = Literal["observed", "forecast"]
 WindUnit = Literal["m/s", "knots", "km/h"]
@@ -90,15 +81,9 @@ WEATHER_FILE = FileContract(
 FORECAST_FILE = WEATHER_FILE.requiring("issued_at")
 VALUES = tuple(c.name for c in WEATHER_FILE.columns if c.cells == "number")
 _UTC_TS = pa.timestamp("us", tz="UTC")
-WEATHER_SCHEMA = pa.schema(
-    [
-        ("site_id", pa.string()),
-        ("ts", _UTC_TS),
-        *((name, pa.float64()) for name in VALUES),
-        ("kind", pa.string()),
-        ("issued_at", _UTC_TS),
-    ]
-)
+WEATHER_SCHEMA = pa.schema([("site_id", pa.string()), ("ts", _UTC_TS),
+                            *((name, pa.float64()) for name in VALUES), ("kind", pa.string()),
+                            ("issued_at", _UTC_TS)])
 
 
 class WeatherOptions(LocalTimeOptions, FileOptions):
@@ -192,20 +177,14 @@ class WeatherSummary:
     def line(self) -> str:
         notes = []
         if self.kind == "forecast":
-            notes.append(
-                f"the latest issue per hour: {self.superseded_in_file:,} earlier "
-                f"issue(s) in the file and {self.older_than_stored:,} older than the "
-                "stored forecast left out"
-            )
+            notes.append(f"the latest issue per hour: {self.superseded_in_file:,} earlier "
+                         f"issue(s) in the file and {self.older_than_stored:,} older than the "
+                         "stored forecast left out")
         notes += value_notes(self.implausible_values, self.clipped_values)
         extra = f" ({'; '.join(notes)})" if notes else ""
-        removed = ("" if self.removed is None else
-                   f"; removed {self.removed:,} stored hour(s) of the file's range that it "
-                   "does not hold (--replace-range)")
-        return (
-            f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
-            f"replacing {self.replaced:,} stored{removed}{extra}{self.blank_notes()}"
-        )
+        return (f"wrote {self.hours:,} {self.kind} weather hours for {self.sites:,} site(s), "
+                f"replacing {self.replaced:,} stored{removed_note(self.removed)}{extra}"
+                f"{self.blank_notes()}")
 
 
 def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
@@ -216,50 +195,35 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     source = contract.open(path, options)
     if not forecast and "issued_at" in source.columns:
         source.close()
-        raise MalformedSourceError(
-            f"{source.at.path}: an 'issued_at' column, but --kind observed; "
-            "a forecast feed is ingested with --kind forecast"
-        )
-    readers = {"ts": options.reader("ts", FORECAST_DAYS_AHEAD, "a forecast") if forecast
-               else options.reader("ts", DAYS_AHEAD, "an observation")}
-    if forecast:
-        readers["issued_at"] = options.reader("issued_at", DAYS_AHEAD, "an issue time")
+        raise MalformedSourceError(f"{source.at.path}: an 'issued_at' column, but --kind "
+                                   "observed; a forecast feed is ingested with --kind forecast")
     cells = contract.judge(source, policy=options.implausible,
                            scale={"wind_speed_ms": WIND_TO_MS[options.wind_unit]})
-    at, n = cells.at, cells.rows
-    stamps = SourceTable(pa.table({column: cells[column] for column in readers}), at)
+    at = cells.at
+    times = ("ts", "issued_at") if forecast else ("ts",)
+    stamps = SourceTable(pa.table({column: cells[column] for column in times}), at)
     sites = cells.strings("site_id")
-    issued = None
-    series = sites
+    keys = pd.DataFrame({"site_id": sites})
     if forecast:
-        reader = readers["issued_at"]
+        reader = options.reader("issued_at", DAYS_AHEAD, "an issue time")
         issued = reader.utc(at, reader.read(stamps), options.ambiguous, pairs=False)
-        series = sites + "\x00" + issued.astype(str)
-    ts = readers["ts"].utc(at, readers["ts"].read(stamps), options.ambiguous, series,
-                           "site and issue")
+        keys["issued_at"] = issued.astype(str)
+    reader = (options.reader("ts", FORECAST_DAYS_AHEAD, "a forecast") if forecast
+              else options.reader("ts", DAYS_AHEAD, "an observation"))
+    ts = reader.utc(at, reader.read(stamps), options.ambiguous,
+                    sites + "\x00" + keys["issued_at"] if forecast else sites, "site and issue")
     check_on_grid(at, "ts", ts, 60)
-    keys = pd.DataFrame(
-        {"site_id": sites, **({"issued_at": issued.astype(str)} if forecast else {})}
-    )
-    check_unique(
-        at, "ts", ts, keys, "site {site_id!r}" + (" issued at {issued_at}" if forecast else "")
-    )
-    frame = pd.DataFrame(
-        {
-            "site_id": sites.to_numpy(),
-            "ts": ts.to_numpy(),
-            **{name: cells[name].to_numpy(zero_copy_only=False) for name in VALUES},
-            "kind": options.kind,
-            "issued_at": issued.to_numpy() if forecast else pd.NaT,
-        }
-    )
+    check_unique(at, "ts", ts, keys,
+                 "site {site_id!r}" + (" issued at {issued_at}" if forecast else ""))
+    frame = pd.DataFrame({"site_id": sites.to_numpy(), "ts": ts.to_numpy(),
+                          **{name: cells[name].to_numpy(zero_copy_only=False) for name in VALUES},
+                          "kind": options.kind,
+                          "issued_at": issued.to_numpy() if forecast else pd.NaT})
     superseded = 0
-    if forecast:
-        latest = frame.sort_values("issued_at", kind="stable").drop_duplicates(
-            ["site_id", "ts"], keep="last"
-        )
-        superseded = len(frame) - len(latest)
-        frame = latest
+    if forecast:  # the latest issue of each site and hour
+        latest = frame.sort_values("issued_at", kind="stable").drop_duplicates(["site_id", "ts"],
+                                                                               keep="last")
+        superseded, frame = len(frame) - len(latest), latest
     frame = frame.sort_values(["site_id", "ts"], kind="stable")
     frame["issued_at"] = pd.to_datetime(frame["issued_at"], utc=True)
     table = pa.Table.from_pandas(frame, schema=WEATHER_SCHEMA, preserve_index=False)
@@ -268,7 +232,7 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
         kind=options.kind,
         weather=table,
         site_ids=tuple(dict.fromkeys(frame["site_id"])),
-        rows_read=n,
+        rows_read=cells.rows,
         superseded_in_file=superseded,
         implausible_values=cells.tally.implausible,
         clipped_values=cells.tally.clipped,
@@ -295,14 +259,9 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
             deleted, inserted = written.replaced, written.inserted
             removed = written.removed if batch.replace_range else None
         else:
-            deleted, inserted = replace_unless_newer(
-                con,
-                "weather",
-                batch.weather,
-                ("site_id", "ts", "kind"),
-                "issued_at",
-                own_transaction=False,
-            )
+            deleted, inserted = replace_unless_newer(con, "weather", batch.weather,
+                                                     ("site_id", "ts", "kind"), "issued_at",
+                                                     own_transaction=False)
     return WeatherSummary(
         kind=batch.kind,
         sites=len(batch.site_ids),
@@ -320,9 +279,8 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
     )
 
 
-def ingest_weather(
-    warehouse: str | Path, path: str | Path, options: WeatherOptions
-) -> WeatherSummary:
+def ingest_weather(warehouse: str | Path, path: str | Path, options: WeatherOptions
+                   ) -> WeatherSummary:
     """Load and check the feed, then write it to the warehouse file in one transaction."""
     batch = load_weather(path, options)
     with connect(warehouse, create=False) as con:
