@@ -48,21 +48,9 @@ from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import Slice, replace_slice
 
-__all__ = [
-    "BUILDING_TYPES",
-    "CHUNK_BUILDINGS",
-    "FleetSpec",
-    "SyntheticSummary",
-    "building_ids",
-    "fleet_buildings",
-    "fleet_hours",
-    "fleet_readings",
-    "fleet_weather",
-    "first_monday",
-    "forecast_weather",
-    "ingest_synthetic",
-    "write_fleet",
-]
+__all__ = ["BUILDING_TYPES", "CHUNK_BUILDINGS", "FleetSpec", "SyntheticSummary", "building_ids",
+           "first_monday", "fleet_buildings", "fleet_hours", "fleet_readings", "fleet_weather",
+           "forecast_weather", "ingest_synthetic", "write_fleet"]
 
 CHUNK_BUILDINGS = 250
 """Buildings per generated chunk; part of the generator's definition (noise streams per chunk)."""
@@ -145,12 +133,10 @@ class SyntheticSummary:
     def line(self) -> str:
         forecast = (f", and a weather forecast for the {self.forecast_hours:,} site-hours after "
                     "them" if self.forecast_hours else "")
-        return (
-            f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
-            f"{self.buildings:,} synthetic buildings and {self.weather_hours:,} weather hours "
-            f"({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC){forecast}"
-            f"{rescored_note(self.rescored)}"
-        )
+        return (f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
+                f"{self.buildings:,} synthetic buildings and {self.weather_hours:,} weather hours "
+                f"({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC){forecast}"
+                f"{rescored_note(self.rescored)}")
 
 
 def first_monday(start: date) -> date:
@@ -228,43 +214,25 @@ def _ar1(rng: np.random.Generator, shape: tuple[int, int], phi: float, sd: float
     return lfilter([1.0], [1.0, -phi], shocks, axis=1)
 
 
-@dataclass(frozen=True)
-class _Sites:
-    latitude: np.ndarray
-    longitude: np.ndarray
-    mean_temp: np.ndarray
-    annual_amp: np.ndarray
-    daily_amp: np.ndarray
-    mean_wind: np.ndarray
-
-
-def _site_climates(spec: FleetSpec) -> _Sites:
-    rng = np.random.default_rng([spec.seed, 1])
-    n = spec.sites
-    latitude = rng.uniform(50.3, 55.8, n)
-    return _Sites(
-        latitude=latitude,
-        longitude=rng.uniform(-3.5, 1.5, n),
-        mean_temp=11.5 - 0.45 * (latitude - 50.3) + rng.normal(0, 0.3, n),
-        annual_amp=rng.uniform(6.0, 7.5, n),
-        daily_amp=rng.uniform(3.0, 5.0, n),
-        mean_wind=rng.uniform(3.0, 6.0, n),
-    )
-
-
 def _weather_arrays(spec: FleetSpec, cal: _Calendar) -> dict[str, np.ndarray]:
     """Site x hour arrays of temperature, irradiance, wind and humidity."""
-    sites = _site_climates(spec)
-    rng = np.random.default_rng([spec.seed, 2])
     n, hours = spec.sites, cal.ts.size
+    climate = np.random.default_rng([spec.seed, 1])  # each site's, as columns
+    latitude = climate.uniform(50.3, 55.8, n)[:, None]
+    longitude = climate.uniform(-3.5, 1.5, n)[:, None]
+    mean_temp = 11.5 - 0.45 * (latitude - 50.3) + climate.normal(0, 0.3, n)[:, None]
+    annual_amp = climate.uniform(6.0, 7.5, n)[:, None]
+    daily_amp = climate.uniform(3.0, 5.0, n)[:, None]
+    mean_wind = climate.uniform(3.0, 6.0, n)[:, None]
+    rng = np.random.default_rng([spec.seed, 2])
     days = int(cal.day_index.max()) + 1
     cloud_daily = 1.0 / (1.0 + np.exp(-(_ar1(rng, (n, days), 0.6, 1.4) + 0.4)))
     cloud = np.clip(cloud_daily[:, cal.day_index] + rng.normal(0, 0.08, (n, hours)), 0.0, 1.0)
 
     declination = np.radians(23.44) * np.sin(2 * np.pi * (284 + cal.day_of_year) / 365.0)
-    solar_hour = cal.utc_hour[None, :] + sites.longitude[:, None] / 15.0
+    solar_hour = cal.utc_hour[None, :] + longitude / 15.0
     hour_angle = np.radians(15.0 * (solar_hour - 12.0))
-    lat = np.radians(sites.latitude)[:, None]
+    lat = np.radians(latitude)
     sin_elev = (np.sin(lat) * np.sin(declination)
                 + np.cos(lat) * np.cos(declination) * np.cos(hour_angle))
     sin_elev = np.clip(sin_elev, 0.0, None)
@@ -272,28 +240,16 @@ def _weather_arrays(spec: FleetSpec, cal: _Calendar) -> dict[str, np.ndarray]:
         clear_sky = np.where(sin_elev > 0.01, 1098.0 * sin_elev * np.exp(-0.057 / sin_elev), 0.0)
     irradiance = clear_sky * (1.0 - 0.75 * cloud**3.4)
 
-    seasonal = sites.mean_temp[:, None] - sites.annual_amp[:, None] * np.cos(
-        2 * np.pi * (cal.day_of_year - 20.0) / 365.25
-    )
-    daily = (sites.daily_amp[:, None] * (1.0 - 0.6 * cloud)
-             * np.cos(2 * np.pi * (solar_hour - 15.0) / 24.0))
+    seasonal = mean_temp - annual_amp * np.cos(2 * np.pi * (cal.day_of_year - 20.0) / 365.25)
+    daily = daily_amp * (1.0 - 0.6 * cloud) * np.cos(2 * np.pi * (solar_hour - 15.0) / 24.0)
     temperature = seasonal + daily + _ar1(rng, (n, hours), 0.985, 2.6)
 
-    wind = sites.mean_wind[:, None] * np.exp(
-        _ar1(rng, (n, hours), 0.95, 0.45) - 0.1
-        + 0.15 * np.cos(2 * np.pi * (solar_hour - 14.0) / 24.0)
-    )
-    humidity = np.clip(
-        80.0 + 12.0 * cloud - 2.2 * (temperature - seasonal) + rng.normal(0, 3.0, (n, hours)),
-        20.0,
-        100.0,
-    )
-    return {
-        "temperature_c": np.round(temperature, 2),
-        "irradiance_wm2": np.round(irradiance, 1),
-        "wind_speed_ms": np.round(wind, 2),
-        "humidity_pct": np.round(humidity, 1),
-    }
+    wind = mean_wind * np.exp(_ar1(rng, (n, hours), 0.95, 0.45) - 0.1
+                              + 0.15 * np.cos(2 * np.pi * (solar_hour - 14.0) / 24.0))
+    humidity = np.clip(80.0 + 12.0 * cloud - 2.2 * (temperature - seasonal)
+                       + rng.normal(0, 3.0, (n, hours)), 20.0, 100.0)
+    return {"temperature_c": np.round(temperature, 2), "irradiance_wm2": np.round(irradiance, 1),
+            "wind_speed_ms": np.round(wind, 2), "humidity_pct": np.round(humidity, 1)}
 
 
 def fleet_weather(spec: FleetSpec, cal: _Calendar | None = None) -> pa.Table:
@@ -302,14 +258,10 @@ def fleet_weather(spec: FleetSpec, cal: _Calendar | None = None) -> pa.Table:
     arrays = _weather_arrays(spec, cal)
     hours = cal.ts.size
     ids = pa.array(site_ids(spec.sites))
-    return pa.table(
-        {
-            "site_id": ids.take(pa.array(np.repeat(np.arange(spec.sites), hours))),
-            "ts": pa.array(np.tile(cal.ts, spec.sites), _UTC_TS),
-            **{name: pa.array(values.ravel()) for name, values in arrays.items()},
-            "kind": pa.repeat(pa.scalar("observed"), spec.sites * hours),
-        }
-    )
+    return pa.table({"site_id": ids.take(pa.array(np.repeat(np.arange(spec.sites), hours))),
+                     "ts": pa.array(np.tile(cal.ts, spec.sites), _UTC_TS),
+                     **{name: pa.array(values.ravel()) for name, values in arrays.items()},
+                     "kind": pa.repeat(pa.scalar("observed"), spec.sites * hours)})
 
 
 @dataclass(frozen=True)
@@ -370,38 +322,28 @@ def fleet_buildings(spec: FleetSpec) -> pa.Table:
     params = _fleet_parameters(spec)
     n = spec.buildings
     sites = np.array(site_ids(spec.sites))
-    return pa.table(
-        {
-            "building_id": pa.array(building_ids(n)),
-            "site_id": pa.array(sites[params.site]),
-            "timezone": pa.repeat(pa.scalar(spec.timezone), n),
-            "holiday_country": pa.repeat(pa.scalar(spec.holiday_country), n),
-            "holiday_subdiv": pa.repeat(pa.scalar(spec.holiday_subdiv, pa.string()), n),
-            "building_type": pa.array(params.type_names.astype(str)),
-            "source": pa.repeat(pa.scalar("synthetic"), n),
-        }
-    )
+    return pa.table({"building_id": pa.array(building_ids(n)),
+                     "site_id": pa.array(sites[params.site]),
+                     "timezone": pa.repeat(pa.scalar(spec.timezone), n),
+                     "holiday_country": pa.repeat(pa.scalar(spec.holiday_country), n),
+                     "holiday_subdiv": pa.repeat(pa.scalar(spec.holiday_subdiv, pa.string()), n),
+                     "building_type": pa.array(params.type_names.astype(str)),
+                     "source": pa.repeat(pa.scalar("synthetic"), n)})
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def _chunk_load(
-    spec: FleetSpec,
-    cal: _Calendar,
-    temperature: np.ndarray,
-    params: _Fleet,
-    chunk: slice,
-) -> np.ndarray:
+def _chunk_load(spec: FleetSpec, cal: _Calendar, temperature: np.ndarray, params: _Fleet,
+                chunk: slice) -> np.ndarray:
     """Hourly kWh (buildings x hours) of one chunk, NaN where the meter is out."""
     rng = np.random.default_rng([spec.seed, 4, chunk.start // CHUNK_BUILDINGS])
     idx = np.arange(chunk.start, chunk.stop)
     b, hours = idx.size, cal.ts.size
     hour = cal.local_hour[None, :]
-    daytime = _sigmoid((hour - params.open_hour[idx, None]) / 0.45) * _sigmoid(
-        (params.close_hour[idx, None] - hour) / 0.45
-    )
+    daytime = (_sigmoid((hour - params.open_hour[idx, None]) / 0.45)
+               * _sigmoid((params.close_hour[idx, None] - hour) / 0.45))
     day_factor = np.ones((b, hours))
     day_factor[:, cal.weekday == 5] = params.saturday[idx, None]
     day_factor[:, cal.weekday == 6] = params.sunday[idx, None]
@@ -453,13 +395,9 @@ def fleet_readings(spec: FleetSpec, cal: _Calendar | None = None,
         kwh = _chunk_load(spec, cal, temperature, params, chunk)[:, :hours]
         b = chunk.stop - chunk.start
         yield pa.record_batch(
-            [
-                ids.take(pa.array(np.repeat(np.arange(chunk.start, chunk.stop), hours))),
-                pa.array(np.tile(cal.ts[:hours], b), _UTC_TS),
-                pa.array(kwh.ravel(), pa.float64(), from_pandas=True),
-            ],
-            schema=_READINGS_SCHEMA,
-        )
+            [ids.take(pa.array(np.repeat(np.arange(chunk.start, chunk.stop), hours))),
+             pa.array(np.tile(cal.ts[:hours], b), _UTC_TS),
+             pa.array(kwh.ravel(), pa.float64(), from_pandas=True)], schema=_READINGS_SCHEMA)
 
 
 def forecast_weather(spec: FleetSpec, weather: pa.Table, issued_at: datetime) -> pa.Table:
@@ -523,32 +461,18 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
     ensure_schema(con)
     try:
         with transaction(con):
-            replace_slice(
-                con, "buildings", fleet_buildings(spec), Slice(where_in={"building_id": ids}),
-                own_transaction=False,
-            )
-            replace_slice(
-                con,
-                "weather",
-                weather,
-                Slice(where_in={"site_id": sites, "kind": ["observed"]}, start=history.start,
-                      end=history.end),
-                own_transaction=False,
-            )
+            replace_slice(con, "buildings", fleet_buildings(spec),
+                          Slice(where_in={"building_id": ids}), own_transaction=False)
+            replace_slice(con, "weather", weather,
+                          Slice(where_in={"site_id": sites, "kind": ["observed"]},
+                                start=history.start, end=history.end), own_transaction=False)
             if coming.num_rows:
-                replace_slice(
-                    con, "weather", forecast_weather(spec, coming, issued),
-                    Slice(where_in={"site_id": sites, "kind": ["forecast"]}, start=history.end,
-                          end=cal.end),
-                    own_transaction=False,
-                )
-            replace_slice(
-                con,
-                "meter_readings",
-                stream.reader(),
-                Slice(where_in={"building_id": ids}, start=history.start, end=history.end),
-                own_transaction=False,
-            )
+                replace_slice(con, "weather", forecast_weather(spec, coming, issued),
+                              Slice(where_in={"site_id": sites, "kind": ["forecast"]},
+                                    start=history.end, end=cal.end), own_transaction=False)
+            replace_slice(con, "meter_readings", stream.reader(),
+                          Slice(where_in={"building_id": ids}, start=history.start,
+                                end=history.end), own_transaction=False)
             rescored = rescore_forecasts(con, buildings=ids, start=history.start,
                                          end=history.end - timedelta(hours=1))
     except duckdb.Error:
