@@ -68,20 +68,9 @@ from tasks.ingest.plausibility import (
 )
 from tasks.protocol.comma_lists import CommaList
 
-__all__ = [
-    "ARCHIVE_SOURCE",
-    "HOLIDAY_COUNTRY",
-    "HOLIDAY_SUBDIV",
-    "SITE_ID",
-    "TIMEZONE",
-    "ArchiveLayout",
-    "ArchiveSelection",
-    "CambridgeBatch",
-    "list_buildings",
-    "load_cambridge",
-    "read_midas_wind",
-    "utc_range",
-]
+__all__ = ["ARCHIVE_SOURCE", "HOLIDAY_COUNTRY", "HOLIDAY_SUBDIV", "SITE_ID", "TIMEZONE",
+           "ArchiveLayout", "ArchiveSelection", "CambridgeBatch", "list_buildings",
+           "load_cambridge", "read_midas_wind", "utc_range"]
 
 SITE_ID = "bedford"
 TIMEZONE = "Europe/London"
@@ -191,11 +180,7 @@ def select_buildings(available: Sequence[str], requested: Sequence[str] | None) 
 def utc_range(start: date | None, end: date | None) -> tuple[datetime | None, datetime | None]:
     """Inclusive UTC dates -> [start 00:00, day after end 00:00) as aware datetimes."""
     lo = datetime(start.year, start.month, start.day, tzinfo=UTC) if start else None
-    hi = (
-        datetime(end.year, end.month, end.day, tzinfo=UTC) + timedelta(days=1)
-        if end
-        else None
-    )
+    hi = datetime(end.year, end.month, end.day, tzinfo=UTC) + timedelta(days=1) if end else None
     if lo is not None and hi is not None and lo >= hi:
         raise EmptyRangeError(f"empty date range: start {start} is after end {end}")
     return lo, hi
@@ -230,9 +215,8 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pa.Table:
     except pa.ArrowInvalid as error:
         raise MalformedSourceError(f"{path}: {error}") from error
     if tuple(table.column_names) != tuple(columns):
-        raise MalformedSourceError(
-            f"{path}: expected columns {list(columns)}, found {table.column_names}"
-        )
+        raise MalformedSourceError(f"{path}: expected columns {list(columns)}, found "
+                                   f"{table.column_names}")
     return table
 
 
@@ -250,15 +234,13 @@ def _check_full_year(path: Path, year: int, ts: pa.ChunkedArray) -> None:
         first = datetime.fromtimestamp(int(unique[counts > 1][0]), tz=UTC)
         raise DuplicateTimestampError(
             f"{path}: duplicate timestamps ({seconds.size - unique.size} repeated), first at "
-            f"{first:%Y-%m-%d %H:%M}"
-        )
+            f"{first:%Y-%m-%d %H:%M}")
     if seconds.size and (seconds.min() < lo or seconds.max() >= hi):
         raise MalformedSourceError(f"{path}: timestamps outside the year {year}")
     expected = (hi - lo) // 3600
     if seconds.size != expected:
-        raise MalformedSourceError(
-            f"{path}: truncated, {seconds.size} of the {expected} hours of {year}"
-        )
+        raise MalformedSourceError(f"{path}: truncated, {seconds.size} of the {expected} "
+                                   f"hours of {year}")
 
 
 def _utc(ts: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -309,19 +291,6 @@ _WEATHER_BOUNDS = {
 }
 
 
-def _bedford(path: Path, year: int, implausible: ImplausiblePolicy,
-             lo: datetime | None, hi: datetime | None, tally: Tally) -> pa.Table:
-    """One processed Bedford year's hours in ``[lo, hi)`` as (ts, temperature_c, humidity_pct,
-    irradiance_wm2); values just past a bound (humidity up to 105 %, irradiance down to
-    -30 W/m2) are clipped to it."""
-    raw, ts, lines = _year_rows(path, WEATHER_COLUMNS, year, lo, hi)
-    columns: dict[str, pa.ChunkedArray | pa.Array] = {"ts": ts}
-    for source, (name, bound) in _WEATHER_BOUNDS.items():
-        columns[name] = check_column(raw[source], bound, path=path, column=source, lines=lines,
-                                     policy=implausible, tally=tally)
-    return pa.table(columns)
-
-
 def _midas_body(path: Path) -> tuple[bytes, int]:
     text = path.read_bytes()
     lines = text.splitlines(keepends=True)
@@ -348,19 +317,10 @@ def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse",
     wanted = ["ob_time", "version_num", "wind_speed_unit_id", "wind_speed"]
     body, first_line = _midas_body(path)
     try:
-        raw = pcsv.read_csv(
-            pa.BufferReader(body),
-            convert_options=pcsv.ConvertOptions(
-                include_columns=wanted,
-                column_types={
-                    "ob_time": pa.timestamp("s"),
-                    "version_num": pa.int64(),
-                    "wind_speed_unit_id": pa.int64(),
-                    "wind_speed": pa.float64(),
-                },
-                null_values=["NA", ""],
-            ),
-        )
+        raw = pcsv.read_csv(pa.BufferReader(body), convert_options=pcsv.ConvertOptions(
+            include_columns=wanted, null_values=["NA", ""],
+            column_types={"ob_time": pa.timestamp("s"), "version_num": pa.int64(),
+                          "wind_speed_unit_id": pa.int64(), "wind_speed": pa.float64()}))
     except (pa.ArrowInvalid, KeyError) as error:
         raise MalformedSourceError(f"{path}: {error}") from error
     units = raw["wind_speed_unit_id"].drop_null()
@@ -383,22 +343,21 @@ def read_midas_wind(path: Path, implausible: ImplausiblePolicy = "refuse",
                      "wind_speed_ms": pc.multiply(knots, KNOT_IN_MS)})
 
 
-_HOURLY_WEATHER = pa.schema(
-    [
-        ("ts", _UTC_TS),
-        ("temperature_c", pa.float64()),
-        ("humidity_pct", pa.float64()),
-        ("irradiance_wm2", pa.float64()),
-        ("wind_speed_ms", pa.float64()),
-    ]
-)
+_HOURLY_WEATHER = pa.schema([("ts", _UTC_TS), ("temperature_c", pa.float64()),
+                             ("humidity_pct", pa.float64()), ("irradiance_wm2", pa.float64()),
+                             ("wind_speed_ms", pa.float64())])
 
 
 def _weather_year(path: Path, year: int, midas: Path | None, implausible: ImplausiblePolicy,
                   lo: datetime | None, hi: datetime | None, tally: Tally) -> pa.Table:
     """The hours of one year of processed Bedford weather in ``[lo, hi)``, with the MIDAS wind
-    joined on the hour."""
-    hourly = _bedford(path, year, implausible, lo, hi, tally)
+    joined on the hour; values just past a bound (humidity up to 105 %, irradiance down to
+    -30 W/m2) are clipped to it."""
+    raw, ts, lines = _year_rows(path, WEATHER_COLUMNS, year, lo, hi)
+    hourly = pa.table({"ts": ts, **{
+        name: check_column(raw[source], bound, path=path, column=source, lines=lines,
+                           policy=implausible, tally=tally)
+        for source, (name, bound) in _WEATHER_BOUNDS.items()}})
     if midas is None:
         return hourly.append_column("wind_speed_ms", pa.nulls(hourly.num_rows, pa.float64()))
     wind = read_midas_wind(midas, implausible, lo, hi, tally)
@@ -410,25 +369,18 @@ def _weather(layout: ArchiveLayout, lo: datetime | None, hi: datetime | None,
     """Observed Bedford weather of every archive year overlapping the range, sorted by time."""
     years = _year_files(layout.weather_dir, _YEAR_FILE)
     midas = _year_files(layout.midas_dir, _MIDAS_YEAR) if layout.midas_dir.is_dir() else {}
-    parts = [
-        _weather_year(path, year, midas.get(year), implausible, lo, hi, tally).cast(_HOURLY_WEATHER)
-        for year, path in sorted(years.items())
-        if _overlaps(year, lo, hi)
-    ]
+    parts = [_weather_year(path, year, midas.get(year), implausible, lo, hi, tally
+                           ).cast(_HOURLY_WEATHER)
+             for year, path in sorted(years.items()) if _overlaps(year, lo, hi)]
     table = pa.concat_tables(parts).sort_by("ts") if parts else _HOURLY_WEATHER.empty_table()
     n = table.num_rows
-    return table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n)).append_column(
-        "kind", pa.repeat(pa.scalar("observed"), n)
-    )
+    return (table.append_column("site_id", pa.repeat(pa.scalar(SITE_ID), n))
+            .append_column("kind", pa.repeat(pa.scalar("observed"), n)))
 
 
-def load_cambridge(
-    path: str | Path,
-    buildings: Sequence[str] | None = None,
-    start: date | None = None,
-    end: date | None = None,
-    implausible: ImplausiblePolicy = "refuse",
-) -> CambridgeBatch:
+def load_cambridge(path: str | Path, buildings: Sequence[str] | None = None,
+                   start: date | None = None, end: date | None = None,
+                   implausible: ImplausiblePolicy = "refuse") -> CambridgeBatch:
     """Read and validate the archive's buildings, readings and weather for the selection
     (``implausible``: refuse implausible values, or store them as missing and count them; only
     values of the selected hours are judged)."""
@@ -446,18 +398,11 @@ def load_cambridge(
     if not readings:
         raise EmptyRangeError(
             f"no electricity readings between {start or 'the beginning'} and {end or 'the end'} "
-            f"for the {len(ids)} selected building(s)"
-        )
-    meta = pa.table(
-        {
-            "building_id": pa.array(ids, pa.string()),
-            "site_id": pa.repeat(pa.scalar(SITE_ID), len(ids)),
-            "timezone": pa.repeat(pa.scalar(TIMEZONE), len(ids)),
-            "holiday_country": pa.repeat(pa.scalar(HOLIDAY_COUNTRY), len(ids)),
-            "holiday_subdiv": pa.repeat(pa.scalar(HOLIDAY_SUBDIV), len(ids)),
-            "source": pa.repeat(pa.scalar(ARCHIVE_SOURCE), len(ids)),
-        }
-    )
+            f"for the {len(ids)} selected building(s)")
+    meta = pa.table({"building_id": pa.array(ids, pa.string()), **{
+        name: pa.repeat(pa.scalar(value), len(ids)) for name, value in (
+            ("site_id", SITE_ID), ("timezone", TIMEZONE), ("holiday_country", HOLIDAY_COUNTRY),
+            ("holiday_subdiv", HOLIDAY_SUBDIV), ("source", ARCHIVE_SOURCE))}})
     weather = _weather(layout, lo, hi, implausible, tally)
     return CambridgeBatch(
         buildings=meta,
