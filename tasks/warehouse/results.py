@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -127,12 +127,7 @@ def _published_errors(results: Sequence[BuildingWeekResult]
 def _validation_errors_table(published: Sequence[tuple[BuildingWeekResult, ModelOutcome]],
                              run_id: str) -> pa.Table:
     """The ``validation_errors`` rows: the published model's validation errors by UTC hour."""
-    lengths = [len(out.validation_errors) for _, out in published]
-    part = pa.array(np.repeat(np.arange(len(published), dtype=np.int32), lengths))
-
-    def repeated(values: list[Any], kind: pa.DataType) -> pa.Array:
-        return pa.array(values, kind).take(part)
-
+    repeated = _repeater([len(out.validation_errors) for _, out in published])
     return pa.table({
         "building_id": repeated([res.building_id for res, _ in published], pa.large_string()),
         "target_week": repeated([res.week for res, _ in published], pa.date32()),
@@ -142,6 +137,13 @@ def _validation_errors_table(published: Sequence[tuple[BuildingWeekResult, Model
         "error": _floats(out.validation_errors.to_numpy() for _, out in published),
         "run_id": repeated([run_id] * len(published), pa.large_string()),
     })
+
+
+def _repeater(lengths: Sequence[int]) -> Callable[[list[Any], pa.DataType], pa.Array]:
+    """For a table of ``lengths[i]`` rows per item ``i``: a column of one value per item,
+    each repeated over its item's rows, taken from one small array (never row by row)."""
+    part = pa.array(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths))
+    return lambda values, kind: pa.array(values, kind).take(part)
 
 
 def _arrow_rows(rows: list[dict[str, Any]]) -> pa.Table:
@@ -162,12 +164,7 @@ def _forecasts_table(forecasts: Sequence[tuple[BuildingWeekResult, ModelOutcome]
                      run_id: str) -> pa.Table:
     """The ``forecasts`` rows of a batch's forecasts, built column by column: the repeated
     keys are taken from one small array each, never made row by row as Python objects."""
-    lengths = [len(out.y_hat) for _, out in forecasts]
-    part = pa.array(np.repeat(np.arange(len(forecasts), dtype=np.int32), lengths))
-
-    def repeated(values: list[Any], kind: pa.DataType) -> pa.Array:
-        return pa.array(values, kind).take(part)  # row i gets the value of its forecast
-
+    repeated = _repeater([len(out.y_hat) for _, out in forecasts])
     hours: dict[int, np.ndarray] = {}  # a building-week's hours, shared by its models
     for res, _ in forecasts:
         if id(res) not in hours:
@@ -192,15 +189,14 @@ def _issued_table(issued: Sequence[tuple[BuildingWeekResult, ModelOutcome]],
     """The ``issued_forecasts`` rows: each building-week's published forecast as this run
     issues it now, a vintage beside every earlier one."""
     rows = _forecasts_table(issued, run_id)
-    lengths = [len(out.y_hat) for _, out in issued]
-    part = pa.array(np.repeat(np.arange(len(issued), dtype=np.int32), lengths))
+    repeated = _repeater([len(out.y_hat) for _, out in issued])
     now = datetime.now(UTC)
     return (rows.append_column("issued_at", pa.array([now] * len(rows),
                                                      pa.timestamp("us", tz="UTC")))
-            .append_column("outcome", pa.array([res.publication.outcome for res, _ in issued],
-                                               pa.large_string()).take(part))
-            .append_column("reason", pa.array([res.publication.reason for res, _ in issued],
-                                              pa.large_string()).take(part)))
+            .append_column("outcome", repeated([res.publication.outcome for res, _ in issued],
+                                               pa.large_string()))
+            .append_column("reason", repeated([res.publication.reason for res, _ in issued],
+                                              pa.large_string())))
 
 
 def _floats(parts: Iterable[Any]) -> pa.Array:
