@@ -31,15 +31,8 @@ from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import Slice, replace_slice
 
-__all__ = [
-    "BUILDINGS_FILE",
-    "BuildingsBatch",
-    "BuildingsSummary",
-    "ingest_buildings",
-    "load_buildings",
-    "refuse_unknown_ids",
-    "write_buildings",
-]
+__all__ = ["BUILDINGS_FILE", "BuildingsBatch", "BuildingsSummary", "ingest_buildings",
+           "load_buildings", "refuse_unknown_ids", "write_buildings"]
 
 BUILDINGS_FILE = FileContract(
     "a buildings file",
@@ -99,20 +92,12 @@ def _check_zones(at: SourceRows, zones: pd.Series) -> None:
 def _check_calendars(at: SourceRows, countries: pd.Series, subdivs: pd.Series) -> None:
     for row, (country, subdiv) in enumerate(zip(countries, subdivs, strict=True)):
         if _calendar_problem(country, None) is not None:
-            raise at.error(
-                row,
-                "holiday_country",
-                f"no holiday calendar for country "
-                f"{country!r} in the holidays package (an ISO 3166 code, e.g. GB)",
-            )
+            raise at.error(row, "holiday_country", f"no holiday calendar for country {country!r} "
+                           "in the holidays package (an ISO 3166 code, e.g. GB)")
         if subdiv is not None and _calendar_problem(country, subdiv) is not None:
-            raise at.error(
-                row,
-                "holiday_subdiv",
-                f"{subdiv!r} is not a subdivision of the "
-                f"{country!r} holiday calendar (holidays package): "
-                f"{_calendar_problem(country, subdiv)}",
-            )
+            raise at.error(row, "holiday_subdiv", f"{subdiv!r} is not a subdivision of the "
+                           f"{country!r} holiday calendar (holidays package): "
+                           f"{_calendar_problem(country, subdiv)}")
 
 
 def load_buildings(path: str | Path, form: CsvFormat | None = None) -> BuildingsBatch:
@@ -133,16 +118,11 @@ def write_buildings(con: duckdb.DuckDBPyConnection, batch: BuildingsBatch) -> Bu
     ensure_schema(con)
     ids = batch.buildings["building_id"].to_pylist()
     with transaction(con):
-        updated, inserted = replace_slice(
-            con,
-            "buildings",
-            batch.buildings,
-            Slice(where_in={"building_id": ids}),
-            own_transaction=False,
-        )
-    return BuildingsSummary(
-        inserted, inserted - updated, updated, batch.read_seconds + time.perf_counter() - began
-    )
+        updated, inserted = replace_slice(con, "buildings", batch.buildings,
+                                          Slice(where_in={"building_id": ids}),
+                                          own_transaction=False)
+    return BuildingsSummary(inserted, inserted - updated, updated,
+                            batch.read_seconds + time.perf_counter() - began)
 
 
 def refuse_unknown_ids(con: duckdb.DuckDBPyConnection, path: str, column: str,

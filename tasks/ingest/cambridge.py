@@ -22,10 +22,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.compute as pc
 
-from tasks.ingest.cambridge_archive import (
-    CambridgeBatch,
-    load_cambridge,
-)
+from tasks.ingest.cambridge_archive import CambridgeBatch, load_cambridge
 from tasks.ingest.flagging import FlagReport, flag_new_hours
 from tasks.ingest.plausibility import ImplausiblePolicy, value_notes
 from tasks.warehouse.connection import connect, transaction
@@ -61,13 +58,11 @@ class IngestSummary:
         return self.flags.lines()
 
     def line(self) -> str:
-        return (
-            f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
-            f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
-            + "".join(f"; {note}" for note in value_notes(self.implausible_values,
-                                                          self.clipped_values))
-            + self.flags.note() + rescored_note(self.rescored)
-        )
+        notes = value_notes(self.implausible_values, self.clipped_values)
+        return (f"wrote {self.readings:,} readings ({self.missing_readings:,} missing) for "
+                f"{self.buildings:,} buildings and {self.weather_hours:,} weather hours"
+                + "".join(f"; {note}" for note in notes) + self.flags.note()
+                + rescored_note(self.rescored))
 
 
 def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> IngestSummary:
@@ -77,10 +72,8 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
     ensure_schema(con)
     ids = list(batch.building_ids)
     with transaction(con):
-        replace_slice(
-            con, "buildings", batch.buildings, Slice(where_in={"building_id": ids}),
-            own_transaction=False,
-        )
+        replace_slice(con, "buildings", batch.buildings, Slice(where_in={"building_id": ids}),
+                      own_transaction=False)
         write_key_hours(con, "meter_readings", batch.readings, "building_id",
                         own_transaction=False)
         write_key_hours(con, "weather", batch.weather, "site_id", where={"kind": "observed"},
@@ -103,14 +96,10 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
     )
 
 
-def ingest_cambridge(
-    warehouse: str | Path,
-    path: str | Path,
-    buildings: Sequence[str] | None = None,
-    start: date | None = None,
-    end: date | None = None,
-    implausible: ImplausiblePolicy = "refuse",
-) -> IngestSummary:
+def ingest_cambridge(warehouse: str | Path, path: str | Path,
+                     buildings: Sequence[str] | None = None, start: date | None = None,
+                     end: date | None = None, implausible: ImplausiblePolicy = "refuse"
+                     ) -> IngestSummary:
     """Load the archive selection, then write it to the warehouse file in one transaction."""
     batch = load_cambridge(path, buildings, start, end, implausible)
     with connect(warehouse) as con:

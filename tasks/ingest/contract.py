@@ -309,10 +309,6 @@ class SourceRows:
             row = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
             raise self.error(row, column, "empty cell; a value is required")
 
-    def of_file(self) -> SourceRows:
-        """The file's rows counted from its start."""
-        return replace(self, first_row=0)
-
 
 @dataclass(frozen=True)
 class SourceTable:

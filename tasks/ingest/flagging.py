@@ -116,21 +116,11 @@ def _judged(context: pa.Table, accepted: set[tuple[str, int]]) -> list[FlaggedRu
         for run in flagged_runs(building, hours[lo:hi], kwh[lo:hi], new[lo:hi]):
             kept = np.array([p for p in run.positions
                              if (building, int(hours[lo + p])) not in accepted], dtype=np.int64)
-            if kept.size:
-                runs.append(_shifted(run, kept, lo, hours))
+            if kept.size:  # positions of the whole context from here on
+                first, last = (pd.Timestamp(int(hours[lo + kept[i]]) * _US_PER_HOUR, unit="us",
+                                            tz="UTC") for i in (0, -1))
+                runs.append(replace(run, positions=kept + lo, first=first, last=last))
     return runs
-
-
-def _shifted(run: FlaggedRun, kept: np.ndarray, offset: int, hours: np.ndarray) -> FlaggedRun:
-    """``run`` restricted to the positions ``kept`` (of its building's slice), which become
-    positions of the whole context."""
-    if kept.size == run.positions.size:
-        return FlaggedRun(run.building_id, run.check_name, kept + offset, run.first, run.last,
-                          run.low, run.high, run.level)
-    first, last = (pd.Timestamp(int(hours[offset + kept[i]]) * _US_PER_HOUR, unit="us", tz="UTC")
-                   for i in (0, -1))
-    return FlaggedRun(run.building_id, run.check_name, kept + offset, first, last, run.low,
-                      run.high, run.level)
 
 
 def flag_new_hours(con: duckdb.DuckDBPyConnection, new_hours: pa.Table) -> FlagReport:

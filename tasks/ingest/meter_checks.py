@@ -39,17 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = [
-    "CHECKS",
-    "LEVEL_QUANTILE",
-    "MIN_READINGS",
-    "SPIKE_RATIO",
-    "STUCK_RATIO",
-    "STUCK_RUN_HOURS",
-    "FlaggedRun",
-    "flagged_runs",
-    "reference_level",
-]
+__all__ = ["LEVEL_QUANTILE", "MIN_READINGS", "SPIKE_RATIO", "STUCK_RATIO", "STUCK_RUN_HOURS",
+           "FlaggedRun", "flagged_runs", "reference_level"]
 
 STUCK_RUN_HOURS = 3
 """Consecutive identical hours that make a stuck run (when high enough)."""
@@ -61,8 +52,6 @@ LEVEL_QUANTILE = 0.99
 """The building's level is this quantile of its readings (nearest rank)."""
 MIN_READINGS = 72
 """Readings (three days) the level needs; with fewer the building is not judged."""
-CHECKS = ("stuck_high", "spike")
-"""The checks' names, as stored in ``meter_flags.check_name``."""
 _US_PER_HOUR = 3_600_000_000
 
 
@@ -96,11 +85,6 @@ class FlaggedRun:
                 f"percentile hour of {self.level:,.4g} kWh)")
 
 
-def _flat(kwh: np.ndarray, follows: np.ndarray) -> np.ndarray:
-    """``same[i]``: position ``i + 1`` is the hour after ``i`` and reads the same value."""
-    return follows & (kwh[1:] == kwh[:-1])
-
-
 def _islands(mask: np.ndarray, joined: np.ndarray) -> list[np.ndarray]:
     """Runs of positions where ``mask`` holds, a run going on from ``i`` to ``i + 1`` where
     ``joined[i]`` (e.g. the next position is the next hour)."""
@@ -113,7 +97,7 @@ def _islands(mask: np.ndarray, joined: np.ndarray) -> list[np.ndarray]:
 
 def _flat_runs(kwh: np.ndarray, follows: np.ndarray) -> list[np.ndarray]:
     """Runs of :data:`STUCK_RUN_HOURS` or more identical readings in consecutive hours."""
-    same = _flat(kwh, follows)
+    same = follows & (kwh[1:] == kwh[:-1])  # i + 1 is the hour after i and reads the same
     in_run = np.r_[same, False] | np.r_[False, same]
     return [run for run in _islands(in_run, same) if run.size >= STUCK_RUN_HOURS]
 

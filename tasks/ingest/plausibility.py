@@ -72,18 +72,9 @@ IRRADIANCE_WM2 = Bound(0.0, 1500.0, "W/m2", "sunlight never makes it negative, a
 WIND_MS = Bound(0.0, 115.0, "m/s", "the strongest gust ever measured was 113 m/s")
 
 
-def check_column(
-    values: pa.ChunkedArray | pa.Array,
-    bound: Bound,
-    *,
-    path: Path,
-    column: str,
-    lines: np.ndarray,
-    policy: ImplausiblePolicy,
-    tally: Tally,
-    scale: float = 1.0,
-    label: str = "line",
-) -> pa.ChunkedArray | pa.Array:
+def check_column(values: pa.ChunkedArray | pa.Array, bound: Bound, *, path: Path, column: str,
+                 lines: np.ndarray, policy: ImplausiblePolicy, tally: Tally, scale: float = 1.0,
+                 label: str = "line") -> pa.ChunkedArray | pa.Array:
     """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``;
     the values clipped or made missing are counted in ``tally``.
 
@@ -138,17 +129,6 @@ def _nan_not_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(pc.is_nan(floats), False).to_numpy(zero_copy_only=False)
 
 
-__all__ = [
-    "ENERGY_KWH",
-    "HUMIDITY_PCT",
-    "REGISTER_KWH",
-    "IRRADIANCE_WM2",
-    "TEMPERATURE_C",
-    "WIND_MS",
-    "Bound",
-    "ImplausiblePolicy",
-    "ImplausibleValueError",
-    "Tally",
-    "check_column",
-    "value_notes",
-]
+__all__ = ["ENERGY_KWH", "HUMIDITY_PCT", "IRRADIANCE_WM2", "REGISTER_KWH", "TEMPERATURE_C",
+           "WIND_MS", "Bound", "ImplausiblePolicy", "ImplausibleValueError", "Tally",
+           "check_column", "value_notes"]

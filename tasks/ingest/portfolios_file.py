@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import Column, FileContract, FileOptions
-from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.connection import transaction
 from tasks.warehouse.portfolio_sql import ALL
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import Slice, replace_slice
@@ -94,13 +94,6 @@ def write_portfolios(con: duckdb.DuckDBPyConnection, batch: PortfoliosBatch
                              batch.read_seconds + time.perf_counter() - began)
 
 
-def ingest_portfolios(warehouse: str | Path, path: str | Path,
-                      form: FileOptions | None = None) -> PortfoliosSummary:
-    """Load and check the file, then write it to the warehouse in one transaction."""
-    batch = load_portfolios(path, form)
-    with connect(warehouse, create=False) as con:
-        return write_portfolios(con, batch)
-
 
 __all__ = ["COLUMNS", "PORTFOLIOS_FILE", "PortfoliosBatch", "PortfoliosSummary",
-           "ingest_portfolios", "load_portfolios", "write_portfolios"]
+           "load_portfolios", "write_portfolios"]

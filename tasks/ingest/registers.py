@@ -52,20 +52,9 @@ import pandas as pd
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.hourly import _epoch_us, series_order
 
-__all__ = [
-    "JUMP_RATIO",
-    "LEVEL_RATIO",
-    "MIN_READINGS",
-    "NOISE_RATIO",
-    "NOISE_SHARE",
-    "NOT_REGISTER_SHARE",
-    "ROLLOVER_RATIO",
-    "RegisterCounts",
-    "RegisterReadingsError",
-    "difference_registers",
-    "refuse_non_registers",
-    "refuse_registers",
-]
+__all__ = ["JUMP_RATIO", "LEVEL_RATIO", "MIN_READINGS", "NOISE_RATIO", "NOISE_SHARE",
+           "NOT_REGISTER_SHARE", "ROLLOVER_RATIO", "RegisterCounts", "RegisterReadingsError",
+           "difference_registers", "refuse_non_registers", "refuse_registers"]
 
 MIN_READINGS = 24
 """Readings a series needs (spanning a day at least) before it can look like a register."""
@@ -120,20 +109,6 @@ class RegisterCounts:
         return words
 
 
-def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each building's rows together and in time order (as a file usually has
-    them already: then it is not sorted again)."""
-    order = series_order(pd.factorize(frame["building_id"])[0], _epoch_us(frame["ts"]))
-    return (frame if order is None else frame.iloc[order]).reset_index(drop=True)
-
-
-def _capacity(largest: np.ndarray) -> np.ndarray:
-    """Where a register whose largest reading is ``largest`` wraps: the power of ten above it
-    (10 at least)."""
-    digits = np.floor(np.log10(np.maximum(largest, 1.0))) + 1
-    return 10.0 ** np.maximum(1, digits)
-
-
 @dataclass(frozen=True)
 class _Steps:
     """The steps between consecutive readings of each series (``within``: the two readings
@@ -166,7 +141,9 @@ class _Steps:
         if finite.any():
             maxima = pd.Series(values[finite]).groupby(codes[finite]).max()
             largest[maxima.index.to_numpy()] = maxima.to_numpy()
-        capacity = _capacity(np.nan_to_num(largest))
+        # where a register wraps: the power of ten above its largest reading (10 at least)
+        digits = np.floor(np.log10(np.maximum(np.nan_to_num(largest), 1.0))) + 1
+        capacity = 10.0 ** np.maximum(1, digits)
         typ, cap = typical[step_codes], capacity[step_codes]
         with np.errstate(invalid="ignore"):
             rolled = cap - values[:-1] + values[1:]
@@ -201,12 +178,6 @@ def _valued(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd
     if order is not None:
         codes, values, ts = codes[order], values[order], ts[order]
     return codes, values, ts, names
-
-
-def _not_registers(steps: _Steps, n: np.ndarray) -> np.ndarray:
-    """Which series fall (other than by rolling over) too often to be a register."""
-    falls = steps.per_series(steps.noise | steps.reset)
-    return (falls >= 3) & (falls > NOT_REGISTER_SHARE * np.maximum(n - 1, 0))
 
 
 def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = "kWh") -> None:
@@ -263,6 +234,8 @@ def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = 
                          "(meter noise)")
         if resets:
             notes.append(f"reset {resets} time(s)")
+        # a register counting in Wh needs its unit said, or it is stored 1,000 times too high
+        options = "--unit register --register-unit Wh" if unit == "Wh" else "--unit register"
         others = (falls >= 3) & (falls > NOT_REGISTER_SHARE * np.maximum(n - 1, 0))
         others[group] = False
         mixed = ""
@@ -276,13 +249,7 @@ def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = 
             + (f" ({', '.join(notes)})" if notes else "")
             + f" (a median rise of {typical:.4g} kWh per {minutes}-minute interval): a "
             "cumulative meter register, not the energy of each interval; give "
-            f"{_register_options(unit)} to store the differences{mixed}")
-
-
-def _register_options(unit: str) -> str:
-    """The options that read a register sent as ``unit``: a register counting in Wh needs its
-    unit said, or its differences are stored 1,000 times too high."""
-    return "--unit register --register-unit Wh" if unit == "Wh" else "--unit register"
+            f"{options} to store the differences{mixed}")
 
 
 def refuse_non_registers(path: Path, frame: pd.DataFrame) -> None:
@@ -294,15 +261,15 @@ def refuse_non_registers(path: Path, frame: pd.DataFrame) -> None:
         return
     steps = _Steps.of(codes, values, codes[1:] == codes[:-1])
     n = np.bincount(codes, minlength=names.size)
-    plain = _not_registers(steps, n)
+    falls = steps.per_series(steps.noise | steps.reset)  # other than by rolling over
+    plain = (falls >= 3) & (falls > NOT_REGISTER_SHARE * np.maximum(n - 1, 0))
     if not plain.any():
         return
     group = int(plain.argmax())
-    falls = int(steps.per_series(steps.noise | steps.reset)[group])
     rest = ("send it in a file of its own, without --unit register" if (~plain & (n > 0)).any()
             else "ingest the file without --unit register")
     raise RegisterReadingsError(
-        f"{path}: building {str(names[group])!r}: its readings fall in {falls:,} of "
+        f"{path}: building {str(names[group])!r}: its readings fall in {int(falls[group]):,} of "
         f"{int(n[group]) - 1:,} steps: the energy of each interval, not a cumulative meter "
         "register (which falls only when it rolls over, is reset or reads a little back); "
         f"{rest}")
@@ -312,10 +279,13 @@ def difference_registers(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFram
     """Register readings (``building_id``, ``ts``, ``kwh`` = the register, NaN = blank, and any
     other columns, e.g. the file's row) -> the energy of each interval they bound, labelled at
     its start, with the other columns of its start reading; see the module's rules."""
-    frame = _sorted(frame)
+    codes = pd.factorize(frame["building_id"])[0]
+    order = series_order(codes, _epoch_us(frame["ts"]))  # each building's rows in time order
+    if order is not None:
+        frame = frame.iloc[order].reset_index(drop=True)
+        codes = pd.factorize(frame["building_id"])[0]
     values = frame["kwh"].to_numpy(float)
     ts = _epoch_us(frame["ts"])
-    codes = pd.factorize(frame["building_id"])[0]
     bounded = (codes[1:] == codes[:-1]) & (np.diff(ts) == minutes * 60_000_000)
     steps = _Steps.of(codes, values, bounded)
     energy = steps.steps.copy()

@@ -32,6 +32,7 @@ fleet look silent or stale.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -45,17 +46,8 @@ from tasks.ingest.contract import SourceRows, SourceTable
 from tasks.ingest.errors import MalformedSourceError
 from tasks.protocol.weeks import resolve_timezone
 
-__all__ = [
-    "DAYS_AHEAD",
-    "EARLIEST",
-    "FORECAST_DAYS_AHEAD",
-    "AmbiguousPolicy",
-    "LocalTimeOptions",
-    "TimeReader",
-    "TimeZoneName",
-    "accepted_until",
-    "localise",
-]
+__all__ = ["DAYS_AHEAD", "EARLIEST", "FORECAST_DAYS_AHEAD", "AmbiguousPolicy", "LocalTimeOptions",
+           "TimeReader", "TimeZoneName", "accepted_until", "localise"]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
@@ -72,9 +64,8 @@ _OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?
 """A UTC offset after a time of day (so that a date alone, ``2024-01-01``, is not one)."""
 _ISO_START = re.compile(r"^\d{4}-\d")
 _UTC_US = "datetime64[us, UTC]"
-_NO_OFFSET_HINT = (
-    "write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00+01:00 or ...T00:00:00Z)"
-)
+_NO_OFFSET_HINT = ("write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00+01:00 or "
+                   "...T00:00:00Z)")
 
 
 TimeZoneName = Annotated[str, AfterValidator(lambda name: resolve_timezone(name).key)]
@@ -114,9 +105,8 @@ class TimeReader:
         at = source.at
         values = source.table[self.column]
         if pa.types.is_timestamp(values.type):
-            parsed = pd.Series(
-                values.to_pandas(), dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]"
-            )
+            parsed = pd.Series(values.to_pandas(),
+                               dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]")
             if parsed.isna().any():
                 raise at.error(int(np.flatnonzero(parsed.isna().to_numpy())[0]), self.column,
                                "empty cell; a timestamp is required")
@@ -127,8 +117,7 @@ class TimeReader:
             parsed = self._parse(at, source.text(self.column, required=True))
         else:
             raise MalformedSourceError(
-                f"{at.path}: column {self.column!r} holds {values.type}, not timestamps"
-            )
+                f"{at.path}: column {self.column!r} holds {values.type}, not timestamps")
         if not self.with_offset and self.timezone is None:
             raise at.error(
                 0, self.column,
@@ -190,7 +179,7 @@ class TimeReader:
         if differs.any():
             row = int(np.flatnonzero(differs)[0])
             shown = repr(text.iloc[row]) if text is not None else "the timestamp"
-            first = at.of_file().where(0)
+            first = replace(at, first_row=0).where(0)
             raise at.error(
                 row, self.column,
                 f"{shown} {'has' if each[row] else 'has no'} UTC offset, unlike {first}; "
@@ -229,16 +218,9 @@ class TimeReader:
                 "a mistyped year or a placeholder date? fix the timestamp")
 
 
-def localise(
-    rows: SourceRows,
-    column: str,
-    wall: pd.Series,
-    timezone: str,
-    ambiguous: AmbiguousPolicy,
-    series: pd.Series | np.ndarray | None,
-    series_name: str,
-    pairs: bool = True,
-) -> pd.Series:
+def localise(rows: SourceRows, column: str, wall: pd.Series, timezone: str,
+             ambiguous: AmbiguousPolicy, series: pd.Series | np.ndarray | None, series_name: str,
+             pairs: bool = True) -> pd.Series:
     """Naive wall-clock times ``wall`` (one per row of the file, in file order) in
     ``timezone`` as UTC instants, by the module's clock-change rules; ``series`` (aligned)
     pairs the repeated times of each series."""
@@ -252,12 +234,9 @@ def localise(
     skipped = odd_wall.dt.tz_localize(zone, ambiguous=True, nonexistent="NaT").isna().to_numpy()
     if skipped.any():
         i = int(odd[skipped.argmax()])
-        raise rows.error(
-            i,
-            column,
-            f"{wall.iloc[i]:%Y-%m-%d %H:%M} does not exist in {timezone} "
-            f"(the clocks go forward over it); fix the time, or {_NO_OFFSET_HINT}",
-        )
+        raise rows.error(i, column, f"{wall.iloc[i]:%Y-%m-%d %H:%M} does not exist in "
+                         f"{timezone} (the clocks go forward over it); fix the time, or "
+                         f"{_NO_OFFSET_HINT}")
     names = (None if series is None else
              series.reset_index(drop=True) if isinstance(series, pd.Series) else pd.Series(series))
     keys = pd.DataFrame({"series": 0 if names is None else names.iloc[odd].to_numpy(),
@@ -268,12 +247,10 @@ def localise(
         i = int(odd[paired.argmin()])
         whose = f" for {series_name} {names.iloc[i]!r}" if names is not None else ""
         raise rows.error(
-            i,
-            column,
+            i, column,
             f"{wall.iloc[i]:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over "
             f"it) and appears once{whose}; give --ambiguous earliest (summer time, the "
-            f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}",
-        )
+            f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}")
     earlier = np.where(paired, grouped.cumcount().to_numpy() == 0, ambiguous == "earliest")
     utc.iloc[odd] = odd_wall.dt.tz_localize(zone, ambiguous=earlier).dt.tz_convert("UTC").array
     return utc.astype(_UTC_US)
