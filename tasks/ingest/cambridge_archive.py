@@ -97,11 +97,9 @@ class ArchiveSelection(BaseModel):
     start: date | None = Field(None, description="First UTC day (inclusive).")
     end: date | None = Field(None, description="Last UTC day (inclusive).")
     implausible: ImplausiblePolicy = Field(
-        "refuse",
-        description="A non-finite or physically implausible value (negative energy or "
+        "refuse", description="A non-finite or physically implausible value (negative energy or "
         "irradiance, a temperature no station has recorded, ...): refuse it (an error naming "
-        "file, line and column; nothing is written) or store it as missing and count it.",
-    )
+        "file, line and column; nothing is written) or store it as missing and count it.")
 
 
 @dataclass(frozen=True)

@@ -127,44 +127,30 @@ class ReadingsOptions(LocalTimeOptions, FileOptions):
     """How to read a meter export (the options of ``wadiro ingest readings``)."""
 
     layout: Layout = Field(
-        "auto",
-        description="long (building_id, ts, kwh|value) or wide (ts, one column per "
-        "building id); auto: long when there is a building_id column.",
-    )
+        "auto", description="long (building_id, ts, kwh|value) or wide (ts, one column per "
+        "building id); auto: long when there is a building_id column.")
     unit: EnergyUnit = Field(
-        "kWh",
-        description="kWh or Wh: energy of each interval; kW: average power over the "
-        "interval (kWh = kW x interval in hours); register: a cumulative meter register, "
-        "read at each timestamp (the differences are stored; rollovers bridged; resets, "
-        "jumps and meter noise missing).",
-    )
+        "kWh", description="kWh or Wh: energy of each interval; kW: average power over the "
+        "interval (kWh = kW x interval in hours); register: a cumulative meter register, read at "
+        "each timestamp (the differences are stored; rollovers bridged; resets, jumps and meter "
+        "noise missing).")
     register_unit: RegisterUnit = Field(
-        "kWh",
-        description="With --unit register: the unit the register counts in, kWh (default), "
-        "Wh or MWh.",
-    )
+        "kWh", description="With --unit register: the unit the register counts in, kWh "
+        "(default), Wh or MWh.")
     ambiguous: AmbiguousPolicy = Field(
-        "refuse",
-        description="A local time the clocks pass twice (fall back) that appears "
-        "only once for a building: refuse, or take the earliest (summer time) or latest "
-        "(standard time) instant. Appearing twice, the first is the earliest.",
-    )
+        "refuse", description="A local time the clocks pass twice (fall back) that appears only "
+        "once for a building: refuse, or take the earliest (summer time) or latest (standard "
+        "time) instant. Appearing twice, the first is the earliest.")
     implausible: ImplausiblePolicy = Field(
-        "refuse",
-        description="A negative or non-finite energy: refuse the file (error naming "
-        "line and column; nothing is written) or store it as missing and count it.",
-    )
+        "refuse", description="A negative or non-finite energy: refuse the file (error naming "
+        "line and column; nothing is written) or store it as missing and count it.")
     replace_range: bool = Field(
-        False,
-        description="Replace each building's stored hours from its first to its last hour in "
-        "the file, removing those the file does not hold (default: only the hours the file "
-        "holds change).",
-    )
+        False, description="Replace each building's stored hours from its first to its last hour "
+        "in the file, removing those the file does not hold (default: only the hours the file "
+        "holds change).")
     accept_level_change: bool = Field(
-        False,
-        description="Store a building's hours even when their median is 200 times above or "
-        "below its stored hours' around them (refused by default as a unit mistake).",
-    )
+        False, description="Store a building's hours even when their median is 200 times above "
+        "or below its stored hours' around them (refused by default as a unit mistake).")
 
     @model_validator(mode="after")
     def _register_unit_for_registers(self) -> ReadingsOptions:

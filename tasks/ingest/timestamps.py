@@ -263,20 +263,14 @@ class LocalTimeOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     timezone: TimeZoneName | None = Field(
-        None,
-        description="IANA time zone of naive local timestamps (leave out when the "
-        "timestamps carry a UTC offset).",
-    )
+        None, description="IANA time zone of naive local timestamps (leave out when the "
+        "timestamps carry a UTC offset).")
     time_format: str | None = Field(
-        None,
-        description="How timestamps are written, when not ISO 8601, in strftime codes "
-        "(e.g. '%d/%m/%Y %H:%M' for 05/02/2024 13:00; '%z' reads a UTC offset).",
-    )
+        None, description="How timestamps are written, when not ISO 8601, in strftime codes "
+        "(e.g. '%d/%m/%Y %H:%M' for 05/02/2024 13:00; '%z' reads a UTC offset).")
     dayfirst: bool = Field(
-        False,
-        description="Timestamps that are not ISO 8601 are written day first (05/02/2024 is 5 "
-        "February): the layout of the first one is read, and every other must follow it.",
-    )
+        False, description="Timestamps that are not ISO 8601 are written day first (05/02/2024 "
+        "is 5 February): the layout of the first one is read, and every other must follow it.")
 
     @field_validator("time_format")
     @classmethod

@@ -91,30 +91,21 @@ class WeatherOptions(LocalTimeOptions, FileOptions):
 
     kind: WeatherKind = Field(
         description="observed, or forecast (then an issued_at column is required; the latest "
-        "issue per site and hour is kept)."
-    )
+        "issue per site and hour is kept).")
     ambiguous: AmbiguousPolicy = Field(
-        "refuse",
-        description="A local time the clocks pass twice (fall back) that appears "
-        "only once for a site: refuse, or take the earliest (summer time) or latest "
-        "(standard time) instant. Appearing twice, the first is the earliest.",
-    )
+        "refuse", description="A local time the clocks pass twice (fall back) that appears only "
+        "once for a site: refuse, or take the earliest (summer time) or latest (standard time) "
+        "instant. Appearing twice, the first is the earliest.")
     implausible: ImplausiblePolicy = Field(
-        "refuse",
-        description="A non-finite or physically implausible value: refuse the file "
-        "(error naming line and column; nothing is written) or store it as missing and count it.",
-    )
+        "refuse", description="A non-finite or physically implausible value: refuse the file "
+        "(error naming line and column; nothing is written) or store it as missing and count it.")
     wind_unit: WindUnit = Field(
-        "m/s",
-        description="The unit of the file's wind speed column: m/s, knots (a METAR or MIDAS "
-        "feed) or km/h; stored in m/s.",
-    )
+        "m/s", description="The unit of the file's wind speed column: m/s, knots (a METAR or "
+        "MIDAS feed) or km/h; stored in m/s.")
     replace_range: bool = Field(
-        False,
-        description="Observed weather: replace each site's stored hours from its first to its "
-        "last hour in the file, removing those the file does not hold (default: only the hours "
-        "the file holds change).",
-    )
+        False, description="Observed weather: replace each site's stored hours from its first to "
+        "its last hour in the file, removing those the file does not hold (default: only the "
+        "hours the file holds change).")
 
     @model_validator(mode="after")
     def _range_of_observations_only(self) -> WeatherOptions:
