@@ -14,6 +14,7 @@ import pytest
 
 from flows import engine
 from tests.cli_runs import invoke
+from tests.rows import FORECAST_COLUMNS, insert_rows
 
 MORNING, EVENING, HOURLY = "morning", "evening", "hourly"
 """Half-hourly buildings whose first half-hour carries 60 % (MORNING) or 25 % (EVENING) of
@@ -55,11 +56,9 @@ def _publish(warehouse, buildings) -> None:
         for b in buildings:
             con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
                         "expected_ratio, run_id) VALUES (?, ?, 'gp', 't', 0.9, 'r')", [b, WEEK])
-            con.executemany(
-                "INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id, "
-                "y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, 'gp', ?, ?, ?, 'r', ?, ?, ?, ?)",
-                [[b, WEEK, t.to_pydatetime(), y, y - 1, y + 1, y - 2, y + 2]
-                 for t, y in zip(hours, 20 + 5 * np.sin(np.arange(168) / 7))])
+            insert_rows(con, "forecasts", FORECAST_COLUMNS,
+                        [[b, "gp", WEEK, t.to_pydatetime(), y, "r", y - 1, y + 1, y - 2, y + 2]
+                         for t, y in zip(hours, 20 + 5 * np.sin(np.arange(168) / 7))])
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import pytest
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
 from tests.cli_runs import invoke
+from tests.rows import FORECAST_COLUMNS, insert_rows
 
 LONDON = ZoneInfo("Europe/London")
 SPRING, PLAIN, AUTUMN = date(2024, 3, 25), date(2024, 4, 8), date(2024, 10, 21)
@@ -72,11 +73,9 @@ def warehouse(tmp_path_factory):
                 y = level + np.sin(np.arange(len(hours)) / 5.0)
                 con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
                             "expected_ratio, run_id) VALUES (?, ?, 'gp', 't', 0.9, 'r')", [b, week])
-                con.executemany(
-                    "INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id, "
-                    "y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, 'gp', ?, ?, ?, 'r', ?, ?, ?, ?)",
-                    [[b, week, t.to_pydatetime(), v, v - 1 / 3, v + 2 / 3, max(v - 3, 0), v + 3]
-                     for t, v in zip(hours, y)])
+                insert_rows(con, "forecasts", FORECAST_COLUMNS,
+                            [[b, "gp", week, t.to_pydatetime(), v, "r", v - 1 / 3, v + 2 / 3,
+                              max(v - 3, 0), v + 3] for t, v in zip(hours, y)])
         con.execute("INSERT INTO buildings VALUES (?, 's', 'Europe/London', 'GB', NULL, NULL, 't')",
                     [FORMULA])
     return path

@@ -10,9 +10,9 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
+from tasks.outputs.output_files import safe_text
 from tasks.outputs.report import ReportFolderError, write_report
 from tasks.warehouse.connection import connect
-from tasks.outputs.output_files import safe_text
 from tasks.warehouse.schema import ensure_schema
 from tests.cli_runs import invoke
 

@@ -30,6 +30,7 @@ from tasks.warehouse.hours import (
     load_many_building_hours,
 )
 from tasks.warehouse.schema import INPUT_TABLES
+from tests.rows import insert_rows
 
 T = pd.Timestamp
 
@@ -62,18 +63,15 @@ def con(tmp_path):
 
 
 def add_readings(con, building_id: str, rows: list[tuple[str, float | None]]) -> None:
-    con.executemany(
-        "INSERT INTO meter_readings VALUES (?, ?, ?)",
-        [(building_id, T(ts).to_pydatetime(), kwh) for ts, kwh in rows],
-    )
+    insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],
+                [(building_id, T(ts).to_pydatetime(), kwh) for ts, kwh in rows])
 
 
 def add_weather(con, site_id: str, rows: list[tuple[str, float, str]]) -> None:
-    con.executemany(
-        "INSERT INTO weather (site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, "
-        "humidity_pct, kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(site_id, T(ts).to_pydatetime(), temp, 10.0 * temp, 1.0, 80.0, kind) for ts, temp, kind in rows],
-    )
+    insert_rows(con, "weather", ["site_id", "ts", "temperature_c", "irradiance_wm2",
+                                 "wind_speed_ms", "humidity_pct", "kind"],
+                [(site_id, T(ts).to_pydatetime(), temp, 10.0 * temp, 1.0, 80.0, kind)
+                 for ts, temp, kind in rows])
 
 
 def test_building_info_is_the_buildings_row(con):

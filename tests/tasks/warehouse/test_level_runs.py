@@ -17,6 +17,7 @@ from tasks.warehouse.schema import (
     STUCK_RATIO,
     ensure_schema,
 )
+from tests.rows import insert_rows
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 HOURS = 2000
@@ -38,8 +39,8 @@ def _write(path, buildings: dict[str, dict[int, float]]) -> None:
             con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
                         [building])
             if rows:
-                con.executemany("INSERT INTO meter_readings VALUES (?, ?, ?)",
-                                [[building, T0 + timedelta(hours=h), v] for h, v in rows.items()])
+                insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],
+                            [[building, T0 + timedelta(hours=h), v] for h, v in rows.items()])
 
 
 def _row(path, building: str) -> dict:

@@ -22,6 +22,7 @@ from tasks.warehouse.portfolio_sql import (
     read_portfolio_scores,
 )
 from tasks.warehouse.schema import ensure_schema
+from tests.rows import insert_rows
 
 W0 = date(2024, 1, 1)
 HOURS = 168
@@ -43,22 +44,21 @@ def _write(path, *, buildings, portfolios, published, readings, validation):
         for b in buildings:
             con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
         for p, members in portfolios.items():
-            con.executemany("INSERT INTO portfolios VALUES (?, ?)", [[p, b] for b in members])
-        rows = []
-        for (b, week), y in published.items():
-            con.execute("INSERT INTO publications (building_id, target_week, model, reason, "
-                        "expected_ratio, run_id) VALUES (?, ?, 'gp', 'test', 0.9, 'r')", [b, week])
-            rows += [[b, week, t, v, v - 2.0, v + 2.0, v - 5.0, v + 5.0]
-                     for t, v in zip(_week_hours(week), y)]
-        con.executemany("INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id,"
-                        " y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, 'gp', ?, ?, ?, 'r', ?, ?, "
-                        "?, ?)", rows)
-        stored = [[b, t, v] for b, hours in readings.items() for t, v in hours.items()]
-        if stored:
-            con.executemany("INSERT INTO meter_readings VALUES (?, ?, ?)", stored)
-        val = [[b, week, t, e] for (b, week), errs in validation.items() for t, e in errs.items()]
-        if val:
-            con.executemany("INSERT INTO validation_errors VALUES (?, ?, 'gp', ?, ?, 'r')", val)
+            insert_rows(con, "portfolios", ["portfolio_id", "building_id"],
+                        [[p, b] for b in members])
+        insert_rows(con, "publications", ["building_id", "target_week", "model", "reason",
+                                           "expected_ratio", "run_id"],
+                    [[b, week, "gp", "test", 0.9, "r"] for b, week in published])
+        insert_rows(con, "forecasts", ["building_id", "model", "target_week", "ts", "y_hat",
+                                       "run_id", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"],
+                    [[b, "gp", week, t, float(v), "r", v - 2.0, v + 2.0, v - 5.0, v + 5.0]
+                     for (b, week), y in published.items() for t, v in zip(_week_hours(week), y)])
+        insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],
+                    [[b, t, v] for b, hours in readings.items() for t, v in hours.items()])
+        insert_rows(con, "validation_errors", ["building_id", "target_week", "model", "ts",
+                                               "error", "run_id"],
+                    [[b, week, "gp", t, e, "r"] for (b, week), errs in validation.items()
+                     for t, e in errs.items()])
 
 
 def _reference(buildings, portfolios, published, readings, validation) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from tasks.warehouse.connection import connect
 from tasks.warehouse.hours import week_inputs
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import week_of_run
+from tests.rows import insert_rows
 
 NEXT = date(2024, 2, 12)  # winter: local (London) Mondays are UTC midnights
 HISTORY_START = pd.Timestamp("2024-01-01 00:00Z")
@@ -30,16 +31,16 @@ def _hours(start: pd.Timestamp, n: int) -> pd.DatetimeIndex:
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """Two buildings at two sites; readings and observed weather through Sunday 2024-02-11
-    (built once: row by row, it takes seconds)."""
+    (built once)."""
     path = tmp_path_factory.mktemp("week-of-run") / "w.duckdb"
     hours = pd.date_range(HISTORY_START, READINGS_END, freq="h", inclusive="left")
     with connect(path) as con:
         ensure_schema(con)
-        con.executemany("INSERT INTO buildings VALUES (?, ?, 'Europe/London', 'GB', 'ENG', NULL, 't')",
-                        [("a", "site-a"), ("b", "site-b")])
-        for building_id in ("a", "b"):
-            con.executemany("INSERT INTO meter_readings VALUES (?, ?, 10.0)",
-                            [(building_id, ts.to_pydatetime()) for ts in hours])
+        con.execute("INSERT INTO buildings VALUES ('a', 'site-a', 'Europe/London', 'GB', 'ENG', "
+                    "NULL, 't'), ('b', 'site-b', 'Europe/London', 'GB', 'ENG', NULL, 't')")
+        insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],
+                    [(building_id, ts.to_pydatetime(), 10.0) for building_id in ("a", "b")
+                     for ts in hours])
         for site in ("site-a", "site-b"):
             _weather(con, site, hours, "observed")
     return path
@@ -53,10 +54,9 @@ def warehouse(pristine, tmp_path):
 
 def _weather(con, site: str, hours, kind: str) -> None:
     issued = None if kind == "observed" else pd.Timestamp("2024-02-11 18:00Z").to_pydatetime()
-    con.executemany(
-        "INSERT INTO weather (site_id, ts, temperature_c, irradiance_wm2, wind_speed_ms, kind, "
-        "issued_at) VALUES (?, ?, 5.0, 100.0, 3.0, ?, ?)",
-        [(site, ts.to_pydatetime(), kind, issued) for ts in hours])
+    insert_rows(con, "weather", ["site_id", "ts", "temperature_c", "irradiance_wm2",
+                                 "wind_speed_ms", "kind", "issued_at"],
+                [(site, ts.to_pydatetime(), 5.0, 100.0, 3.0, kind, issued) for ts in hours])
 
 
 def _forecast(path, n_hours: int, site: str = "site-a") -> None:
