@@ -19,6 +19,7 @@ from tasks.warehouse.connection import (
     connect,
 )
 from tasks.warehouse.schema import (
+    ADDED_COLUMNS,
     INPUT_TABLES,
     TABLES,
     VIEWS,
@@ -128,6 +129,33 @@ def test_ensure_schema_creates_input_tables_and_is_repeatable(con):
     ensure_schema(con)
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     assert set(INPUT_TABLES) <= tables
+
+
+class _Counted:
+    """A connection that counts the statements it is given."""
+
+    def __init__(self, con):
+        self.con, self.statements = con, []
+
+    def execute(self, statement, *args):
+        self.statements.append(statement)
+        return self.con.execute(statement, *args)
+
+
+def test_a_schema_this_release_made_is_not_made_again_and_an_earlier_one_is(con):
+    counted = _Counted(con)
+    ensure_schema(counted)
+    assert len(counted.statements) == 1  # the check alone
+    table, column, _ = ADDED_COLUMNS[-1]
+    # what an earlier release left: its own version of every view, a column it did not know
+    con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    for view in VIEWS:
+        con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT 1 AS earlier")
+    ensure_schema(counted)
+    assert len(counted.statements) > len(TABLES) + len(VIEWS)
+    assert column in {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+    for view in VIEWS:
+        assert "earlier" not in {r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()}
 
 
 def test_replace_slice_touches_only_its_slice(con):
