@@ -13,15 +13,12 @@ spaces are trimmed); with ``--decimal ','`` a dot separates thousands (``1.234,5
 (its header, its rows and, should pyarrow refuse it, the scan naming the line read that buffer),
 a larger one as a stream.
 
-A reader declares its file's :class:`FileContract`: each :class:`Column` -- its name, whether
-the header must have it, what its cells are (``id``, ``text``, ``number`` or ``time``), whether
-every cell must hold a value, a number's plausible range (:class:`~.plausibility.Bound`), an
-id's name in messages and whether it is typed into a comma-separated option -- and the columns
-no two rows may share (``key``), or what every other column is (``others``: a wide file's
-column per building, named by its id). :meth:`FileContract.judge` turns the cells into values,
-chunk after chunk, refusing the first bad one naming its ``line N`` (a CSV, the header being
-line 1) or ``row N`` (Parquet) and its column. What is a reader's own stays with it:
-timestamps (read by the reader's :class:`~.timestamps.TimeReader`), time zones and calendars.
+A reader declares its file's :class:`FileContract`: its :class:`Column` s (what each one's
+cells are and must be) and the columns no two rows may share (``key``), or what every other
+column is (``others``: a wide file's column per building). :meth:`FileContract.judge` turns
+the cells into values, chunk after chunk, refusing the first bad one naming its ``line N`` (a
+CSV, the header being line 1) or ``row N`` (Parquet) and its column. What is a reader's own
+stays with it: timestamps (its :class:`~.timestamps.TimeReader`), time zones and calendars.
 
 >>> from tasks.ingest.plausibility import TEMPERATURE_C
 >>> contract = FileContract("a thermometer file", (

@@ -97,8 +97,7 @@ def infer_interval(source: SourceRows, ts: pd.Series,
         step = int(pd.Series(steps).mode().iloc[0])
         raise MalformedSourceError(
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
-            "readings every 15, 30 or 60 minutes are supported"
-        )
+            "readings every 15, 30 or 60 minutes are supported")
     return SUPPORTED_MINUTES[int(np.argmax(counts))]
 
 
@@ -109,13 +108,9 @@ def check_on_grid(source: SourceRows, column: str, ts: pd.Series, minutes: int) 
     if off.any():
         row = int(np.flatnonzero(off)[0])
         what = "an hour" if minutes == 60 else f"a {minutes}-minute interval"
-        raise source.error(
-            row,
-            column,
-            f"{ts.iloc[row]:%Y-%m-%d %H:%M:%S}Z is not the start of "
-            f"{what} (the file's interval; timestamps label the start of each "
-            "interval on the UTC grid)",
-        )
+        raise source.error(row, column, f"{ts.iloc[row]:%Y-%m-%d %H:%M:%S}Z is not the start "
+                           f"of {what} (the file's interval; timestamps label the start of each "
+                           "interval on the UTC grid)")
 
 
 def check_unique(
@@ -142,8 +137,7 @@ def check_unique(
              if keys is not None else what)
     raise DuplicateTimestampError(
         f"{source.path}: {source.where(first)} and {source.where(second)}, column {column!r}: "
-        f"{label} at {ts.iloc[second]:%Y-%m-%d %H:%M}Z appears twice (duplicate rows)"
-    )
+        f"{label} at {ts.iloc[second]:%Y-%m-%d %H:%M}Z appears twice (duplicate rows)")
 
 
 def sum_to_hours(frame: pd.DataFrame, minutes: int) -> tuple[pd.DataFrame, int, int]:

@@ -251,8 +251,7 @@ def _contract(source: SourceFile, requested: Layout) -> FileContract:
         raise MalformedSourceError(
             f"{source.at.path}: a {values[0]!r} column but no 'building_id' column: a long "
             "file needs building_id, ts, kwh; a wide file has ts and one column per building "
-            "id (give --layout wide if a building is really called that)"
-        )
+            "id (give --layout wide if a building is really called that)")
     long = requested == "long" or requested == "auto" and "building_id" in columns
     contract = LONG_FILE if long else WIDE_FILE
     contract.check_header(source)
