@@ -422,29 +422,6 @@ def forecast_weather(spec: FleetSpec, weather: pa.Table, issued_at: datetime) ->
                             table.column("issued_at").cast(_UTC_TS))
 
 
-class _CountingStream:
-    """Wraps the batch generator: counts rows and keeps the generator's own exception."""
-
-    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
-        self._batches = batches
-        self.rows = 0
-        self.missing = 0
-        self.error: BaseException | None = None
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        try:
-            for batch in self._batches:
-                self.rows += batch.num_rows
-                self.missing += batch.column("kwh").null_count
-                yield batch
-        except BaseException as error:
-            self.error = error
-            raise
-
-    def reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(_READINGS_SCHEMA, iter(self))
-
-
 def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSummary:
     """Generate the fleet and replace its slice of the input tables in one transaction."""
     began = time.perf_counter()
@@ -457,7 +434,19 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
     known = np.tile(np.arange(cal.ts.size) < kept, spec.sites)  # fleet_weather's row order
     weather, coming = everything.filter(pa.array(known)), everything.filter(pa.array(~known))
     issued = history.end - timedelta(hours=6)
-    stream = _CountingStream(fleet_readings(spec, cal, hours=kept))
+    counted = {"rows": 0, "missing": 0}
+    failed: list[BaseException] = []  # the generator's own error, which duckdb wraps
+
+    def readings() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in fleet_readings(spec, cal, hours=kept):
+                counted["rows"] += batch.num_rows
+                counted["missing"] += batch.column("kwh").null_count
+                yield batch
+        except BaseException as error:
+            failed.append(error)
+            raise
+
     ensure_schema(con)
     try:
         with transaction(con):
@@ -470,19 +459,20 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
                 replace_slice(con, "weather", forecast_weather(spec, coming, issued),
                               Slice(where_in={"site_id": sites, "kind": ["forecast"]},
                                     start=history.end, end=cal.end), own_transaction=False)
-            replace_slice(con, "meter_readings", stream.reader(),
+            replace_slice(con, "meter_readings",
+                          pa.RecordBatchReader.from_batches(_READINGS_SCHEMA, readings()),
                           Slice(where_in={"building_id": ids}, start=history.start,
                                 end=history.end), own_transaction=False)
             rescored = rescore_forecasts(con, buildings=ids, start=history.start,
                                          end=history.end - timedelta(hours=1))
     except duckdb.Error:
-        if stream.error is not None:
-            raise stream.error from None
+        if failed:
+            raise failed[0] from None
         raise
     return SyntheticSummary(
         buildings=spec.buildings,
-        readings=stream.rows,
-        missing_readings=stream.missing,
+        readings=counted["rows"],
+        missing_readings=counted["missing"],
         weather_hours=weather.num_rows,
         start=history.start,
         end=history.end,

@@ -144,21 +144,17 @@ class TimeReader:
     def _parse(self, at: SourceRows, text: pd.Series) -> pd.Series:
         if self._layout is None and self.dayfirst:
             self._dayfirst_layout(at, text.iloc[0])
-        if self._layout is not None:
+        if self._layout is not None:  # a layout with an offset (%z) gives every row one
             aware = "%z" in self._layout or "%Z" in self._layout
-            self._same_form(at, aware, np.full(len(text), aware), text)
-            parsed = pd.to_datetime(text, format=self._layout, utc=aware, errors="coerce")
-            self._refuse_unreadable(at, text, parsed)
-            return parsed.astype(_UTC_US if aware else "datetime64[us]")
-        has_offset = text.str.contains(_OFFSET).to_numpy(dtype=bool)
-        self._same_form(at, bool(has_offset[0]), has_offset, text)
-        if has_offset[0]:
-            parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
-            self._refuse_unreadable(at, text, parsed)
-            return parsed.astype(_UTC_US)
-        parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+            each = np.full(len(text), aware)
+        else:  # ISO 8601, each row with an offset or without
+            each = text.str.contains(_OFFSET).to_numpy(dtype=bool)
+            aware = bool(each[0])
+        self._same_form(at, aware, each, text)
+        parsed = pd.to_datetime(text, format=self._layout or "ISO8601", utc=aware,
+                                errors="coerce")
         self._refuse_unreadable(at, text, parsed)
-        return parsed.astype("datetime64[us]")
+        return parsed.astype(_UTC_US if aware else "datetime64[us]")
 
     def _dayfirst_layout(self, at: SourceRows, first: str) -> None:
         if _ISO_START.match(first):  # ISO 8601 (year first) is read as such
