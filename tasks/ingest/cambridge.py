@@ -83,17 +83,12 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
         start, end = flags.span(pc.min(ts).as_py(), pc.max(ts).as_py())
         rescored = rescore_forecasts(con, buildings=ids, start=start, end=end)
     return IngestSummary(
-        buildings=len(ids),
-        readings=batch.readings.num_rows,
-        missing_readings=batch.readings["kwh"].null_count,
-        weather_hours=batch.weather.num_rows,
+        buildings=len(ids), readings=batch.readings.num_rows,
+        missing_readings=batch.readings["kwh"].null_count, weather_hours=batch.weather.num_rows,
         weather_hours_without_wind=batch.weather["wind_speed_ms"].null_count,
         seconds=batch.read_seconds + time.perf_counter() - began,
-        implausible_values=batch.implausible_values,
-        clipped_values=batch.clipped_values,
-        rescored=rescored,
-        flags=flags,
-    )
+        implausible_values=batch.implausible_values, clipped_values=batch.clipped_values,
+        rescored=rescored, flags=flags)
 
 
 def ingest_cambridge(warehouse: str | Path, path: str | Path,

@@ -403,13 +403,6 @@ def load_cambridge(path: str | Path, buildings: Sequence[str] | None = None,
             ("holiday_subdiv", HOLIDAY_SUBDIV), ("source", ARCHIVE_SOURCE))}})
     weather = _weather(layout, lo, hi, implausible, tally)
     return CambridgeBatch(
-        buildings=meta,
-        readings=pa.concat_tables(readings),
-        weather=weather,
-        building_ids=tuple(ids),
-        start=lo,
-        end=hi,
-        read_seconds=time.perf_counter() - began,
-        implausible_values=tally.implausible,
-        clipped_values=tally.clipped,
-    )
+        buildings=meta, readings=pa.concat_tables(readings), weather=weather,
+        building_ids=tuple(ids), start=lo, end=hi, read_seconds=time.perf_counter() - began,
+        implausible_values=tally.implausible, clipped_values=tally.clipped)

@@ -369,19 +369,11 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
     del frame
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
     return ReadingsBatch(
-        path=str(at.path),
-        options=options,
-        readings=readings,
+        path=str(at.path), options=options, readings=readings,
         building_ids=tuple(sorted(str(b) for b in pd.unique(hours["building_id"]))),
-        interval_minutes=minutes,
-        rows_read=n,
-        partial_hours=partial,
-        implausible_values=tally.implausible,
-        read_seconds=time.perf_counter() - began,
-        incomplete_hours=incomplete,
-        registers=registers,
-        sub_hourly=sub_hourly,
-    )
+        interval_minutes=minutes, rows_read=n, partial_hours=partial,
+        implausible_values=tally.implausible, read_seconds=time.perf_counter() - began,
+        incomplete_hours=incomplete, registers=registers, sub_hourly=sub_hourly)
 
 
 _LEVELS_SQL = f"""
@@ -495,22 +487,15 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         start, end = flags.span(first, last)
         rescored = rescore_forecasts(con, buildings=batch.building_ids, start=start, end=end)
     return ReadingsSummary(
-        buildings=len(batch.building_ids),
-        readings=inserted,
-        missing_readings=batch.readings["kwh"].null_count,
-        partial_hours=batch.partial_hours,
-        implausible_values=batch.implausible_values,
-        interval_minutes=batch.interval_minutes,
-        replaced=replaced,
-        start=first,
-        end=last,
+        buildings=len(batch.building_ids), readings=inserted,
+        missing_readings=batch.readings["kwh"].null_count, partial_hours=batch.partial_hours,
+        implausible_values=batch.implausible_values, interval_minutes=batch.interval_minutes,
+        replaced=replaced, start=first, end=last,
         seconds=batch.read_seconds + time.perf_counter() - began,
         incomplete_hours=batch.incomplete_hours,
         removed=removed if batch.options.replace_range else None,
-        registers=batch.registers if batch.options.unit == "register" else None,
-        rescored=rescored,
-        flags=flags,
-    )
+        registers=batch.registers if batch.options.unit == "register" else None, rescored=rescored,
+        flags=flags)
 
 
 def ingest_readings(

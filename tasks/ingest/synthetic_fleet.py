@@ -192,17 +192,13 @@ def fleet_hours(spec: FleetSpec) -> _Calendar:
     )
     holiday_days = pd.DatetimeIndex(list(calendar.keys()))
     return _Calendar(
-        ts=utc.tz_localize(None).to_numpy().astype("datetime64[us]"),
-        start=begin,
-        end=end,
-        local_hour=np.asarray(local.hour + 0.5),
-        weekday=np.asarray(local.day_of_week),
+        ts=utc.tz_localize(None).to_numpy().astype("datetime64[us]"), start=begin, end=end,
+        local_hour=np.asarray(local.hour + 0.5), weekday=np.asarray(local.day_of_week),
         holiday=np.asarray(local_days.isin(holiday_days)),
         day_of_year=np.asarray(utc.day_of_year + utc.hour / 24.0),
         utc_hour=np.asarray(utc.hour + 0.5),
         day_index=np.asarray((local_days - local_days[0]).days),
-        school_break=_school_break(local_days),
-    )
+        school_break=_school_break(local_days))
 
 
 def _ar1(rng: np.random.Generator, shape: tuple[int, int], phi: float, sd: float) -> np.ndarray:
@@ -299,22 +295,17 @@ def _fleet_parameters(spec: FleetSpec) -> _Fleet:
         return np.clip(values * rng.lognormal(0.0, rel, n), lo, hi)
 
     return _Fleet(
-        type_names=names[kind],
-        site=rng.integers(0, spec.sites, n),
+        type_names=names[kind], site=rng.integers(0, spec.sites, n),
         peak_kw=rng.lognormal(np.log(60.0), 0.9, n),
         open_hour=column("open_hour") + rng.uniform(-1.0, 1.0, n),
         close_hour=column("close_hour") + rng.uniform(-1.0, 1.0, n),
         saturday=jitter(column("saturday"), 0.3, 0.0, 1.2),
         sunday=jitter(column("sunday"), 0.3, 0.0, 1.2),
         holiday=jitter(column("holiday"), 0.3, 0.0, 1.0),
-        base=jitter(column("base"), 0.25, 0.05, 0.9),
-        heating=jitter(column("heating"), 0.4),
-        cooling=jitter(column("cooling"), 0.4),
-        heat_balance=rng.uniform(13.0, 17.0, n),
-        cool_balance=rng.uniform(19.0, 23.0, n),
-        term_breaks=column("term_breaks").astype(bool),
-        noise_sd=rng.uniform(0.02, 0.06, n),
-    )
+        base=jitter(column("base"), 0.25, 0.05, 0.9), heating=jitter(column("heating"), 0.4),
+        cooling=jitter(column("cooling"), 0.4), heat_balance=rng.uniform(13.0, 17.0, n),
+        cool_balance=rng.uniform(19.0, 23.0, n), term_breaks=column("term_breaks").astype(bool),
+        noise_sd=rng.uniform(0.02, 0.06, n))
 
 
 def fleet_buildings(spec: FleetSpec) -> pa.Table:
@@ -470,16 +461,9 @@ def write_fleet(con: duckdb.DuckDBPyConnection, spec: FleetSpec) -> SyntheticSum
             raise failed[0] from None
         raise
     return SyntheticSummary(
-        buildings=spec.buildings,
-        readings=counted["rows"],
-        missing_readings=counted["missing"],
-        weather_hours=weather.num_rows,
-        start=history.start,
-        end=history.end,
-        forecast_hours=coming.num_rows,
-        seconds=time.perf_counter() - began,
-        rescored=rescored,
-    )
+        buildings=spec.buildings, readings=counted["rows"], missing_readings=counted["missing"],
+        weather_hours=weather.num_rows, start=history.start, end=history.end,
+        forecast_hours=coming.num_rows, seconds=time.perf_counter() - began, rescored=rescored)
 
 
 def ingest_synthetic(warehouse: str | Path, spec: FleetSpec) -> SyntheticSummary:

@@ -219,19 +219,12 @@ def load_weather(path: str | Path, options: WeatherOptions) -> WeatherBatch:
     frame["issued_at"] = pd.to_datetime(frame["issued_at"], utc=True)
     table = pa.Table.from_pandas(frame, schema=WEATHER_SCHEMA, preserve_index=False)
     return WeatherBatch(
-        path=str(at.path),
-        kind=options.kind,
-        weather=table,
-        site_ids=tuple(dict.fromkeys(frame["site_id"])),
-        rows_read=cells.rows,
-        superseded_in_file=superseded,
-        implausible_values=cells.tally.implausible,
-        clipped_values=cells.tally.clipped,
-        read_seconds=time.perf_counter() - began,
-        replace_range=options.replace_range,
-        blank_cells=tuple(cells.blank.items()),
-        absent=tuple(name for name in VALUES if name not in cells.columns),
-    )
+        path=str(at.path), kind=options.kind, weather=table,
+        site_ids=tuple(dict.fromkeys(frame["site_id"])), rows_read=cells.rows,
+        superseded_in_file=superseded, implausible_values=cells.tally.implausible,
+        clipped_values=cells.tally.clipped, read_seconds=time.perf_counter() - began,
+        replace_range=options.replace_range, blank_cells=tuple(cells.blank.items()),
+        absent=tuple(name for name in VALUES if name not in cells.columns))
 
 
 def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> WeatherSummary:
@@ -254,20 +247,12 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
                                                      ("site_id", "ts", "kind"), "issued_at",
                                                      own_transaction=False)
     return WeatherSummary(
-        kind=batch.kind,
-        sites=len(batch.site_ids),
-        hours=inserted,
-        replaced=deleted,
+        kind=batch.kind, sites=len(batch.site_ids), hours=inserted, replaced=deleted,
         superseded_in_file=batch.superseded_in_file,
         older_than_stored=batch.weather.num_rows - inserted if batch.kind == "forecast" else 0,
-        implausible_values=batch.implausible_values,
-        clipped_values=batch.clipped_values,
-        seconds=batch.read_seconds + time.perf_counter() - began,
-        removed=removed,
-        rows_read=batch.rows_read,
-        blank_cells=batch.blank_cells,
-        absent=batch.absent,
-    )
+        implausible_values=batch.implausible_values, clipped_values=batch.clipped_values,
+        seconds=batch.read_seconds + time.perf_counter() - began, removed=removed,
+        rows_read=batch.rows_read, blank_cells=batch.blank_cells, absent=batch.absent)
 
 
 def ingest_weather(warehouse: str | Path, path: str | Path, options: WeatherOptions
