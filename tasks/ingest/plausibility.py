@@ -89,7 +89,8 @@ def check_column(values: pa.ChunkedArray | pa.Array, bound: Bound, *, path: Path
                                      & (numbers <= bound.high + bound.above))
         low = ~bad & (numbers < bound.low)
         high = ~bad & (numbers > bound.high)
-    bad |= _nan_not_null(values)
+    bad |= pc.fill_null(pc.is_nan(pc.cast(values, pa.float64())), False).to_numpy(
+        zero_copy_only=False)  # a nan written in the file, as opposed to a blank cell
     tally.clipped += int((low | high).sum())
     if (low | high).any():
         kept = pc.cast(values, pa.float64())
@@ -121,12 +122,6 @@ def value_notes(implausible: int, clipped: int) -> list[str]:
         notes.append(f"{clipped:,} value(s) just past their bound (a sensor's tolerance) "
                      "clipped to it")
     return notes
-
-
-def _nan_not_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """NaN cells (``nan`` written in the file), as opposed to blank ones."""
-    floats = pc.cast(values, pa.float64())
-    return pc.fill_null(pc.is_nan(floats), False).to_numpy(zero_copy_only=False)
 
 
 __all__ = ["ENERGY_KWH", "HUMIDITY_PCT", "IRRADIANCE_WM2", "REGISTER_KWH", "TEMPERATURE_C",
