@@ -61,6 +61,10 @@ carry at least this share of the target week's forecast energy."""
 _NO_PORTFOLIOS = "(SELECT NULL::VARCHAR AS portfolio_id, NULL::VARCHAR AS building_id WHERE false)"
 _NO_VALIDATION = ("(SELECT NULL::VARCHAR AS building_id, NULL::DATE AS target_week, "
                   "NULL::TIMESTAMPTZ AS ts, NULL::DOUBLE AS error WHERE false)")
+_NO_VINTAGES = ("(SELECT NULL::VARCHAR AS building_id, NULL::DATE AS target_week, "
+                "NULL::VARCHAR AS model, NULL::VARCHAR AS run_id, NULL::TIMESTAMPTZ AS ts, "
+                "NULL::DOUBLE AS y_hat, NULL::DOUBLE AS y_lo_80, NULL::DOUBLE AS y_hi_80 "
+                "WHERE false)")
 
 
 def _pct(level: float) -> int:
@@ -94,16 +98,20 @@ def portfolio_members_sql(named: bool = True, chosen: bool = False) -> str:
 
 
 def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
-                            record_weeks: int = RECORD_WEEKS, chosen_weeks: bool = False,
-                            chosen_portfolios: bool = False) -> str:
+                            issued: bool = True, record_weeks: int = RECORD_WEEKS,
+                            chosen_weeks: bool = False, chosen_portfolios: bool = False) -> str:
     """The ``portfolio_forecasts`` rows: per (portfolio, target week, UTC hour) the summed
     published forecast, its 80 % and 95 % intervals, the buildings summed and expected, the
     actual total (NULL until every summed building's reading of the hour is stored), the sum of
     the buildings' own 80 % widths (what adding their bands would give), and what calibrated
     the intervals: ``n_calibration_hours`` and ``n_record_weeks`` (earlier published weeks
-    among them; 0 in a portfolio's first week). ``named`` / ``validation``: whether the
-    ``portfolios`` / ``validation_errors`` tables exist (a warehouse of an earlier release read
-    without writing has neither). ``record_weeks`` other than :data:`RECORD_WEEKS` (0: every
+    among them; 0 in a portfolio's first week). ``named`` / ``validation`` / ``issued``:
+    whether the ``portfolios`` / ``validation_errors`` / ``issued_forecasts`` tables exist (a
+    warehouse of an earlier release read without writing has none of them). A building-week's
+    published hours are its publication's run's vintage in ``issued_forecasts`` (the rows of
+    that model in ``forecasts``, which holds every model's: a seventh of the rows to read), or,
+    for a publication no vintage was kept of (an earlier release's), its model's rows in
+    ``forecasts``. ``record_weeks`` other than :data:`RECORD_WEEKS` (0: every
     week calibrated as a portfolio's first) is for studying the calibration. With
     ``chosen_weeks`` only the target weeks of one ``?`` placeholder (a list of dates) are
     computed: a week's rows read only its own and its record weeks' stored rows, where a
@@ -112,6 +120,7 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
     first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
     buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
     errors = "validation_errors" if validation else _NO_VALIDATION
+    vintages = "issued_forecasts" if issued else _NO_VINTAGES
     chosen = ("SELECT unnest(?::DATE[]) AS target_week" if chosen_weeks
               else "SELECT DISTINCT target_week FROM publications")
     widths = ",\n".join(
@@ -134,21 +143,38 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
             FROM chosen CROSS JOIN range(0, {int(record_weeks) + 1}) AS weeks_back(k)
         ),
         publication AS MATERIALIZED (
-            SELECT building_id, target_week, model FROM publications
+            SELECT building_id, target_week, model, run_id FROM publications
             WHERE target_week IN (SELECT target_week FROM wanted)
               AND building_id IN (SELECT building_id FROM member_buildings)
         ),
-        -- each building's published hours of those weeks, with its readings
+        -- each building's published hours of those weeks: as issued, else from forecasts
+        issued AS MATERIALIZED (
+            SELECT i.building_id, i.target_week, i.ts, i.y_hat, i.y_lo_80, i.y_hi_80
+            FROM {vintages} i
+            JOIN publication p USING (building_id, target_week, model, run_id)
+            WHERE i.target_week IN (SELECT target_week FROM wanted)
+        ),
+        published AS (
+            SELECT * FROM issued
+            UNION ALL
+            SELECT f.building_id, f.target_week, f.ts, f.y_hat, f.y_lo_80, f.y_hi_80
+            FROM forecasts f
+            JOIN (SELECT * FROM publication
+                  ANTI JOIN (SELECT DISTINCT building_id, target_week FROM issued)
+                  USING (building_id, target_week)) p
+                USING (building_id, target_week, model)
+            WHERE f.target_week IN (SELECT target_week FROM wanted)
+        ),
+        -- with their readings
         hours AS MATERIALIZED (
             SELECT f.building_id, f.target_week, f.ts, f.y_hat, f.y_hi_80 - f.y_lo_80 AS width_80,
                    r.kwh
-            FROM forecasts f
-            JOIN publication p USING (building_id, target_week, model)
-            LEFT JOIN (SELECT * FROM {USABLE_READINGS} -- the wanted weeks' hours only
+            FROM published f
+            LEFT JOIN (SELECT * FROM {USABLE_READINGS} -- the wanted hours of the members only
                        WHERE ts >= (SELECT min(target_week) FROM wanted) - INTERVAL 2 DAY
-                         AND ts < (SELECT max(target_week) FROM wanted) + INTERVAL 9 DAY) r
+                         AND ts < (SELECT max(target_week) FROM wanted) + INTERVAL 9 DAY
+                         AND building_id IN (SELECT building_id FROM member_buildings)) r
                 USING (building_id, ts)
-            WHERE f.target_week IN (SELECT target_week FROM wanted)
         ),
         -- the buildings a chosen week's total sums, each weighted by its forecast energy
         weights AS MATERIALIZED (
@@ -301,6 +327,7 @@ def _selected(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
     ``portfolios`` and ``validation_errors``)."""
     sql = portfolio_forecasts_sql(named=has_table(con, "portfolios"),
                                   validation=has_table(con, "validation_errors"),
+                                  issued=has_table(con, "issued_forecasts"),
                                   record_weeks=record_weeks, chosen_weeks=weeks is not None,
                                   chosen_portfolios=True)
     params: list = [list(portfolios), *([list(weeks)] if weeks is not None else [])]

@@ -22,7 +22,7 @@ from tasks.warehouse.portfolio_sql import (
     read_portfolio_scores,
 )
 from tasks.warehouse.schema import ensure_schema
-from tests.rows import insert_rows
+from tests.rows import FORECAST_COLUMNS, insert_rows
 
 W0 = date(2024, 1, 1)
 HOURS = 168
@@ -222,6 +222,34 @@ def test_errors_that_move_together_give_the_sum_of_the_bands(tmp_path):
     rank = math.ceil((HOURS + 1) * 0.95)  # the 160th smallest |2e|
     assert one == pytest.approx(sorted(np.abs(np.linspace(-3.0, 3.0, HOURS)))[rank - 1])
     assert row["y_hi_95"] - row["y_hat"] == pytest.approx(2 * one)
+
+
+def test_published_hours_are_read_from_the_publications_own_vintage(random_fleet, tmp_path):
+    """A publication's hours come from its run's vintage in ``issued_forecasts`` (not another
+    run's vintage), else, where no vintage was kept (an earlier release's run), from
+    ``forecasts``: with the forecasts of the vintaged half deleted and an earlier run's
+    different vintage beside every one, the portfolios are what they were."""
+    path, _ = random_fleet
+    copy = tmp_path / "w.duckdb"
+    copy.write_bytes(path.read_bytes())
+    with connect(copy, read_only=True) as con:
+        before = read_portfolio_forecasts(con)
+    with connect(copy) as con:
+        columns = ", ".join(FORECAST_COLUMNS)
+        vintage = (f"SELECT {columns}, TIMESTAMPTZ '2024-03-01 06:00+00' AS issued_at, "
+                   "'published' AS outcome, 'test' AS reason FROM forecasts")
+        con.execute(f"INSERT INTO issued_forecasts ({columns}, issued_at, outcome, reason) "
+                    f"{vintage} WHERE building_id IN ('b0', 'b3') OR target_week = ?", [W0])
+        con.execute(f"INSERT INTO issued_forecasts ({columns}, issued_at, outcome, reason) "
+                    f"SELECT * REPLACE (y_hat + 100.0 AS y_hat, 'r0' AS run_id, "
+                    f"TIMESTAMPTZ '2024-02-01 06:00+00' AS issued_at) FROM ({vintage})")
+        con.execute("DELETE FROM forecasts WHERE building_id IN ('b0', 'b3') OR target_week = ?",
+                    [W0])
+        left = con.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+    with connect(copy, read_only=True) as con:
+        after = read_portfolio_forecasts(con)
+    assert 0 < left < 4 * 4 * HOURS  # some building-weeks have no vintage, some no forecast
+    pd.testing.assert_frame_equal(after, before)
 
 
 def test_a_read_of_chosen_weeks_equals_the_view(random_fleet):
