@@ -37,7 +37,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple
@@ -129,19 +129,6 @@ class CsvFormat(BaseModel):
         return self
 
 
-def parse_pairs(items: Iterable[str]) -> tuple[str, ...]:
-    """``["Asset Name=building_id", "Notes="]`` checked to be ``SOURCE=TARGET`` pairs (the
-    option's own validation: ``ValueError`` for one that is not)."""
-    checked = []
-    for item in items:
-        source, equals, target = item.rpartition("=")
-        if not equals or not source.strip():
-            raise ValueError(f"{item!r} is not SOURCE=TARGET (e.g. 'Asset Name=building_id'; "
-                             "'Notes=' leaves a column out)")
-        checked.append(f"{source.strip()}={target.strip()}")
-    return tuple(checked)
-
-
 class FileOptions(CsvFormat):
     """How an operator's file is read: a CSV's format, and which of the file's columns is which
     warehouse column (:class:`ColumnMapping`)."""
@@ -157,7 +144,17 @@ class FileOptions(CsvFormat):
     @field_validator("columns")
     @classmethod
     def _pairs(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if value is None else parse_pairs(value)
+        """``["Asset Name=building_id", "Notes="]`` checked to be ``SOURCE=TARGET`` pairs."""
+        if value is None:
+            return None
+        checked = []
+        for item in value:
+            source, equals, target = item.rpartition("=")
+            if not equals or not source.strip():
+                raise ValueError(f"{item!r} is not SOURCE=TARGET (e.g. 'Asset Name=building_id'; "
+                                 "'Notes=' leaves a column out)")
+            checked.append(f"{source.strip()}={target.strip()}")
+        return tuple(checked)
 
     def column_mapping(self) -> ColumnMapping:
         """The mapping the options give (the mapping file read now)."""
@@ -224,15 +221,6 @@ class ColumnMapping:
                     f"but the file already has a column {pair.target!r}; map that one "
                     f"elsewhere or leave it out ('{pair.target}=')")
         return [by_source[n].target if n in by_source else n for n in names]
-
-    def check_targets(self, path: Path, allowed: Collection[str], what: str) -> None:
-        """Every target is one of ``allowed`` (the columns of ``what``, e.g. 'a buildings
-        file'), else an error naming the source and the target."""
-        for pair in self.pairs:
-            if pair.target is not None and pair.target not in allowed:
-                raise MalformedSourceError(
-                    f"{path}: {pair.origin} maps column {pair.source!r} to {pair.target!r}, "
-                    f"which is not a column of {what}; the columns are {', '.join(allowed)}")
 
 
 def _read_mapping_file(path: Path) -> list[_Pair]:
@@ -791,9 +779,14 @@ class FileContract:
         return self.judge(self.open(path, form), policy=policy)
 
     def _check_targets(self, path: Path, mapping: ColumnMapping | None) -> None:
-        """The mapping names only the contract's columns (any, for a file of :attr:`others`)."""
-        if mapping and self.others is None:
-            mapping.check_targets(path, (*self.required, *self.optional), self.what)
+        """The mapping names only the contract's columns (any, for a file of :attr:`others`),
+        else an error naming the source and the target."""
+        allowed = (*self.required, *self.optional)
+        for pair in mapping.pairs if mapping and self.others is None else ():
+            if pair.target is not None and pair.target not in allowed:
+                raise MalformedSourceError(
+                    f"{path}: {pair.origin} maps column {pair.source!r} to {pair.target!r}, "
+                    f"which is not a column of {self.what}; the columns are {', '.join(allowed)}")
 
     def check_header(self, source: SourceFile) -> None:
         """The header of an open file (its columns as the mapping reads them) against the

@@ -25,16 +25,11 @@ from tasks.ingest.contract import SourceRows
 from tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
 
 __all__ = ["SUPPORTED_MINUTES", "EnergyUnit", "check_on_grid", "check_unique", "infer_interval",
-           "kwh_factor", "removed_note", "series_codes", "series_order", "sum_to_hours"]
+           "removed_note", "series_codes", "series_order", "sum_to_hours"]
 
 EnergyUnit = Literal["kWh", "Wh", "kW", "register"]
 SUPPORTED_MINUTES = (15, 30, 60)
 _US_PER_MINUTE = 60_000_000
-
-
-def kwh_factor(unit: EnergyUnit, minutes: int) -> float:
-    """What one value in ``unit`` over an interval of ``minutes`` is in kWh."""
-    return {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0, "register": 1.0}[unit]
 
 
 def removed_note(removed: int | None) -> str:

@@ -57,7 +57,6 @@ from tasks.ingest.hourly import (
     check_on_grid,
     check_unique,
     infer_interval,
-    kwh_factor,
     removed_note,
     sum_to_hours,
 )
@@ -163,7 +162,7 @@ class ReadingsOptions(LocalTimeOptions, FileOptions):
         """What one value of the file is in kWh (a register's reading, with --unit register)."""
         if self.unit == "register":
             return _REGISTER_KWH[self.register_unit]
-        return kwh_factor(self.unit, minutes)
+        return {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0}[self.unit]
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ Wall-clock times and clock changes (zone rules from :mod:`zoneinfo`):
 * such a time that appears only once is refused, unless ``ambiguous`` says which instant it is:
   ``earliest`` (summer time) or ``latest`` (standard time). A third appearance is a duplicate.
 
-Dates (:func:`accepted_until`): a timestamp before :data:`EARLIEST` (1990-01-01) or more than a
-few days after today (:data:`DAYS_AHEAD` for readings, observations and issue times,
+Dates (:meth:`LocalTimeOptions.reader`): a timestamp before :data:`EARLIEST` (1990-01-01) or
+more than a few days after today (:data:`DAYS_AHEAD` for readings, observations and issue times,
 :data:`FORECAST_DAYS_AHEAD` for the hours of a weather forecast) is refused naming its row: a
 year 1, 1900, 2099 or 9999 is a typo or a placeholder, and one such row would make a whole
 fleet look silent or stale.
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Literal
 
 import numpy as np
@@ -47,7 +47,7 @@ from tasks.ingest.errors import MalformedSourceError
 from tasks.protocol.weeks import resolve_timezone
 
 __all__ = ["DAYS_AHEAD", "EARLIEST", "FORECAST_DAYS_AHEAD", "AmbiguousPolicy", "LocalTimeOptions",
-           "TimeReader", "TimeZoneName", "accepted_until", "localise"]
+           "TimeReader", "TimeZoneName"]
 
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
@@ -71,13 +71,6 @@ _NO_OFFSET_HINT = ("write timestamps with a UTC offset (e.g. 2024-03-31T01:00:00
 TimeZoneName = Annotated[str, AfterValidator(lambda name: resolve_timezone(name).key)]
 """An IANA time zone name that :mod:`zoneinfo` knows (a pydantic type; the check is
 :func:`~tasks.protocol.weeks.resolve_timezone`)."""
-
-
-def accepted_until(days_ahead: int, now: datetime | None = None) -> pd.Timestamp:
-    """The latest instant a timestamp may name: ``days_ahead`` days after ``now`` (default:
-    the clock's now)."""
-    return pd.Timestamp(now or datetime.now(UTC)).tz_convert("UTC") + timedelta(
-        days=days_ahead)
 
 
 class TimeReader:
@@ -131,15 +124,45 @@ class TimeReader:
         self._check_dates(at, parsed)
         return parsed
 
-    def utc(self, at: SourceRows, parsed: pd.Series, ambiguous: AmbiguousPolicy,
+    def utc(self, at: SourceRows, wall: pd.Series, ambiguous: AmbiguousPolicy,
             series: pd.Series | np.ndarray | None = None, series_name: str = "series", *,
             pairs: bool = True) -> pd.Series:
-        """The file's timestamps (:meth:`read`, every chunk's) as UTC instants, wall-clock
-        times localised by :func:`localise`."""
+        """The file's timestamps (:meth:`read`, every chunk's, in file order) as UTC instants:
+        naive wall-clock times ``wall`` localised in :attr:`timezone` by the module's
+        clock-change rules, ``series`` (aligned) pairing the repeated times of each series."""
         if self.with_offset:
-            return parsed
-        return localise(at, self.column, parsed, str(self.timezone), ambiguous, series,
-                        series_name, pairs)
+            return wall
+        column, timezone = self.column, str(self.timezone)
+        zone = resolve_timezone(timezone)
+        utc = wall.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
+        odd = np.flatnonzero(utc.isna().to_numpy())
+        if odd.size == 0:
+            return utc.astype(_UTC_US)
+        odd_wall = wall.iloc[odd]
+        # pandas' ambiguous=True is the earlier instant of a repeated time (summer time)
+        skipped = odd_wall.dt.tz_localize(zone, ambiguous=True, nonexistent="NaT").isna().to_numpy()
+        if skipped.any():
+            i = int(odd[skipped.argmax()])
+            raise at.error(i, column, f"{wall.iloc[i]:%Y-%m-%d %H:%M} does not exist in "
+                           f"{timezone} (the clocks go forward over it); fix the time, or "
+                           f"{_NO_OFFSET_HINT}")
+        names = (None if series is None else series.reset_index(drop=True)
+                 if isinstance(series, pd.Series) else pd.Series(series))
+        keys = pd.DataFrame({"series": 0 if names is None else names.iloc[odd].to_numpy(),
+                             "wall": odd_wall.to_numpy()})
+        grouped = keys.groupby(["series", "wall"], sort=False)
+        paired = pairs & (grouped["wall"].transform("size") >= 2).to_numpy()
+        if ambiguous == "refuse" and not paired.all():
+            i = int(odd[paired.argmin()])
+            whose = f" for {series_name} {names.iloc[i]!r}" if names is not None else ""
+            raise at.error(
+                i, column,
+                f"{wall.iloc[i]:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back "
+                f"over it) and appears once{whose}; give --ambiguous earliest (summer time, the "
+                f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}")
+        earlier = np.where(paired, grouped.cumcount().to_numpy() == 0, ambiguous == "earliest")
+        utc.iloc[odd] = odd_wall.dt.tz_localize(zone, ambiguous=earlier).dt.tz_convert("UTC").array
+        return utc.astype(_UTC_US)
 
     def _parse(self, at: SourceRows, text: pd.Series) -> pd.Series:
         if self._layout is None and self.dayfirst:
@@ -214,44 +237,6 @@ class TimeReader:
                 "a mistyped year or a placeholder date? fix the timestamp")
 
 
-def localise(rows: SourceRows, column: str, wall: pd.Series, timezone: str,
-             ambiguous: AmbiguousPolicy, series: pd.Series | np.ndarray | None, series_name: str,
-             pairs: bool = True) -> pd.Series:
-    """Naive wall-clock times ``wall`` (one per row of the file, in file order) in
-    ``timezone`` as UTC instants, by the module's clock-change rules; ``series`` (aligned)
-    pairs the repeated times of each series."""
-    zone = resolve_timezone(timezone)
-    utc = wall.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
-    odd = np.flatnonzero(utc.isna().to_numpy())
-    if odd.size == 0:
-        return utc.astype(_UTC_US)
-    odd_wall = wall.iloc[odd]
-    # pandas' ambiguous=True is the earlier instant of a repeated time (summer time)
-    skipped = odd_wall.dt.tz_localize(zone, ambiguous=True, nonexistent="NaT").isna().to_numpy()
-    if skipped.any():
-        i = int(odd[skipped.argmax()])
-        raise rows.error(i, column, f"{wall.iloc[i]:%Y-%m-%d %H:%M} does not exist in "
-                         f"{timezone} (the clocks go forward over it); fix the time, or "
-                         f"{_NO_OFFSET_HINT}")
-    names = (None if series is None else
-             series.reset_index(drop=True) if isinstance(series, pd.Series) else pd.Series(series))
-    keys = pd.DataFrame({"series": 0 if names is None else names.iloc[odd].to_numpy(),
-                         "wall": odd_wall.to_numpy()})
-    grouped = keys.groupby(["series", "wall"], sort=False)
-    paired = pairs & (grouped["wall"].transform("size") >= 2).to_numpy()
-    if ambiguous == "refuse" and not paired.all():
-        i = int(odd[paired.argmin()])
-        whose = f" for {series_name} {names.iloc[i]!r}" if names is not None else ""
-        raise rows.error(
-            i, column,
-            f"{wall.iloc[i]:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back over "
-            f"it) and appears once{whose}; give --ambiguous earliest (summer time, the "
-            f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}")
-    earlier = np.where(paired, grouped.cumcount().to_numpy() == 0, ambiguous == "earliest")
-    utc.iloc[odd] = odd_wall.dt.tz_localize(zone, ambiguous=earlier).dt.tz_convert("UTC").array
-    return utc.astype(_UTC_US)
-
-
 class LocalTimeOptions(BaseModel):
     """Options shared by the commands that read timestamped files: the zone of naive local
     timestamps (checked against zoneinfo) and how timestamps are written."""
@@ -285,5 +270,6 @@ class LocalTimeOptions(BaseModel):
         """A reader of ``column`` as these options say, refusing an instant more than
         ``days_ahead`` days after today (``what``: ``readings``, ``an issue time``, ...)."""
         return TimeReader(column, timezone=self.timezone, time_format=self.time_format,
-                          dayfirst=self.dayfirst, latest=accepted_until(days_ahead),
+                          dayfirst=self.dayfirst,
+                          latest=pd.Timestamp.now("UTC") + timedelta(days=days_ahead),
                           latest_why=f"{what}: at most {days_ahead} days after today")
