@@ -266,7 +266,8 @@ def run_ingest(label: str, warehouse: Path, **parameters: Any) -> None:
         lambda: run_command_flow(flow, warehouse=str(warehouse), **parameters))
     total = time.perf_counter() - began
     echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
-    for flagged in getattr(summary, "flag_lines", list)():  # readings judged implausible
+    flags = getattr(summary, "flags", None)  # readings judged implausible
+    for flagged in flags.lines() if flags is not None else []:
         echo(f"  {flagged}")
 
 

@@ -41,7 +41,6 @@ class IngestSummary:
     readings: int
     missing_readings: int
     weather_hours: int
-    weather_hours_without_wind: int
     seconds: float
     """Time spent reading, checking and writing (excluding orchestration)."""
     implausible_values: int = 0
@@ -52,10 +51,6 @@ class IngestSummary:
     """Stored scores of forecasts whose readings changed, updated in place."""
     flags: FlagReport = FlagReport()
     """The hours judged implausible (kept, treated as missing until accepted)."""
-
-    def flag_lines(self) -> list[str]:
-        """One line per flagged run: building, check, first and last hour, values."""
-        return self.flags.lines()
 
     def line(self) -> str:
         notes = value_notes(self.implausible_values, self.clipped_values)
@@ -85,7 +80,6 @@ def write_cambridge(con: duckdb.DuckDBPyConnection, batch: CambridgeBatch) -> In
     return IngestSummary(
         buildings=len(ids), readings=batch.readings.num_rows,
         missing_readings=batch.readings["kwh"].null_count, weather_hours=batch.weather.num_rows,
-        weather_hours_without_wind=batch.weather["wind_speed_ms"].null_count,
         seconds=batch.read_seconds + time.perf_counter() - began,
         implausible_values=batch.implausible_values, clipped_values=batch.clipped_values,
         rescored=rescored, flags=flags)

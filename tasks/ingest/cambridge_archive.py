@@ -142,8 +142,6 @@ class CambridgeBatch:
     readings: pa.Table
     weather: pa.Table
     building_ids: tuple[str, ...]
-    start: datetime | None
-    end: datetime | None
     read_seconds: float = 0.0
     implausible_values: int = 0
     """Values stored as missing because they were implausible (``implausible="missing"``)."""
@@ -404,5 +402,5 @@ def load_cambridge(path: str | Path, buildings: Sequence[str] | None = None,
     weather = _weather(layout, lo, hi, implausible, tally)
     return CambridgeBatch(
         buildings=meta, readings=pa.concat_tables(readings), weather=weather,
-        building_ids=tuple(ids), start=lo, end=hi, read_seconds=time.perf_counter() - began,
+        building_ids=tuple(ids), read_seconds=time.perf_counter() - began,
         implausible_values=tally.implausible, clipped_values=tally.clipped)

@@ -28,7 +28,7 @@ unit options (a register in Wh sent as kWh is stored 1,000 times too high), unle
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -86,8 +86,8 @@ from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import write_key_hours
 
 __all__ = ["LEVEL_CHANGE", "LONG_FILE", "WIDE_FILE", "LevelChangeError", "ReadingsBatch",
-           "ReadingsOptions", "ReadingsSummary", "ingest_readings", "load_readings",
-           "write_readings"]
+           "ReadingsFindings", "ReadingsOptions", "ReadingsSummary", "ingest_readings",
+           "load_readings", "write_readings"]
 
 Layout = Literal["auto", "long", "wide"]
 RegisterUnit = Literal["kWh", "Wh", "MWh"]
@@ -165,8 +165,23 @@ class ReadingsOptions(LocalTimeOptions, FileOptions):
         return {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0}[self.unit]
 
 
-@dataclass(frozen=True)
-class ReadingsBatch:
+@dataclass(frozen=True, kw_only=True)
+class ReadingsFindings:
+    """What reading a meter export found: said by its batch and, once written, its summary."""
+
+    interval_minutes: int
+    partial_hours: int
+    """Hours stored as missing because a sub-interval was blank while others had values."""
+    implausible_values: int
+    incomplete_hours: int = 0
+    """Hours not written because a sub-interval is absent from the file."""
+    registers: RegisterCounts | None = None
+    """Rollovers, resets, jumps, noise and readings left out differencing a register; ``None``
+    unless ``--unit register``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadingsBatch(ReadingsFindings):
     """A checked meter export, summed to hours (``readings``: building_id, ts, kwh)."""
 
     path: str
@@ -175,50 +190,32 @@ class ReadingsBatch:
     how its hours are written."""
     readings: pa.Table
     building_ids: tuple[str, ...]
-    interval_minutes: int
     rows_read: int
-    partial_hours: int
-    """Hours stored as missing because a sub-interval was blank while others had values."""
-    implausible_values: int
     read_seconds: float
-    incomplete_hours: int = 0
-    """Hours not written because a sub-interval is absent from the file."""
-    registers: RegisterCounts = RegisterCounts()
-    """Rollovers, resets, jumps, noise and readings left out differencing a register."""
     sub_hourly: pa.Table = field(default_factory=lambda: recent_sub_hourly(pd.DataFrame(), 60))
     """The file's latest sub-hourly energies, each building's intra-hour shape
     (:func:`~tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly
     file."""
 
 
-@dataclass(frozen=True)
-class ReadingsSummary:
-    """What a readings ingest wrote."""
+@dataclass(frozen=True, kw_only=True)
+class ReadingsSummary(ReadingsFindings):
+    """What a readings ingest wrote, and what reading its file found."""
 
     buildings: int
     readings: int
     missing_readings: int
-    partial_hours: int
-    implausible_values: int
-    interval_minutes: int
     replaced: int
     start: datetime | None
     end: datetime | None
     seconds: float
-    incomplete_hours: int = 0
     removed: int | None = None
     """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``);
     ``None`` without it (nothing is removed)."""
-    registers: RegisterCounts | None = None
-    """What differencing a register met; ``None`` unless ``--unit register``."""
     rescored: int = 0
     """Stored scores of forecasts whose readings the file changed, updated in place."""
     flags: FlagReport = FlagReport()
     """The hours judged implausible (kept, treated as missing until accepted)."""
-
-    def flag_lines(self) -> list[str]:
-        """One line per flagged run: building, check, first and last hour, values."""
-        return self.flags.lines()
 
     def line(self) -> str:
         minutes = self.interval_minutes
@@ -356,7 +353,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
                        ).dt.tz_localize("UTC")
     frame = pd.DataFrame({"building_id": buildings, "ts": ts, "kwh": kwh})
     del kwh, buildings, ts
-    registers = RegisterCounts()
+    registers = None
     if options.unit == "register":
         frame["row"] = np.tile(np.arange(n, dtype=np.int64), len(columns))
         frame, registers = _differences(at, frame, minutes, options,
@@ -486,15 +483,11 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         start, end = flags.span(first, last)
         rescored = rescore_forecasts(con, buildings=batch.building_ids, start=start, end=end)
     return ReadingsSummary(
+        **{found.name: getattr(batch, found.name) for found in fields(ReadingsFindings)},
         buildings=len(batch.building_ids), readings=inserted,
-        missing_readings=batch.readings["kwh"].null_count, partial_hours=batch.partial_hours,
-        implausible_values=batch.implausible_values, interval_minutes=batch.interval_minutes,
-        replaced=replaced, start=first, end=last,
-        seconds=batch.read_seconds + time.perf_counter() - began,
-        incomplete_hours=batch.incomplete_hours,
-        removed=removed if batch.options.replace_range else None,
-        registers=batch.registers if batch.options.unit == "register" else None, rescored=rescored,
-        flags=flags)
+        missing_readings=batch.readings["kwh"].null_count, replaced=replaced, start=first,
+        end=last, seconds=batch.read_seconds + time.perf_counter() - began,
+        removed=removed if batch.options.replace_range else None, rescored=rescored, flags=flags)
 
 
 def ingest_readings(

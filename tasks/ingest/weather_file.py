@@ -29,7 +29,7 @@ Readers prefer an observation to a forecast for the same hour
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
 
@@ -60,8 +60,8 @@ from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
-__all__ = ["FORECAST_FILE", "WEATHER_FILE", "WIND_TO_MS", "WeatherBatch", "WeatherOptions",
-           "WeatherSummary", "ingest_weather", "load_weather", "write_weather"]
+__all__ = ["FORECAST_FILE", "WEATHER_FILE", "WIND_TO_MS", "WeatherBatch", "WeatherFindings",
+           "WeatherOptions", "WeatherSummary", "ingest_weather", "load_weather", "write_weather"]
 
 WeatherKind = Literal["observed", "forecast"]
 WindUnit = Literal["m/s", "knots", "km/h"]
@@ -115,46 +115,19 @@ class WeatherOptions(LocalTimeOptions, FileOptions):
         return self
 
 
-@dataclass(frozen=True)
-class WeatherBatch:
-    """A checked weather feed as ``weather`` rows, one per (site, hour)."""
+@dataclass(frozen=True, kw_only=True)
+class WeatherFindings:
+    """What reading a weather feed found: said by its batch and, once written, its summary."""
 
-    path: str
     kind: WeatherKind
-    weather: pa.Table
-    site_ids: tuple[str, ...]
     rows_read: int
     superseded_in_file: int
     """Forecast rows left out because the file holds a later issue of the same site and hour."""
     implausible_values: int
-    read_seconds: float
     clipped_values: int = 0
     """Values just past their bound, within a sensor's tolerance, stored as the bound."""
-    replace_range: bool = False
     blank_cells: tuple[tuple[str, int], ...] = ()
     """Per variable the file has a column of, how many of its rows leave it blank."""
-    absent: tuple[str, ...] = ()
-    """Variables the file has no column of (stored as missing)."""
-
-
-@dataclass(frozen=True)
-class WeatherSummary:
-    """What a weather ingest wrote."""
-
-    kind: WeatherKind
-    sites: int
-    hours: int
-    replaced: int
-    superseded_in_file: int
-    older_than_stored: int
-    implausible_values: int
-    seconds: float
-    clipped_values: int = 0
-    removed: int | None = None
-    """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``)."""
-    rows_read: int = 0
-    blank_cells: tuple[tuple[str, int], ...] = ()
-    """Per variable, how many of the file's rows leave it blank (stored as missing)."""
     absent: tuple[str, ...] = ()
     """Variables the file has no column of (stored as missing)."""
 
@@ -164,6 +137,30 @@ class WeatherSummary:
                  for name, count in self.blank_cells if count]
         notes += [f"{name} not in the file" for name in self.absent]
         return f"; {', '.join(notes)} (stored as missing)" if notes else ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeatherBatch(WeatherFindings):
+    """A checked weather feed as ``weather`` rows, one per (site, hour)."""
+
+    path: str
+    weather: pa.Table
+    site_ids: tuple[str, ...]
+    read_seconds: float
+    replace_range: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeatherSummary(WeatherFindings):
+    """What a weather ingest wrote, and what reading its file found."""
+
+    sites: int
+    hours: int
+    replaced: int
+    older_than_stored: int
+    seconds: float
+    removed: int | None = None
+    """Stored hours of the file's ranges that it does not hold, removed (``--replace-range``)."""
 
     def line(self) -> str:
         notes = []
@@ -247,12 +244,10 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
                                                      ("site_id", "ts", "kind"), "issued_at",
                                                      own_transaction=False)
     return WeatherSummary(
-        kind=batch.kind, sites=len(batch.site_ids), hours=inserted, replaced=deleted,
-        superseded_in_file=batch.superseded_in_file,
+        **{found.name: getattr(batch, found.name) for found in fields(WeatherFindings)},
+        sites=len(batch.site_ids), hours=inserted, replaced=deleted,
         older_than_stored=batch.weather.num_rows - inserted if batch.kind == "forecast" else 0,
-        implausible_values=batch.implausible_values, clipped_values=batch.clipped_values,
-        seconds=batch.read_seconds + time.perf_counter() - began, removed=removed,
-        rows_read=batch.rows_read, blank_cells=batch.blank_cells, absent=batch.absent)
+        seconds=batch.read_seconds + time.perf_counter() - began, removed=removed)
 
 
 def ingest_weather(warehouse: str | Path, path: str | Path, options: WeatherOptions

@@ -127,7 +127,7 @@ def test_ingest_flags_a_stuck_run_names_it_and_keeps_the_values(warehouse, tmp_p
     day = week.loc[week["ts"].dt.hour.between(8, 17), "kwh"].mean()
     stuck = round(5 * day, 1)
     summary = ingest_readings(warehouse, week_file(tmp_path, week, stuck))
-    assert summary.flag_lines() == [
+    assert summary.flags.lines() == [
         f"flagged: {B}: stuck_high, 2024-03-26 10:00 to 12:00 UTC, 3 hour(s) at {stuck:,.6g} kWh"
         f" ({stuck / summary.flags.runs[0].level:.1f}x its 99th percentile hour of "
         f"{summary.flags.runs[0].level:,.4g} kWh)"]
