@@ -298,8 +298,8 @@ class SourceRows:
 @dataclass(frozen=True)
 class SourceTable:
     """A chunk of a file's columns as read (``table``; a CSV's cells as text); ``at`` says where
-    its rows are in the file, naming them in the errors of :meth:`text`, :meth:`numbers` and
-    every other check."""
+    its rows are in the file, naming them in the errors of :meth:`numbers` and every other
+    check."""
 
     table: pa.Table
     at: SourceRows
@@ -308,14 +308,6 @@ class SourceTable:
     @property
     def rows(self) -> int:
         return self.table.num_rows
-
-    def text(self, column: str, *, required: bool) -> pd.Series:
-        """The column as trimmed strings (missing: ``None``); with ``required`` a missing cell
-        is an error naming its row."""
-        trimmed = self.trimmed(column)
-        if required:
-            self.at.refuse_blank(column, trimmed)
-        return pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object)
 
     def trimmed(self, column: str) -> pa.ChunkedArray:
         """The column as trimmed Arrow strings (an empty cell null)."""
@@ -844,7 +836,8 @@ class FileContract:
             plan += [(name, self.others, name) for name in self.other_columns(source.columns)]
         read = sorted((p for p in plan if p[2] is not None), key=lambda p: p[0] not in times)
         parts: dict[str, list] = {key: [] for key, _, _ in read}
-        rows, blank, tally = 0, dict.fromkeys(parts, 0), Tally()
+        blank = {key: 0 for key, column, _ in read if column.cells == "number"}
+        rows, tally = 0, Tally()
         with source:
             for chunk in source.chunks():
                 rows += chunk.rows
@@ -873,8 +866,7 @@ class FileContract:
                     parts[key].append(values)
         if rows == 0:
             raise MalformedSourceError(f"{source.at.path}: empty file, a header but no data rows")
-        numbers = {key: blank[key] for key, column, _ in read if column.cells == "number"}
-        cells = Cells(source.at, source.columns, {}, rows, blank=numbers, tally=tally)
+        cells = Cells(source.at, source.columns, {}, rows, blank=blank, tally=tally)
         for key, column, name in plan:
             if key in times:
                 cells.times[key] = pd.concat(parts.pop(key), ignore_index=True)

@@ -28,7 +28,7 @@ unit options (a register in Wh sent as kWh is stored 1,000 times too high), unle
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -192,10 +192,9 @@ class ReadingsBatch(ReadingsFindings):
     building_ids: tuple[str, ...]
     rows_read: int
     read_seconds: float
-    sub_hourly: pa.Table = field(default_factory=lambda: recent_sub_hourly(pd.DataFrame(), 60))
+    sub_hourly: pa.Table
     """The file's latest sub-hourly energies, each building's intra-hour shape
-    (:func:`~tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly
-    file."""
+    (:func:`~tasks.warehouse.intra_hour.recent_sub_hourly`); empty for an hourly file."""
 
 
 @dataclass(frozen=True, kw_only=True)

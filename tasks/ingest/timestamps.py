@@ -107,7 +107,9 @@ class TimeReader:
             self._same_form(at, offset, np.full(len(parsed), offset), None)
             parsed = parsed.dt.tz_convert("UTC").astype(_UTC_US) if offset else parsed
         elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            parsed = self._parse(at, source.text(self.column, required=True))
+            text = source.trimmed(self.column)
+            at.refuse_blank(self.column, text)
+            parsed = self._parse(at, pd.Series(text.to_numpy(zero_copy_only=False), dtype=object))
         else:
             raise MalformedSourceError(
                 f"{at.path}: column {self.column!r} holds {values.type}, not timestamps")

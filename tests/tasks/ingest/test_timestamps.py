@@ -29,7 +29,7 @@ def utc_instants(source, column, *, timezone, ambiguous="refuse", series=None) -
 def instants(tmp_path, cells: list[str], series: list[str] | None = None, **options) -> list[datetime]:
     lines = ["ts,id"] + [f"{c},{s}" for c, s in zip(cells, series or ["a"] * len(cells), strict=True)]
     source = next(open_file(write(tmp_path / "t.csv", "\n".join(lines) + "\n")).chunks())
-    ids = source.text("id", required=True)
+    ids = pd.Series(source.trimmed("id").to_pylist())
     result = utc_instants(source, "ts", series=ids, **options)
     assert str(result.dtype) == "datetime64[us, UTC]"
     return [t.to_pydatetime() for t in result]
