@@ -304,8 +304,7 @@ def _stand_in_meter_flags(con: duckdb.DuckDBPyConnection) -> None:
     """A warehouse made before ``meter_flags`` existed, opened read-only (so not upgraded),
     gets an empty temporary one for the session: none of its hours was ever flagged, and the
     readers of the usable readings (:mod:`~tasks.warehouse.usable`) read it the same."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meter_flags' "
-                       "AND NOT temporary").fetchone()[0]:
+    if not has_table(con, "meter_flags"):  # a fresh connection: no temporary table yet
         con.execute(_NO_FLAGS)
 
 

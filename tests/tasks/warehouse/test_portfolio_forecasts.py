@@ -269,8 +269,9 @@ def test_a_read_of_chosen_weeks_equals_the_view(random_fleet):
 
 
 def test_a_warehouse_of_an_earlier_release_reads_without_writing(tmp_path):
-    """Read-only, a warehouse made before portfolios has neither their tables nor the views:
-    the reads still give ``all`` (calibrated by its record alone)."""
+    """Read-only, a warehouse made before portfolios has neither their tables nor the views,
+    nor vintages or meter flags: the reads still give ``all`` (calibrated by its record
+    alone)."""
     facts = dict(buildings=["a"], portfolios={},
                  published={("a", W0 + timedelta(weeks=k)): np.full(HOURS, 5.0 + k)
                             for k in range(2)},
@@ -284,6 +285,8 @@ def test_a_warehouse_of_an_earlier_release_reads_without_writing(tmp_path):
             con.execute(f"DROP VIEW {view}")
         con.execute("DROP TABLE portfolios")
         con.execute("DROP TABLE validation_errors")
+        con.execute("DROP TABLE issued_forecasts")
+        con.execute("DROP TABLE meter_flags")
     with connect(path, read_only=True) as con:
         rows = read_portfolio_forecasts(con)
     second = rows[pd.to_datetime(rows["target_week"]).dt.date == W0 + timedelta(weeks=1)]
