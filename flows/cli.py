@@ -585,4 +585,3 @@ def demo(
                settings.warehouse)
 
 
-__all__ = ["app", "main", "run_guarded", "settings_problems", "split_list", "usage_error"]

@@ -48,4 +48,3 @@ def backfill(
         settings.resolved().warehouse)
 
 
-__all__ = ["backfill", "forecast"]

@@ -58,4 +58,3 @@ def portfolios(file: SourceFile, /, *,
     run_ingest("portfolios", warehouse, path=str(file), form=settings)
 
 
-__all__ = ["buildings", "cambridge", "portfolios", "readings", "synthetic", "weather"]

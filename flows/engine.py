@@ -390,15 +390,3 @@ def run_flow(flow: Any, prefect: bool | None = None, **parameters: Any) -> Any:
     return (flow if prefect else flow.fn)(**parameters)
 
 
-__all__ = [
-    "RUNNERS",
-    "USER_LOG",
-    "Engine",
-    "PrefectServerError",
-    "Runner",
-    "configured_api_url",
-    "one_line_input_errors",
-    "run_flow",
-    "server_answers",
-    "use_prefect",
-]

@@ -41,9 +41,6 @@ from tasks.warehouse.connection import (
     out_of_memory,
 )
 
-__all__ = ["ingest_buildings_flow", "ingest_cambridge_flow", "ingest_portfolios_flow",
-           "ingest_readings_flow", "ingest_synthetic_flow", "ingest_weather_flow"]
-
 B = TypeVar("B")
 S = TypeVar("S")
 

@@ -199,4 +199,3 @@ class BackfillSettings(RunSettings):
     """A backfill's settings (the flow's parameter type)."""
 
 
-__all__ = ["BackfillSettings", "RunSettings", "RunnerKind", "WeeklySettings"]

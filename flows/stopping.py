@@ -263,16 +263,3 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
     os._exit(1)
 
 
-__all__ = [
-    "GRACE_S",
-    "STOP",
-    "Stop",
-    "StopRequest",
-    "arm_exit_deadline",
-    "handle_stop_signals",
-    "hard_exit",
-    "quiet_abandoned_futures",
-    "quiet_resource_tracker",
-    "stop_child_processes",
-    "worker_init",
-]

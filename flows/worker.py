@@ -165,4 +165,3 @@ def run_worker(arguments: list[str]) -> int:
             signal.signal(s, handler)
 
 
-__all__ = ["preflight_warnings", "run_worker"]

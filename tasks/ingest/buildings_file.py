@@ -31,9 +31,6 @@ from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import Slice, replace_slice
 
-__all__ = ["BUILDINGS_FILE", "BuildingsBatch", "BuildingsSummary", "ingest_buildings",
-           "load_buildings", "refuse_unknown_ids", "write_buildings"]
-
 BUILDINGS_FILE = FileContract(
     "a buildings file",
     (Column("building_id", "id", what="building id", listed="--buildings"),

@@ -30,8 +30,6 @@ from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import Slice, replace_slice, write_key_hours
 
-__all__ = ["IngestSummary", "ingest_cambridge", "write_cambridge"]
-
 
 @dataclass(frozen=True)
 class IngestSummary:

@@ -68,10 +68,6 @@ from tasks.ingest.plausibility import (
 )
 from tasks.protocol.comma_lists import CommaList
 
-__all__ = ["ARCHIVE_SOURCE", "HOLIDAY_COUNTRY", "HOLIDAY_SUBDIV", "SITE_ID", "TIMEZONE",
-           "ArchiveLayout", "ArchiveSelection", "CambridgeBatch", "list_buildings",
-           "load_cambridge", "read_midas_wind", "utc_range"]
-
 SITE_ID = "bedford"
 TIMEZONE = "Europe/London"
 HOLIDAY_COUNTRY = "GB"

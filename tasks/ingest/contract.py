@@ -54,10 +54,6 @@ from tasks.ingest.errors import MalformedSourceError, SourceNotFoundError
 from tasks.ingest.plausibility import Bound, ImplausiblePolicy, Tally, check_column
 from tasks.protocol.comma_lists import CommaList
 
-__all__ = ["FORMATS", "UNPRINTABLE", "CellKind", "Cells", "Column", "ColumnMapping", "CsvFormat",
-           "FileContract", "FileOptions", "SourceFile", "SourceRows", "SourceTable", "checked_ids",
-           "open_file"]
-
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 """File extensions read, and as what."""
 CHUNK_BYTES = 16 << 20

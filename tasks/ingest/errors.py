@@ -29,5 +29,3 @@ class UnknownSiteError(PipelineError, LookupError):
     """Weather for site ids that no building in the warehouse refers to."""
 
 
-__all__ = ["DuplicateTimestampError", "EmptyRangeError", "IngestError", "MalformedSourceError",
-           "SourceNotFoundError", "UnknownSiteError"]

@@ -30,9 +30,6 @@ from tasks.warehouse.connection import connect
 from tasks.warehouse.meter_flags import AcceptSummary, accept_readings
 from tasks.warehouse.schema import ensure_schema
 
-__all__ = ["CONTEXT_DAYS", "BadHourError", "FlagReport", "accept_flagged_readings",
-           "flag_new_hours"]
-
 
 class BadHourError(PipelineError, ValueError):
     """An hour on the command line that is not a time."""

@@ -24,9 +24,6 @@ import pandas as pd
 from tasks.ingest.contract import SourceRows
 from tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
 
-__all__ = ["SUPPORTED_MINUTES", "EnergyUnit", "check_on_grid", "check_unique", "infer_interval",
-           "removed_note", "series_codes", "series_order", "sum_to_hours"]
-
 EnergyUnit = Literal["kWh", "Wh", "kW", "register"]
 SUPPORTED_MINUTES = (15, 30, 60)
 _US_PER_MINUTE = 60_000_000

@@ -39,9 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["LEVEL_QUANTILE", "MIN_READINGS", "SPIKE_RATIO", "STUCK_RATIO", "STUCK_RUN_HOURS",
-           "FlaggedRun", "flagged_runs", "reference_level"]
-
 STUCK_RUN_HOURS = 3
 """Consecutive identical hours that make a stuck run (when high enough)."""
 STUCK_RATIO = 2.0

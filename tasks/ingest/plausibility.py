@@ -124,6 +124,3 @@ def value_notes(implausible: int, clipped: int) -> list[str]:
     return notes
 
 
-__all__ = ["ENERGY_KWH", "HUMIDITY_PCT", "IRRADIANCE_WM2", "REGISTER_KWH", "TEMPERATURE_C",
-           "WIND_MS", "Bound", "ImplausiblePolicy", "ImplausibleValueError", "Tally",
-           "check_column", "value_notes"]

@@ -94,5 +94,3 @@ def write_portfolios(con: duckdb.DuckDBPyConnection, batch: PortfoliosBatch
                              batch.read_seconds + time.perf_counter() - began)
 
 
-__all__ = ["COLUMNS", "PORTFOLIOS_FILE", "PortfoliosBatch", "PortfoliosSummary",
-           "load_portfolios", "write_portfolios"]

@@ -85,10 +85,6 @@ from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import write_key_hours
 
-__all__ = ["LEVEL_CHANGE", "LONG_FILE", "WIDE_FILE", "LevelChangeError", "ReadingsBatch",
-           "ReadingsFindings", "ReadingsOptions", "ReadingsSummary", "ingest_readings",
-           "load_readings", "write_readings"]
-
 Layout = Literal["auto", "long", "wide"]
 RegisterUnit = Literal["kWh", "Wh", "MWh"]
 ENERGY = Column("kwh", "number", filled=False, bound=ENERGY_KWH, aliases=("value",))

@@ -52,10 +52,6 @@ import pandas as pd
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.hourly import _epoch_us, series_order
 
-__all__ = ["JUMP_RATIO", "LEVEL_RATIO", "MIN_READINGS", "NOISE_RATIO", "NOISE_SHARE",
-           "NOT_REGISTER_SHARE", "ROLLOVER_RATIO", "RegisterCounts", "RegisterReadingsError",
-           "difference_registers", "refuse_non_registers", "refuse_registers"]
-
 MIN_READINGS = 24
 """Readings a series needs (spanning a day at least) before it can look like a register."""
 LEVEL_RATIO = 100.0

@@ -48,10 +48,6 @@ from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import Slice, replace_slice
 
-__all__ = ["BUILDING_TYPES", "CHUNK_BUILDINGS", "FleetSpec", "SyntheticSummary", "building_ids",
-           "first_monday", "fleet_buildings", "fleet_hours", "fleet_readings", "fleet_weather",
-           "forecast_weather", "ingest_synthetic", "write_fleet"]
-
 CHUNK_BUILDINGS = 250
 """Buildings per generated chunk; part of the generator's definition (noise streams per chunk)."""
 

@@ -46,9 +46,6 @@ from tasks.ingest.contract import SourceRows, SourceTable
 from tasks.ingest.errors import MalformedSourceError
 from tasks.protocol.weeks import resolve_timezone
 
-__all__ = ["DAYS_AHEAD", "EARLIEST", "FORECAST_DAYS_AHEAD", "AmbiguousPolicy", "LocalTimeOptions",
-           "TimeReader", "TimeZoneName"]
-
 AmbiguousPolicy = Literal["refuse", "earliest", "latest"]
 
 EARLIEST = pd.Timestamp("1990-01-01", tz="UTC")

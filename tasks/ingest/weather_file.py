@@ -60,9 +60,6 @@ from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
-__all__ = ["FORECAST_FILE", "WEATHER_FILE", "WIND_TO_MS", "WeatherBatch", "WeatherFindings",
-           "WeatherOptions", "WeatherSummary", "ingest_weather", "load_weather", "write_weather"]
-
 WeatherKind = Literal["observed", "forecast"]
 WindUnit = Literal["m/s", "knots", "km/h"]
 WIND_TO_MS: dict[str, float] = {"m/s": 1.0, "knots": 1852.0 / 3600.0, "km/h": 1.0 / 3.6}
