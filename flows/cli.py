@@ -399,10 +399,10 @@ def worker(
 def accept_readings(
     *,
     building: Annotated[str, Parameter(help="The building whose flagged readings are real.")],
-    start: Annotated[str | None, Parameter(
+    start: Annotated[datetime | None, Parameter(
         help="First hour to accept, ISO 8601 (UTC unless it has an offset; default: the "
         "building's first flagged hour).")] = None,
-    end: Annotated[str | None, Parameter(
+    end: Annotated[datetime | None, Parameter(
         help="Last hour to accept, inclusive (default: its last flagged hour).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
@@ -412,7 +412,7 @@ def accept_readings(
     as missing and names it; this accepts the building's flagged readings from --start to
     --end, and scores the forecasts of those hours again. SQL: the table meter_flags.
     """
-    from tasks.ingest.flagging import accept_flagged_readings
+    from tasks.warehouse.meter_flags import accept_flagged_readings
 
     summary = run_guarded(lambda: accept_flagged_readings(str(warehouse), building, start, end))
     echo(f"accept-readings: {summary.line()}")

@@ -15,7 +15,6 @@ value is never flagged again.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -24,15 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tasks.errors import PipelineError
 from tasks.ingest.meter_checks import FlaggedRun, flagged_runs
-from tasks.warehouse.connection import connect
-from tasks.warehouse.meter_flags import AcceptSummary, accept_readings
-from tasks.warehouse.schema import ensure_schema
-
-
-class BadHourError(PipelineError, ValueError):
-    """An hour on the command line that is not a time."""
 
 CONTEXT_DAYS = 28
 """New hours are judged with the building's stored hours within this many days of them."""
@@ -160,27 +151,3 @@ def _insert(con: duckdb.DuckDBPyConnection, runs: list[FlaggedRun], context: pa.
                                 AND f.check_name = r.check_name)""", [datetime.now(UTC)])
     finally:
         con.unregister(_FLAGS)
-
-
-def _hour(text: str | None, option: str) -> datetime | None:
-    """An hour given on the command line (ISO 8601; UTC unless it carries an offset)."""
-    if text is None:
-        return None
-    try:
-        ts = pd.Timestamp(text)
-    except ValueError:
-        raise BadHourError(f"{option} {text!r} is not a time (give ISO 8601, e.g. "
-                           "2024-03-26T10:00 for UTC)") from None
-    return (ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")).to_pydatetime()
-
-
-def accept_flagged_readings(warehouse: str, building_id: str, start: str | None = None,
-                            end: str | None = None) -> AcceptSummary:
-    """:func:`accept_readings` on the warehouse file (``wadiro accept-readings``), the hours
-    given as text; a missing warehouse is refused, never created."""
-    began = time.perf_counter()
-    first, last = _hour(start, "--start"), _hour(end, "--end")
-    with connect(warehouse, create=False) as con:
-        ensure_schema(con)
-        summary = accept_readings(con, building_id, first, last)
-    return replace(summary, seconds=time.perf_counter() - began)

@@ -9,8 +9,9 @@ counts those its windows held (:func:`load_flagged_hours`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import duckdb
@@ -18,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from tasks.errors import UnknownBuildingError
-from tasks.warehouse.connection import transaction
+from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.rescoring import rescore_forecasts
+from tasks.warehouse.schema import ensure_schema
 
 
 def load_flagged_hours(
@@ -67,14 +69,14 @@ def accept_readings(
     start: datetime | None = None, end: datetime | None = None,
 ) -> AcceptSummary:
     """Accept the flagged hours of ``building_id`` from ``start`` to ``end`` (inclusive; each
-    open when ``None``) as real, and score the forecasts of those hours again, in one
-    transaction. An unknown building is refused."""
+    open when ``None``; UTC unless it has an offset) as real, and score the forecasts of those
+    hours again, in one transaction. An unknown building is refused."""
     if not con.execute("SELECT count(*) FROM buildings WHERE building_id = ?",
                        [building_id]).fetchone()[0]:
         raise UnknownBuildingError(f"building {building_id!r} is not in the buildings table")
     where = "building_id = ? AND accepted_at IS NULL AND ts >= ? AND ts <= ?"
-    bounds = [building_id, start or datetime(1, 1, 1, tzinfo=UTC),
-              end or datetime(9999, 12, 31, tzinfo=UTC)]
+    bounds = [building_id, *(t if t.tzinfo else t.replace(tzinfo=UTC) for t in (
+        start or datetime(1, 1, 1), end or datetime(9999, 12, 31)))]
     with transaction(con):
         hours, first, last = con.execute(
             f"SELECT count(DISTINCT ts), min(ts), max(ts) FROM meter_flags WHERE {where}",
@@ -86,3 +88,13 @@ def accept_readings(
         rescored = rescore_forecasts(con, buildings=[building_id], start=first, end=last)
     return AcceptSummary(building_id, int(hours), first, last, rescored)
 
+
+def accept_flagged_readings(warehouse: str, building_id: str, start: datetime | None = None,
+                            end: datetime | None = None) -> AcceptSummary:
+    """:func:`accept_readings` on the warehouse file (``wadiro accept-readings``); a missing
+    warehouse is refused, never created."""
+    began = time.perf_counter()
+    with connect(warehouse, create=False) as con:
+        ensure_schema(con)
+        summary = accept_readings(con, building_id, start, end)
+    return replace(summary, seconds=time.perf_counter() - began)
