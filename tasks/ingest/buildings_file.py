@@ -26,7 +26,7 @@ from tasks.errors import UnknownBuildingError
 from tasks.ingest.contract import Column, CsvFormat, FileContract, SourceRows
 from tasks.ingest.errors import UnknownSiteError
 from tasks.ingest.timestamps import TimeZoneName
-from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.connection import transaction
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import Slice, replace_slice
@@ -136,11 +136,3 @@ def refuse_unknown_ids(con: duckdb.DuckDBPyConnection, path: str, column: str,
         raise UnknownBuildingError(
             f"{path}: {len(unknown)} building id(s) not in the buildings table: "
             f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")
-
-
-def ingest_buildings(warehouse: str | Path, path: str | Path,
-                     form: CsvFormat | None = None) -> BuildingsSummary:
-    """Load and check the file, then write it to the warehouse file."""
-    batch = load_buildings(path, form)
-    with connect(warehouse) as con:
-        return write_buildings(con, batch)

@@ -79,7 +79,7 @@ from tasks.ingest.timestamps import (
     LocalTimeOptions,
     TimeReader,
 )
-from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.connection import transaction
 from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
 from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
@@ -483,12 +483,3 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
         missing_readings=batch.readings["kwh"].null_count, replaced=replaced, start=first,
         end=last, seconds=batch.read_seconds + time.perf_counter() - began,
         removed=removed if batch.options.replace_range else None, rescored=rescored, flags=flags)
-
-
-def ingest_readings(
-    warehouse: str | Path, path: str | Path, options: ReadingsOptions | None = None
-) -> ReadingsSummary:
-    """Load and check the file, then write it to the warehouse file in one transaction."""
-    batch = load_readings(path, options)
-    with connect(warehouse, create=False) as con:
-        return write_readings(con, batch)

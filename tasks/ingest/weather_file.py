@@ -56,7 +56,7 @@ from tasks.ingest.timestamps import (
     AmbiguousPolicy,
     LocalTimeOptions,
 )
-from tasks.warehouse.connection import connect, transaction
+from tasks.warehouse.connection import transaction
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
@@ -245,11 +245,3 @@ def write_weather(con: duckdb.DuckDBPyConnection, batch: WeatherBatch) -> Weathe
         sites=len(batch.site_ids), hours=inserted, replaced=deleted,
         older_than_stored=batch.weather.num_rows - inserted if batch.kind == "forecast" else 0,
         seconds=batch.read_seconds + time.perf_counter() - began, removed=removed)
-
-
-def ingest_weather(warehouse: str | Path, path: str | Path, options: WeatherOptions
-                   ) -> WeatherSummary:
-    """Load and check the feed, then write it to the warehouse file in one transaction."""
-    batch = load_weather(path, options)
-    with connect(warehouse, create=False) as con:
-        return write_weather(con, batch)

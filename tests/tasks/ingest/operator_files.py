@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -11,10 +11,12 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from tasks.ingest.buildings_file import ingest_buildings
+from flows.ingest import ingest_buildings_flow, ingest_readings_flow, ingest_weather_flow
+from tasks.ingest.buildings_file import BuildingsSummary
+from tasks.ingest.contract import FileOptions
+from tasks.ingest.readings_file import ReadingsOptions, ReadingsSummary
+from tasks.ingest.weather_file import WeatherOptions, WeatherSummary
 from tasks.warehouse.schema import INPUT_TABLES, TABLES
-
-UTC = timezone.utc
 
 BUILDINGS_CSV = """building_id,site_id,timezone,holiday_country,holiday_subdiv,building_type
 b1,s1,Europe/London,GB,ENG,office
@@ -45,6 +47,24 @@ def csv_to_parquet(path: Path) -> Path:
     target = path.with_suffix(".parquet")
     pq.write_table(table, str(target))
     return target
+
+
+def ingest_buildings(warehouse: Path | str, path: Path | str,
+                     form: FileOptions | None = None) -> BuildingsSummary:
+    """``wadiro ingest buildings``' own steps (its flow's function, without Prefect)."""
+    return ingest_buildings_flow.fn(str(path), str(warehouse), form or FileOptions())
+
+
+def ingest_readings(warehouse: Path | str, path: Path | str,
+                    options: ReadingsOptions | None = None) -> ReadingsSummary:
+    """``wadiro ingest readings``' own steps (its flow's function, without Prefect)."""
+    return ingest_readings_flow.fn(str(path), options or ReadingsOptions(), str(warehouse))
+
+
+def ingest_weather(warehouse: Path | str, path: Path | str,
+                   options: WeatherOptions) -> WeatherSummary:
+    """``wadiro ingest weather``' own steps (its flow's function, without Prefect)."""
+    return ingest_weather_flow.fn(str(path), options, str(warehouse))
 
 
 def warehouse_with_buildings(path: Path, tmp: Path) -> Path:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tasks.errors import PipelineError
-from tasks.ingest.buildings_file import ingest_buildings
 from tests.tasks.ingest.operator_files import (
     BUILDINGS_CSV,
     contents,
     csv_to_parquet,
+    ingest_buildings,
     row_counts,
     warehouse_with_buildings,
     write,

@@ -5,7 +5,7 @@ large file read in chunks giving what one read gives, its errors naming the righ
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -15,11 +15,14 @@ import pytest
 
 from tasks.errors import PipelineError
 from tasks.ingest import contract
-from tasks.ingest.buildings_file import ingest_buildings, load_buildings
-from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
-from tasks.ingest.weather_file import WeatherOptions, ingest_weather
+from tasks.ingest.buildings_file import load_buildings
+from tasks.ingest.readings_file import ReadingsOptions, load_readings
+from tasks.ingest.weather_file import WeatherOptions
 from tests.tasks.ingest.operator_files import (
     contents,
+    ingest_buildings,
+    ingest_readings,
+    ingest_weather,
     kwh_by_hour,
     row_counts,
     utc,
@@ -48,10 +51,10 @@ def refused(warehouse: Path, call, message: str) -> str:
 # --- dates no meter or forecast can hold -------------------------------------------------------------
 
 def _hour(at: datetime) -> str:
-    return f"{at.astimezone(timezone.utc):%Y-%m-%dT%H:00Z}"
+    return f"{at.astimezone(UTC):%Y-%m-%dT%H:00Z}"
 
 
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(UTC)
 
 
 @pytest.mark.parametrize("stamp", ["0001-01-01T00:00Z", "1900-01-01T00:00Z", "1989-12-31T23:00Z",
@@ -69,8 +72,8 @@ def test_a_local_year_1_and_a_parquet_year_9999_are_refused_too(warehouse, tmp_p
     refused(warehouse, lambda: ingest_readings(warehouse, wide, ReadingsOptions(timezone="Europe/London")),
             r"line 2, column 'ts': 0001-01-01 00:00 is outside the dates")
     path = tmp_path / "r.parquet"
-    pq.write_table(pa.table({"ts": pa.array([datetime(2024, 2, 5, tzinfo=timezone.utc),
-                                             datetime(9999, 12, 27, tzinfo=timezone.utc)],
+    pq.write_table(pa.table({"ts": pa.array([datetime(2024, 2, 5, tzinfo=UTC),
+                                             datetime(9999, 12, 27, tzinfo=UTC)],
                                             pa.timestamp("us", tz="UTC")),
                              "b1": [1.0, 2.0]}), str(path))
     refused(warehouse, lambda: ingest_readings(warehouse, path), r"row 2, column 'ts': 9999-12-27 00:00 is outside")

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from tasks.ingest.meter_checks import SPIKE_RATIO, flagged_runs, reference_level
-from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions, ingest_readings
+from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions
 from tasks.ingest.registers import RegisterReadingsError
 from tasks.warehouse.connection import connect
 from tasks.warehouse.meter_flags import accept_readings, load_flagged_hours
 from tests.flows.warehouse_rows import make_warehouse
-from tests.tasks.ingest.operator_files import utc, warehouse_with_buildings, write
+from tests.tasks.ingest.operator_files import ingest_readings, utc, warehouse_with_buildings, write
 
 B = "synthetic_b00001"
 STUCK = [utc("2024-03-26 10:00"), utc("2024-03-26 11:00"), utc("2024-03-26 12:00")]

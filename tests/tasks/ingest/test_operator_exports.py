@@ -13,11 +13,19 @@ import pytest
 from pydantic import ValidationError
 
 from tasks.errors import PipelineError
-from tasks.ingest.buildings_file import ingest_buildings, load_buildings
+from tasks.ingest.buildings_file import load_buildings
 from tasks.ingest.contract import FileOptions
-from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
-from tasks.ingest.weather_file import WeatherOptions, ingest_weather, load_weather
-from tests.tasks.ingest.operator_files import contents, kwh_by_hour, utc, write
+from tasks.ingest.readings_file import ReadingsOptions, load_readings
+from tasks.ingest.weather_file import WeatherOptions, load_weather
+from tests.tasks.ingest.operator_files import (
+    contents,
+    ingest_buildings,
+    ingest_readings,
+    ingest_weather,
+    kwh_by_hour,
+    utc,
+    write,
+)
 
 REGISTER = """Asset Name,Site,Time zone,Country,Region,Floor area (m2)
 north-office,leeds,Europe/London,GB,ENG,1200

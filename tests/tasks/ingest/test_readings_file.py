@@ -9,11 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from tasks.errors import PipelineError, UnknownBuildingError
-from tasks.ingest.readings_file import ReadingsOptions, ingest_readings, load_readings
+from tasks.ingest.readings_file import ReadingsOptions, load_readings
 from tests.tasks.ingest.operator_files import (
     contents,
     csv_to_parquet,
     hours,
+    ingest_readings,
     kwh_by_hour,
     readings,
     row_counts,

@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 from tasks.ingest import contract
-from tasks.ingest.readings_file import (
-    ReadingsOptions,
-    _recent_sub_hourly,
-    ingest_readings,
-    load_readings,
-)
+from tasks.ingest.readings_file import ReadingsOptions, _recent_sub_hourly, load_readings
 from tasks.warehouse.intra_hour import recent_sub_hourly
-from tests.tasks.ingest.operator_files import csv_to_parquet, warehouse_with_buildings, write
+from tests.tasks.ingest.operator_files import (
+    csv_to_parquet,
+    ingest_readings,
+    warehouse_with_buildings,
+    write,
+)
 
 HALF = pd.Timedelta(minutes=30)
 B1_START, B1_END = pd.Timestamp("2024-02-01", tz="UTC"), pd.Timestamp("2024-03-03", tz="UTC")

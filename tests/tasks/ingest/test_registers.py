@@ -17,12 +17,14 @@ from pydantic import ValidationError
 
 from tasks.ingest.cambridge_archive import load_cambridge
 from tasks.ingest.plausibility import ImplausibleValueError
-from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions, ingest_readings
+from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions
 from tasks.ingest.registers import RegisterReadingsError, refuse_registers
 from tasks.ingest.synthetic_fleet import FleetSpec, fleet_readings
 from tests.tasks.ingest.operator_files import (
     contents,
     hours,
+    ingest_buildings,
+    ingest_readings,
     kwh_by_hour,
     utc,
     warehouse_with_buildings,
@@ -283,7 +285,6 @@ def test_a_real_buildings_register_in_wh_is_refused_against_its_history(real_war
 
 
 def test_a_file_mixing_a_register_and_a_real_building_is_refused_both_ways(tmp_path, real_week):
-    from tasks.ingest.buildings_file import ingest_buildings
 
     warehouse = tmp_path / "mixed.duckdb"
     ingest_buildings(warehouse, write(tmp_path / "b.csv", "building_id,site_id,timezone,holiday_country\n"

@@ -14,11 +14,13 @@ from pydantic import ValidationError
 from tasks.errors import PipelineError
 from tasks.ingest.cambridge_archive import load_cambridge
 from tasks.ingest.errors import UnknownSiteError
-from tasks.ingest.readings_file import ingest_readings
-from tasks.ingest.weather_file import WeatherOptions, ingest_weather
+from tasks.ingest.weather_file import WeatherOptions
 from tasks.warehouse.hours import load_many_building_hours
 from tests.tasks.ingest.operator_files import (
     contents,
+    ingest_buildings,
+    ingest_readings,
+    ingest_weather,
     row_counts,
     utc,
     warehouse_with_buildings,
@@ -237,7 +239,6 @@ def blank_cells_in(path: Path) -> dict[str, int]:
 @pytest.fixture
 def bedford(tmp_path) -> Path:
     warehouse = tmp_path / "bedford.duckdb"
-    from tasks.ingest.buildings_file import ingest_buildings
 
     ingest_buildings(warehouse, write(tmp_path / "b.csv", "building_id,site_id,timezone,holiday_country\n"
                                       "b0,bedford,Europe/London,GB\n"))
