@@ -16,6 +16,10 @@ class UnknownBuildingError(PipelineError, LookupError):
     """Building ids that the warehouse (or the archive being ingested) does not hold."""
 
 
+class UnknownSiteError(PipelineError, LookupError):
+    """Weather for site ids that no building in the warehouse refers to."""
+
+
 class EmptySelectionError(PipelineError, ValueError):
     """A run that would cover no building or no week."""
 

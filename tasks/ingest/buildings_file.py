@@ -11,7 +11,6 @@ others are untouched; everything in one transaction.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,13 +21,10 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import TypeAdapter, ValidationError
 
-from tasks.errors import UnknownBuildingError
 from tasks.ingest.contract import Column, CsvFormat, FileContract, SourceRows
-from tasks.ingest.errors import UnknownSiteError
 from tasks.ingest.timestamps import TimeZoneName
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.schema import ensure_schema
-from tasks.warehouse.selection import ids_not_in_buildings, shown_ids
 from tasks.warehouse.slices import Slice, replace_slice
 
 BUILDINGS_FILE = FileContract(
@@ -120,19 +116,3 @@ def write_buildings(con: duckdb.DuckDBPyConnection, batch: BuildingsBatch) -> Bu
                                           own_transaction=False)
     return BuildingsSummary(inserted, inserted - updated, updated,
                             batch.read_seconds + time.perf_counter() - began)
-
-
-def refuse_unknown_ids(con: duckdb.DuckDBPyConnection, path: str, column: str,
-                       ids: Sequence[str]) -> None:
-    """Refuse the file ``path``'s building (or site) ``ids`` that no stored building has in
-    ``column`` (``building_id`` or ``site_id``), naming them and the fix."""
-    unknown = ids_not_in_buildings(con, column, ids)
-    if unknown and column == "site_id":
-        raise UnknownSiteError(
-            f"{path}: {len(unknown)} site id(s) that no building in the warehouse uses: "
-            f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites "
-            "first (wadiro ingest buildings FILE)")
-    if unknown:
-        raise UnknownBuildingError(
-            f"{path}: {len(unknown)} building id(s) not in the buildings table: "
-            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")

@@ -23,9 +23,3 @@ class DuplicateTimestampError(MalformedSourceError):
 
 class EmptyRangeError(IngestError):
     """The requested date range selects nothing."""
-
-
-class UnknownSiteError(PipelineError, LookupError):
-    """Weather for site ids that no building in the warehouse refers to."""
-
-

@@ -18,11 +18,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import Column, FileContract, FileOptions
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.portfolio_sql import ALL
 from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import refuse_unknown_ids
 from tasks.warehouse.slices import Slice, replace_slice
 
 PORTFOLIOS_FILE = FileContract(

@@ -40,7 +40,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import (
     Cells,
     Column,
@@ -83,6 +82,7 @@ from tasks.warehouse.connection import transaction
 from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
 from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import refuse_unknown_ids
 from tasks.warehouse.slices import write_key_hours
 
 Layout = Literal["auto", "long", "wide"]

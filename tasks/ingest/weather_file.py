@@ -38,7 +38,6 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from tasks.ingest.buildings_file import refuse_unknown_ids
 from tasks.ingest.contract import Column, FileContract, FileOptions, SourceTable
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.hourly import check_on_grid, check_unique, removed_note
@@ -58,6 +57,7 @@ from tasks.ingest.timestamps import (
 )
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.schema import ensure_schema
+from tasks.warehouse.selection import refuse_unknown_ids
 from tasks.warehouse.slices import replace_unless_newer, write_key_hours
 
 WeatherKind = Literal["observed", "forecast"]

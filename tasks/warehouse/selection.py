@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from tasks.errors import EmptySelectionError
+from tasks.errors import EmptySelectionError, UnknownBuildingError, UnknownSiteError
 from tasks.protocol.weeks import local_midnight_utc, resolve_timezone, week_of_reference
 from tasks.warehouse.connection import connect, has_table
 from tasks.warehouse.hours import load_buildings_info, week_inputs
@@ -25,17 +25,25 @@ def has_buildings(warehouse: str | Path) -> bool:
                 and con.execute("SELECT count(*) FROM buildings").fetchone()[0] > 0)
 
 
-def ids_not_in_buildings(
-    con: duckdb.DuckDBPyConnection, column: str, ids: Sequence[str],
-) -> list[str]:
-    """The ``ids`` (in their order) that no ``buildings`` row has in ``column``
-    (``building_id`` or ``site_id``)."""
+def refuse_unknown_ids(con: duckdb.DuckDBPyConnection, path: str, column: str,
+                       ids: Sequence[str]) -> None:
+    """Refuse the file ``path``'s building (or site) ``ids`` that no stored building has in
+    ``column`` (``building_id`` or ``site_id``), naming them and the fix."""
     if column not in ("building_id", "site_id"):
         raise ValueError(f"not a column of buildings to look ids up in: {column!r}")
     known = {row[0] for row in con.execute(
         f"SELECT DISTINCT {column} FROM buildings WHERE {column} IN (SELECT unnest(?::VARCHAR[]))",
         [list(ids)]).fetchall()}
-    return [i for i in ids if i not in known]
+    unknown = [i for i in ids if i not in known]
+    if unknown and column == "site_id":
+        raise UnknownSiteError(
+            f"{path}: {len(unknown)} site id(s) that no building in the warehouse uses: "
+            f"{shown_ids(unknown)}; fix the site ids, or ingest the buildings of those sites "
+            "first (wadiro ingest buildings FILE)")
+    if unknown:
+        raise UnknownBuildingError(
+            f"{path}: {len(unknown)} building id(s) not in the buildings table: "
+            f"{shown_ids(unknown)}; ingest them first (wadiro ingest buildings FILE)")
 
 
 def shown_ids(ids: Sequence[str], limit: int = 10) -> str:

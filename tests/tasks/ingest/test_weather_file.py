@@ -11,9 +11,8 @@ import duckdb
 import pytest
 from pydantic import ValidationError
 
-from tasks.errors import PipelineError
+from tasks.errors import PipelineError, UnknownSiteError
 from tasks.ingest.cambridge_archive import load_cambridge
-from tasks.ingest.errors import UnknownSiteError
 from tasks.ingest.weather_file import WeatherOptions
 from tasks.warehouse.hours import load_many_building_hours
 from tests.tasks.ingest.operator_files import (
