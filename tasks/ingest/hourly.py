@@ -20,13 +20,29 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
-from tasks.ingest.contract import SourceRows
+from tasks.ingest.contract import FileOptions, SourceRows
 from tasks.ingest.errors import DuplicateTimestampError, MalformedSourceError
+from tasks.ingest.plausibility import ImplausiblePolicy
+from tasks.ingest.timestamps import LocalTimeOptions
 
 EnergyUnit = Literal["kWh", "Wh", "kW", "register"]
 SUPPORTED_MINUTES = (15, 30, 60)
 _US_PER_MINUTE = 60_000_000
+
+
+class HourlyFileOptions(LocalTimeOptions, FileOptions):
+    """How a file of hourly series (a meter export, a weather feed) is read and written."""
+
+    implausible: ImplausiblePolicy = Field(
+        "refuse", description="A negative or non-finite energy, or an implausible weather value: "
+        "refuse the file (error naming line and column; nothing is written) or store it as "
+        "missing and count it.")
+    replace_range: bool = Field(
+        False, description="Replace each building's (observed weather: site's) stored hours from "
+        "its first to its last hour in the file, removing those the file does not hold "
+        "(default: only the hours the file holds change).")
 
 
 def removed_note(removed: int | None) -> str:

@@ -44,7 +44,6 @@ from tasks.ingest.contract import (
     Cells,
     Column,
     FileContract,
-    FileOptions,
     SourceFile,
     SourceRows,
     open_file,
@@ -53,6 +52,7 @@ from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.flagging import FlagReport, flag_new_hours
 from tasks.ingest.hourly import (
     EnergyUnit,
+    HourlyFileOptions,
     check_on_grid,
     check_unique,
     infer_interval,
@@ -62,7 +62,6 @@ from tasks.ingest.hourly import (
 from tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
-    ImplausiblePolicy,
     Tally,
     check_column,
 )
@@ -74,8 +73,6 @@ from tasks.ingest.registers import (
 )
 from tasks.ingest.timestamps import (
     DAYS_AHEAD,
-    AmbiguousPolicy,
-    LocalTimeOptions,
     TimeReader,
 )
 from tasks.warehouse.connection import transaction
@@ -118,7 +115,7 @@ class LevelChangeError(MalformedSourceError):
     """A file whose energies are a thousand times (or a thousandth of) what is stored."""
 
 
-class ReadingsOptions(LocalTimeOptions, FileOptions):
+class ReadingsOptions(HourlyFileOptions):
     """How to read a meter export (the options of ``wadiro ingest readings``)."""
 
     layout: Layout = Field(
@@ -132,17 +129,6 @@ class ReadingsOptions(LocalTimeOptions, FileOptions):
     register_unit: RegisterUnit = Field(
         "kWh", description="With --unit register: the unit the register counts in, kWh "
         "(default), Wh or MWh.")
-    ambiguous: AmbiguousPolicy = Field(
-        "refuse", description="A local time the clocks pass twice (fall back) that appears only "
-        "once for a building: refuse, or take the earliest (summer time) or latest (standard "
-        "time) instant. Appearing twice, the first is the earliest.")
-    implausible: ImplausiblePolicy = Field(
-        "refuse", description="A negative or non-finite energy: refuse the file (error naming "
-        "line and column; nothing is written) or store it as missing and count it.")
-    replace_range: bool = Field(
-        False, description="Replace each building's stored hours from its first to its last hour "
-        "in the file, removing those the file does not hold (default: only the hours the file "
-        "holds change).")
     accept_level_change: bool = Field(
         False, description="Store a building's hours even when their median is 200 times above "
         "or below its stored hours' around them (refused by default as a unit mistake).")

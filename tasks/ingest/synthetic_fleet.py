@@ -256,28 +256,9 @@ def fleet_weather(spec: FleetSpec, cal: _Calendar | None = None) -> pa.Table:
                      "kind": pa.repeat(pa.scalar("observed"), spec.sites * hours)})
 
 
-@dataclass(frozen=True)
-class _Fleet:
-    """Per-building parameters, drawn once for the whole fleet."""
-
-    type_names: np.ndarray
-    site: np.ndarray
-    peak_kw: np.ndarray
-    open_hour: np.ndarray
-    close_hour: np.ndarray
-    saturday: np.ndarray
-    sunday: np.ndarray
-    holiday: np.ndarray
-    base: np.ndarray
-    heating: np.ndarray
-    cooling: np.ndarray
-    heat_balance: np.ndarray
-    cool_balance: np.ndarray
-    term_breaks: np.ndarray
-    noise_sd: np.ndarray
-
-
-def _fleet_parameters(spec: FleetSpec) -> _Fleet:
+def _fleet_parameters(spec: FleetSpec) -> dict[str, np.ndarray]:
+    """Per-building parameters (one array each, a value per building), drawn once for the whole
+    fleet."""
     rng = np.random.default_rng([spec.seed, 3])
     n = spec.buildings
     names = np.array(list(BUILDING_TYPES))
@@ -290,7 +271,7 @@ def _fleet_parameters(spec: FleetSpec) -> _Fleet:
     def jitter(values: np.ndarray, rel: float, lo: float = 0.0, hi: float = np.inf) -> np.ndarray:
         return np.clip(values * rng.lognormal(0.0, rel, n), lo, hi)
 
-    return _Fleet(
+    return dict(
         type_names=names[kind], site=rng.integers(0, spec.sites, n),
         peak_kw=rng.lognormal(np.log(60.0), 0.9, n),
         open_hour=column("open_hour") + rng.uniform(-1.0, 1.0, n),
@@ -310,11 +291,11 @@ def fleet_buildings(spec: FleetSpec) -> pa.Table:
     n = spec.buildings
     sites = np.array(site_ids(spec.sites))
     return pa.table({"building_id": pa.array(building_ids(n)),
-                     "site_id": pa.array(sites[params.site]),
+                     "site_id": pa.array(sites[params["site"]]),
                      "timezone": pa.repeat(pa.scalar(spec.timezone), n),
                      "holiday_country": pa.repeat(pa.scalar(spec.holiday_country), n),
                      "holiday_subdiv": pa.repeat(pa.scalar(spec.holiday_subdiv, pa.string()), n),
-                     "building_type": pa.array(params.type_names.astype(str)),
+                     "building_type": pa.array(params["type_names"].astype(str)),
                      "source": pa.repeat(pa.scalar("synthetic"), n)})
 
 
@@ -322,32 +303,33 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def _chunk_load(spec: FleetSpec, cal: _Calendar, temperature: np.ndarray, params: _Fleet,
-                chunk: slice) -> np.ndarray:
+def _chunk_load(spec: FleetSpec, cal: _Calendar, temperature: np.ndarray,
+                params: dict[str, np.ndarray], chunk: slice) -> np.ndarray:
     """Hourly kWh (buildings x hours) of one chunk, NaN where the meter is out."""
     rng = np.random.default_rng([spec.seed, 4, chunk.start // CHUNK_BUILDINGS])
     idx = np.arange(chunk.start, chunk.stop)
     b, hours = idx.size, cal.ts.size
+    p = {name: values[chunk] for name, values in params.items()}  # this chunk's buildings'
     hour = cal.local_hour[None, :]
-    daytime = (_sigmoid((hour - params.open_hour[idx, None]) / 0.45)
-               * _sigmoid((params.close_hour[idx, None] - hour) / 0.45))
+    daytime = (_sigmoid((hour - p["open_hour"][:, None]) / 0.45)
+               * _sigmoid((p["close_hour"][:, None] - hour) / 0.45))
     day_factor = np.ones((b, hours))
-    day_factor[:, cal.weekday == 5] = params.saturday[idx, None]
-    day_factor[:, cal.weekday == 6] = params.sunday[idx, None]
-    day_factor[:, cal.holiday] = np.minimum(day_factor[:, cal.holiday], params.holiday[idx, None])
-    schools = params.term_breaks[idx]
+    day_factor[:, cal.weekday == 5] = p["saturday"][:, None]
+    day_factor[:, cal.weekday == 6] = p["sunday"][:, None]
+    day_factor[:, cal.holiday] = np.minimum(day_factor[:, cal.holiday], p["holiday"][:, None])
+    schools = p["term_breaks"]
     if schools.any():
         day_factor[np.ix_(schools, cal.school_break)] *= 0.15
     occupancy = daytime * day_factor
 
-    temp = temperature[params.site[idx]]
-    heat = params.heating[idx, None] * np.maximum(0.0, params.heat_balance[idx, None] - temp)
-    cool = params.cooling[idx, None] * np.maximum(0.0, temp - params.cool_balance[idx, None])
-    base = params.base[idx, None]
+    temp = temperature[p["site"]]
+    heat = p["heating"][:, None] * np.maximum(0.0, p["heat_balance"][:, None] - temp)
+    cool = p["cooling"][:, None] * np.maximum(0.0, temp - p["cool_balance"][:, None])
+    base = p["base"][:, None]
     load = base + (1.0 - base) * occupancy + heat + cool * (0.3 + 0.7 * occupancy)
-    noise = _ar1(rng, (b, hours), 0.8, 1.0) * params.noise_sd[idx, None]
-    noise += rng.standard_normal((b, hours)) * 0.5 * params.noise_sd[idx, None]
-    kwh = params.peak_kw[idx, None] * load * np.clip(1.0 + noise, 0.05, None)
+    noise = _ar1(rng, (b, hours), 0.8, 1.0) * p["noise_sd"][:, None]
+    noise += rng.standard_normal((b, hours)) * 0.5 * p["noise_sd"][:, None]
+    kwh = p["peak_kw"][:, None] * load * np.clip(1.0 + noise, 0.05, None)
 
     outlier = rng.random((b, hours)) < 8e-4
     spike = rng.random((b, hours)) < 0.5

@@ -238,7 +238,8 @@ class TimeReader:
 
 class LocalTimeOptions(BaseModel):
     """Options shared by the commands that read timestamped files: the zone of naive local
-    timestamps (checked against zoneinfo) and how timestamps are written."""
+    timestamps (checked against zoneinfo), how timestamps are written, and which instant a
+    repeated local time is."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -251,6 +252,10 @@ class LocalTimeOptions(BaseModel):
     dayfirst: bool = Field(
         False, description="Timestamps that are not ISO 8601 are written day first (05/02/2024 "
         "is 5 February): the layout of the first one is read, and every other must follow it.")
+    ambiguous: AmbiguousPolicy = Field(
+        "refuse", description="A local time the clocks pass twice (fall back) that appears only "
+        "once for a building (or site): refuse, or take the earliest (summer time) or latest "
+        "(standard time) instant. Appearing twice, the first is the earliest.")
 
     @field_validator("time_format")
     @classmethod

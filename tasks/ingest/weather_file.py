@@ -38,22 +38,19 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from tasks.ingest.contract import Column, FileContract, FileOptions, SourceTable
+from tasks.ingest.contract import Column, FileContract, SourceTable
 from tasks.ingest.errors import MalformedSourceError
-from tasks.ingest.hourly import check_on_grid, check_unique, removed_note
+from tasks.ingest.hourly import HourlyFileOptions, check_on_grid, check_unique, removed_note
 from tasks.ingest.plausibility import (
     HUMIDITY_PCT,
     IRRADIANCE_WM2,
     TEMPERATURE_C,
     WIND_MS,
-    ImplausiblePolicy,
     value_notes,
 )
 from tasks.ingest.timestamps import (
     DAYS_AHEAD,
     FORECAST_DAYS_AHEAD,
-    AmbiguousPolicy,
-    LocalTimeOptions,
 )
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.schema import ensure_schema
@@ -83,26 +80,15 @@ WEATHER_SCHEMA = pa.schema([("site_id", pa.string()), ("ts", _UTC_TS),
                             ("issued_at", _UTC_TS)])
 
 
-class WeatherOptions(LocalTimeOptions, FileOptions):
+class WeatherOptions(HourlyFileOptions):
     """How to read a weather feed (the options of ``wadiro ingest weather``)."""
 
     kind: WeatherKind = Field(
         description="observed, or forecast (then an issued_at column is required; the latest "
         "issue per site and hour is kept).")
-    ambiguous: AmbiguousPolicy = Field(
-        "refuse", description="A local time the clocks pass twice (fall back) that appears only "
-        "once for a site: refuse, or take the earliest (summer time) or latest (standard time) "
-        "instant. Appearing twice, the first is the earliest.")
-    implausible: ImplausiblePolicy = Field(
-        "refuse", description="A non-finite or physically implausible value: refuse the file "
-        "(error naming line and column; nothing is written) or store it as missing and count it.")
     wind_unit: WindUnit = Field(
         "m/s", description="The unit of the file's wind speed column: m/s, knots (a METAR or "
         "MIDAS feed) or km/h; stored in m/s.")
-    replace_range: bool = Field(
-        False, description="Observed weather: replace each site's stored hours from its first to "
-        "its last hour in the file, removing those the file does not hold (default: only the "
-        "hours the file holds change).")
 
     @model_validator(mode="after")
     def _range_of_observations_only(self) -> WeatherOptions:
