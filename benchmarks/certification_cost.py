@@ -18,7 +18,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge
 from tasks.protocol.batch import run_jobs
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.models import MODEL_NAMES

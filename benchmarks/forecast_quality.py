@@ -63,7 +63,7 @@ import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
-from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge
 from tasks.protocol.batch import BuildingJob, run_jobs
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.features import build_features, holiday_dates

@@ -16,8 +16,7 @@ from tasks.ingest.buildings_file import (
     load_buildings,
     write_buildings,
 )
-from tasks.ingest.cambridge import IngestSummary, ingest_cambridge
-from tasks.ingest.cambridge_archive import ArchiveSelection
+from tasks.ingest.cambridge_archive import ArchiveSelection, IngestSummary, ingest_cambridge
 from tasks.ingest.contract import FileOptions
 from tasks.ingest.portfolios_file import PortfoliosSummary, load_portfolios, write_portfolios
 from tasks.ingest.readings_file import (

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from tasks.errors import UnknownBuildingError
-from tasks.ingest.cambridge import ingest_cambridge, write_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge, write_cambridge
 from tasks.ingest.cambridge_archive import (
     KNOT_IN_MS,
     load_cambridge,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge
 from tasks.ingest.cambridge_archive import load_cambridge
 from tasks.ingest.plausibility import ImplausibleValueError
 from tasks.warehouse.connection import connect

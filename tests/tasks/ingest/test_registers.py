@@ -239,7 +239,7 @@ def real_week(cambridge_archive) -> list[float]:
 @pytest.fixture
 def real_warehouse(tmp_path, cambridge_archive) -> Path:
     """A warehouse holding b0 from the archive for the four weeks before 2019-01-14."""
-    from tasks.ingest.cambridge import ingest_cambridge
+    from tasks.ingest.cambridge_archive import ingest_cambridge
 
     warehouse = tmp_path / "real.duckdb"
     ingest_cambridge(warehouse, cambridge_archive, [REAL], date(2018, 12, 17), date(2019, 1, 13))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.features import WEATHER_COLUMNS
 from tasks.protocol.forecasting import forecast_building_week

@@ -15,7 +15,7 @@ from datetime import date
 import numpy as np
 import pytest
 
-from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.features import build_features
 from tasks.protocol.fitting import Fitter

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tasks.errors import UnknownBuildingError
-from tasks.ingest.cambridge import ingest_cambridge
+from tasks.ingest.cambridge_archive import ingest_cambridge
 from tasks.protocol.batch import BuildingInfo
 from tasks.protocol.features import build_features
 from tasks.protocol.windows import (
