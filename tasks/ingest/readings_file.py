@@ -76,7 +76,7 @@ from tasks.ingest.timestamps import (
     TimeReader,
 )
 from tasks.warehouse.connection import transaction
-from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly, write_sub_hourly
+from tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
 from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import refuse_unknown_ids
@@ -291,22 +291,6 @@ def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
     return kwh
 
 
-def _recent_sub_hourly(frame: pd.DataFrame, minutes: int) -> pa.Table:
-    """:func:`recent_sub_hourly` of the whole file's ``frame``, computed on the rows of each
-    building's last :data:`KEEP_DAYS` days and an hour only: every row it keeps lies there (an
-    interval of a kept hour starts after the building's latest hour less the days, which is
-    after its latest instant less the days and an hour), with each kept hour's intervals and
-    the building's latest hour, so the result is the same, at the cost of those rows."""
-    if minutes >= 60 or frame.empty:
-        return recent_sub_hourly(frame, minutes)
-    codes = pd.factorize(frame["building_id"])[0]
-    instants = frame["ts"].to_numpy(dtype="datetime64[us]").astype(np.int64)
-    latest = np.full(int(codes.max()) + 1, np.iinfo(np.int64).min)
-    np.maximum.at(latest, codes, instants)
-    window = (KEEP_DAYS * 24 + 1) * 3_600_000_000
-    return recent_sub_hourly(frame.loc[instants > latest[codes] - window], minutes)
-
-
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:
     """Read and check a meter export and sum it to hours; no warehouse involved."""
     began = time.perf_counter()
@@ -341,7 +325,7 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
                                         columns[0][1] if long else None, tally)
     else:
         refuse_registers(at.path, frame, minutes, options.unit)
-    sub_hourly = _recent_sub_hourly(frame, minutes)
+    sub_hourly = recent_sub_hourly(frame, minutes)
     hours, partial, incomplete = sum_to_hours(frame, minutes)
     del frame
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)

@@ -45,6 +45,14 @@ def recent_sub_hourly(frame: pd.DataFrame, minutes: int, days: int = KEEP_DAYS) 
     if minutes >= 60 or frame.empty:
         return _SCHEMA.empty_table()
     ts = pd.to_datetime(frame["ts"], utc=True)
+    # A kept interval starts after its building's latest instant less the days and an hour:
+    # those rows are picked first, so a long file costs the rows it keeps, not all it holds.
+    codes = pd.factorize(frame["building_id"])[0]
+    instants = ts.to_numpy(dtype="datetime64[us]").astype(np.int64)
+    latest = np.full(int(codes.max()) + 1, np.iinfo(np.int64).min)
+    np.maximum.at(latest, codes, instants)
+    near = instants > latest[codes] - (days * 24 + 1) * 3_600_000_000
+    frame, ts = frame[near], ts[near]
     hour = ts.dt.floor("h")
     kwh = pd.to_numeric(frame["kwh"], errors="coerce")
     valued = kwh.notna() & (kwh >= 0)

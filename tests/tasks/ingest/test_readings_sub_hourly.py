@@ -10,11 +10,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from tasks.ingest import contract
-from tasks.ingest.readings_file import ReadingsOptions, _recent_sub_hourly, load_readings
-from tasks.warehouse.intra_hour import recent_sub_hourly
+from tasks.ingest.readings_file import ReadingsOptions, load_readings
+from tasks.warehouse.intra_hour import KEEP_DAYS, recent_sub_hourly
 from tests.tasks.ingest.operator_files import (
     csv_to_parquet,
     ingest_readings,
@@ -141,10 +142,27 @@ def test_an_hourly_file_keeps_nothing_and_leaves_the_kept_shape(warehouse, tmp_p
     assert load_readings(tmp_path / "h.csv").sub_hourly.num_rows == 0
 
 
+def _kept_by_definition(frame: pd.DataFrame, minutes: int) -> pa.Table:
+    """The rows :func:`recent_sub_hourly` keeps, by its definition on the whole frame: the
+    intervals of every complete hour in each building's last :data:`KEEP_DAYS` days."""
+    ts = pd.to_datetime(frame["ts"], utc=True)
+    hour = ts.dt.floor("h")
+    kwh = frame["kwh"]
+    valued = kwh.notna() & (kwh >= 0)
+    whole = valued.groupby([frame["building_id"], hour]).transform("sum") == 60 // minutes
+    latest = hour.groupby(frame["building_id"]).transform("max")
+    keep = (whole & (hour > latest - pd.Timedelta(days=KEEP_DAYS))).to_numpy()
+    return pa.table({"building_id": pa.array(frame["building_id"].to_numpy()[keep], pa.string()),
+                     "ts": pa.array(ts[keep], pa.timestamp("us", tz="UTC")),
+                     "minutes": pa.array(np.full(int(keep.sum()), minutes), pa.int32()),
+                     "kwh": pa.array(kwh[keep].to_numpy(np.float64))})
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_the_rows_picked_first_give_what_the_whole_frame_gives(seed):
-    """The ingest computes the kept rows on each building's last days only: the same table as
-    :func:`recent_sub_hourly` of the whole frame, whatever the spans, gaps, blanks and order."""
+    """:func:`recent_sub_hourly` computes the kept rows on each building's last days only: the
+    same table as its definition on the whole frame, whatever the spans, gaps, blanks and
+    order."""
     rng = np.random.default_rng(seed)
     minutes = int(rng.choice([15, 30]))
     parts = []
@@ -160,4 +178,4 @@ def test_the_rows_picked_first_give_what_the_whole_frame_gives(seed):
                                    "kwh": kwh[present]}))
     frame = pd.concat(parts, ignore_index=True).sample(frac=1, random_state=seed)
     frame = frame.reset_index(drop=True).astype({"building_id": "category"})
-    assert _recent_sub_hourly(frame, minutes).equals(recent_sub_hourly(frame, minutes))
+    assert recent_sub_hourly(frame, minutes).equals(_kept_by_definition(frame, minutes))
