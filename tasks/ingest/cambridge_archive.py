@@ -113,30 +113,23 @@ class ArchiveSelection(BaseModel):
 
 @dataclass(frozen=True)
 class ArchiveLayout:
-    """Where the archive keeps each kind of file, checked to exist."""
+    """Where the archive keeps each kind of file (:meth:`at` checks that they are there)."""
 
-    root: Path
-
-    @property
-    def buildings_dir(self) -> Path:
-        return self.root / "building_data" / "processed_data"
-
-    @property
-    def weather_dir(self) -> Path:
-        return self.root / "aux_data" / "MetOffice Weather Data" / "processed_data" / SITE_ID
-
-    @property
-    def midas_dir(self) -> Path:
-        return self.root / "aux_data" / "MetOffice Weather Data" / "raw_data" / "hourly_weather"
+    buildings_dir: Path
+    weather_dir: Path
+    midas_dir: Path
 
     @classmethod
     def at(cls, root: str | Path) -> ArchiveLayout:
-        layout = cls(Path(root))
-        if layout.root.exists() and not layout.root.is_dir():
-            raise SourceNotFoundError(f"archive path {layout.root} is a file; give the archive's "
-                                      "root folder (the one holding building_data/)")
-        if not layout.root.is_dir():
-            raise SourceNotFoundError(f"archive path does not exist: {layout.root}")
+        root = Path(root)
+        if root.exists() and not root.is_dir():
+            raise SourceNotFoundError(f"archive path {root} is a file; give the archive's root "
+                                      "folder (the one holding building_data/)")
+        if not root.is_dir():
+            raise SourceNotFoundError(f"archive path does not exist: {root}")
+        met = root / "aux_data" / "MetOffice Weather Data"
+        layout = cls(root / "building_data" / "processed_data", met / "processed_data" / SITE_ID,
+                     met / "raw_data" / "hourly_weather")
         for needed in (layout.buildings_dir, layout.weather_dir):
             if not needed.is_dir():
                 raise SourceNotFoundError(f"archive layout incomplete, missing directory: {needed}")

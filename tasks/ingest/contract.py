@@ -87,7 +87,7 @@ class CsvFormat(BaseModel):
     delimiter: str = Field(
         ",", description="The character between a CSV's cells: , (default), ; (as European "
         "Excel saves CSV), | or tab.")
-    decimal: str = Field(
+    decimal: Literal[".", ","] = Field(
         ".", description="The decimal mark of a CSV's numbers: . (default) or , (1,5 is 1.5 "
         "and a dot separates thousands, 1.234,5 is 1234.5; then the delimiter cannot be a "
         "comma).")
@@ -100,13 +100,6 @@ class CsvFormat(BaseModel):
         if value not in _DELIMITERS:
             raise ValueError(f"{value!r} is not a delimiter this reads; one of , ; | tab")
         return _DELIMITERS[value]
-
-    @field_validator("decimal")
-    @classmethod
-    def _known_decimal(cls, value: str) -> str:
-        if value not in (".", ","):
-            raise ValueError(f"{value!r} is not a decimal mark; . or ,")
-        return value
 
     @field_validator("encoding")
     @classmethod

@@ -122,5 +122,3 @@ def value_notes(implausible: int, clipped: int) -> list[str]:
         notes.append(f"{clipped:,} value(s) just past their bound (a sensor's tolerance) "
                      "clipped to it")
     return notes
-
-

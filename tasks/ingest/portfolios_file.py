@@ -92,5 +92,3 @@ def write_portfolios(con: duckdb.DuckDBPyConnection, batch: PortfoliosBatch
                                            own_transaction=False)
     return PortfoliosSummary(len(names), inserted, replaced,
                              batch.read_seconds + time.perf_counter() - began)
-
-

@@ -408,8 +408,7 @@ def _by_buildings(readings: pa.Table) -> list[pa.Table]:
     """``readings`` (each building's hours together) in slices of about :data:`WRITE_ROWS`
     rows, every building whole in one slice: the warehouse matches each slice's hours against
     what it stores in memory of the slice's size, not the file's."""
-    rows = WRITE_ROWS
-    if readings.num_rows <= rows:
+    if readings.num_rows <= WRITE_ROWS:
         return [readings]
     ids = readings["building_id"]
     if not pa.types.is_dictionary(ids.type):
@@ -418,7 +417,7 @@ def _by_buildings(readings: pa.Table) -> list[pa.Table]:
     starts = np.r_[0, np.flatnonzero(codes[1:] != codes[:-1]) + 1]
     cuts, last = [0], 0
     for start in starts[1:]:
-        if start - last >= rows:
+        if start - last >= WRITE_ROWS:
             cuts.append(int(start))
             last = start
     cuts.append(readings.num_rows)

@@ -95,11 +95,9 @@ class TimeReader:
         at = source.at
         values = source.table[self.column]
         if pa.types.is_timestamp(values.type):
+            at.refuse_blank(self.column, values)
             parsed = pd.Series(values.to_pandas(),
                                dtype=f"datetime64[us{', UTC' if values.type.tz else ''}]")
-            if parsed.isna().any():
-                raise at.error(int(np.flatnonzero(parsed.isna().to_numpy())[0]), self.column,
-                               "empty cell; a timestamp is required")
             offset = values.type.tz is not None
             self._same_form(at, offset, np.full(len(parsed), offset), None)
             parsed = parsed.dt.tz_convert("UTC").astype(_UTC_US) if offset else parsed
