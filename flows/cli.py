@@ -21,7 +21,8 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
@@ -211,16 +212,16 @@ def _quiet_prefect() -> None:
 T = TypeVar("T")
 
 
-def run_guarded(call: Callable[[], T]) -> T:
-    """``call()``, with a pipeline error (bad input, busy warehouse) or the machine's refusal (a
-    full disk, a limit, memory) turned into one line and exit code 1, and a stop (Ctrl-C,
-    SIGTERM, a lost Prefect server) into one line and its exit code (128 + the signal's number
-    after a signal). A stopped run ends the process at once:
-    threads still computing abandoned batches, or a Prefect server that no longer answers, are
-    not waited for."""
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Around a command's work: a pipeline error (bad input, busy warehouse) or the machine's
+    refusal (a full disk, a limit, memory) becomes one line and exit code 1, and a stop
+    (Ctrl-C, SIGTERM, a lost Prefect server) one line and its exit code (128 + the signal's
+    number after a signal). A stopped run ends the process at once: threads still computing
+    abandoned batches, or a Prefect server that no longer answers, are not waited for."""
     try:
         with handle_stop_signals():
-            return call()
+            yield
     except PipelineError as error:
         if STOP.requested is not None:
             code = (error.exit_code if isinstance(error, RunStoppedError)
@@ -239,6 +240,12 @@ def run_guarded(call: Callable[[], T]) -> T:
             raise
         echo(f"error: {refusal}", err=True)
         raise SystemExit(1) from None
+
+
+def run_guarded(call: Callable[[], T]) -> T:
+    """``call()`` inside :func:`guarded`."""
+    with guarded():
+        return call()
 
 
 def run_command_flow(flow: Any, **parameters: Any) -> Any:
@@ -326,19 +333,32 @@ for _command, _help in LAZY_HELP.items():
 
 # --- forecasting -------------------------------------------------------------------------
 
-def report_run(call: Callable[[], RunSummary], warehouse: str) -> None:
-    """Run a forecasting flow; print its summary, its failures and its leaderboard."""
+class RunReport:
+    """What a forecasting command's flow returned (:func:`run_report` reports it)."""
+
+    summary: RunSummary | None = None
+
+
+@contextmanager
+def run_report(warehouse: str) -> Iterator[RunReport]:
+    """Around a forecasting command's flow (``report.summary = run_flow(...)``, so that the
+    command itself calls the flow): one line for an error or a stop (:func:`guarded`), then
+    the run's summary, its failures and degraded weeks, and its leaderboard; a ``--strict``
+    run's degraded summary is reported too, before its exit code."""
     from tasks.errors import DegradedRunError
     from tasks.outputs.report import read_run_leaderboard
 
-    def strictly() -> tuple[RunSummary, DegradedRunError | None]:
-        try:
-            return call(), None
-        except DegradedRunError as degraded:  # --strict: report, then exit with its code
-            return degraded.summary, degraded
-
+    report, degraded = RunReport(), None
     began = time.perf_counter()
-    summary, degraded = run_guarded(strictly)
+    _quiet_prefect()  # again: importing the flows configured Prefect's logging
+    with guarded():
+        try:
+            yield report
+        except DegradedRunError as error:  # --strict: report, then exit with its code
+            report.summary, degraded = error.summary, error
+    summary = report.summary
+    if summary is None:
+        return
     echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         echo(f"  failed: {failure}", err=True)
@@ -563,6 +583,7 @@ def demo(
     forecast, that week forecast with every model, what was published and how the models did
     last week.
     """
+    from flows.engine import run_flow
     from flows.forecast import weekly_forecast_flow
     from flows.ingest import ingest_synthetic_flow
     from flows.settings import WeeklySettings
@@ -581,7 +602,7 @@ def demo(
     # The demo fleet's Monday morning, as the weekly deployment would run on it.
     coming = DEMO_START + timedelta(weeks=DEMO_WEEKS)
     monday = datetime(coming.year, coming.month, coming.day, 6)
-    report_run(lambda: run_command_flow(weekly_forecast_flow, as_of=monday, settings=settings),
-               settings.warehouse)
+    with run_report(settings.warehouse) as report:
+        report.summary = run_flow(weekly_forecast_flow, as_of=monday, settings=settings)
 
 

@@ -26,12 +26,12 @@ def forecast(
     settings: Annotated[WeeklySettings, Parameter(name="*")] = WeeklySettings(),
 ) -> None:
     """``wadiro forecast`` (its help: :data:`~flows.cli.LAZY_HELP`)."""
+    from flows.engine import run_flow
     from flows.forecast import weekly_forecast_flow
 
-    cli.report_run(
-        lambda: cli.run_command_flow(weekly_forecast_flow, week=week, as_of=as_of,
-                                     settings=settings),
-        settings.resolved().warehouse)
+    with cli.run_report(settings.resolved().warehouse) as report:
+        report.summary = run_flow(weekly_forecast_flow, week=week, as_of=as_of,
+                                  settings=settings)
 
 
 def backfill(
@@ -41,10 +41,10 @@ def backfill(
     settings: Annotated[BackfillSettings, Parameter(name="*")] = BackfillSettings(),
 ) -> None:
     """``wadiro backfill`` (its help: :data:`~flows.cli.LAZY_HELP`)."""
+    from flows.engine import run_flow
     from flows.forecast import backfill_flow
 
-    cli.report_run(
-        lambda: cli.run_command_flow(backfill_flow, start=start, end=end, settings=settings),
-        settings.resolved().warehouse)
+    with cli.run_report(settings.resolved().warehouse) as report:
+        report.summary = run_flow(backfill_flow, start=start, end=end, settings=settings)
 
 

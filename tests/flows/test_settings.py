@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 
 import pytest
 
+import flows.engine
 from flows import cli
 from flows.settings import BackfillSettings, RunSettings, WeeklySettings
 from tasks.protocol.config import DEPLOYED_MODELS, PROTOCOLS, ForecastConfig
@@ -84,8 +86,8 @@ def captured(monkeypatch):
         calls.append(kwargs)
         return Summary()
 
-    monkeypatch.setattr(cli, "run_command_flow", lambda flow, **kwargs: fake_flow(**kwargs))
-    monkeypatch.setattr(cli, "report_run", lambda call, warehouse: call())
+    monkeypatch.setattr(flows.engine, "run_flow", lambda flow, **kwargs: fake_flow(**kwargs))
+    monkeypatch.setattr(cli, "run_report", lambda warehouse: nullcontext(cli.RunReport()))
     return calls
 
 

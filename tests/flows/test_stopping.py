@@ -156,7 +156,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(monkeypatch, capsys, where):
     if where == "parsing":
         monkeypatch.setattr(cyclopts.core.App, "parse_args", ctrl_c)
     else:
-        monkeypatch.setattr(cli, "report_run", ctrl_c)
+        monkeypatch.setattr(cli, "run_report", ctrl_c)
     monkeypatch.setattr(sys, "argv", ["wadiro", "backfill", "--start", "2024-03-25", "--end",
                                       "2024-04-01", "--warehouse", "w.duckdb"])
     with pytest.raises(SystemExit) as ended:
