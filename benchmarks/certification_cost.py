@@ -19,7 +19,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from tasks.ingest.cambridge_archive import ingest_cambridge
-from tasks.protocol.batch import run_jobs
+from tasks.protocol.batch import run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.models import MODEL_NAMES
 from tasks.warehouse.batches import load_jobs
@@ -29,7 +29,7 @@ ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-e
 
 def cpu_of(jobs, config) -> tuple[float, list]:
     started = time.process_time()
-    results = run_jobs(jobs, config)
+    results = run_batch(jobs, config, sent_back=False)
     return time.process_time() - started, results
 
 

@@ -64,7 +64,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
 from tasks.ingest.cambridge_archive import ingest_cambridge
-from tasks.protocol.batch import BuildingJob, run_jobs
+from tasks.protocol.batch import BuildingJob, run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.features import build_features, holiday_dates
 from tasks.protocol.intervals import LEVELS
@@ -199,7 +199,7 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
     threadpool_limits(limits=1)
     warnings.filterwarnings("ignore")
     started = time.process_time()
-    results = run_jobs([job], config)
+    results = run_batch([job], config, sent_back=False)
     cpu = time.process_time() - started
     info = job.info
     actual = peer_hours.set_index("ts")["kwh"]

@@ -4,10 +4,10 @@ A synthetic fleet of N buildings (default 1,000) is generated in a temporary dir
 target week is forecast with the cheap ``seasonal_naive`` model only, so the compute is tiny and
 the orchestration overhead dominates. Timed with ``time.perf_counter``:
 
-* ``compute``: ``tasks.protocol.batch.run_jobs`` over every building in this process, the
+* ``compute``: ``tasks.protocol.batch.run_batch`` over every building in this process, the
   buildings' hours already in memory;
 * ``bare``: the flow's work without Prefect, one batch after another: read the batch's hours
-  (read-only), ``run_jobs``, write its results in one transaction;
+  (read-only), ``run_batch``, write its results in one transaction;
 * ``flow``: ``weekly_forecast_flow`` on the threads runner (and the processes runner) for each
   batch size; at most ``max_in_flight`` batches are submitted at a time. Through Prefect
   (``prefect``), and as the command line runs it without a Prefect server (``direct``:
@@ -36,7 +36,7 @@ from tasks.ingest.synthetic_fleet import (
     building_ids,
     ingest_synthetic,
 )
-from tasks.protocol.batch import run_jobs
+from tasks.protocol.batch import run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.warehouse.batches import load_jobs
 from tasks.warehouse.connection import connect
@@ -64,12 +64,12 @@ def prefect_api(api_url: str | None) -> Iterator[str]:
 
 
 def time_compute(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, int]:
-    """``run_jobs`` alone over every building, hours read beforehand (not timed)."""
+    """``run_batch`` alone over every building, hours read beforehand (not timed)."""
     config = ForecastConfig(models=MODELS)
     jobs = [job for start in range(0, len(ids), batch_size)
             for job in load_jobs(warehouse, ids[start:start + batch_size], [WEEK], config)]
     started = time.perf_counter()
-    results = run_jobs(jobs, config)
+    results = run_batch(jobs, config, sent_back=False)
     elapsed = time.perf_counter() - started
     return elapsed, sum(r.status == "ok" for r in results)
 
@@ -81,7 +81,7 @@ def time_bare(warehouse: Path, ids: list[str], batch_size: int) -> tuple[float, 
     started = time.perf_counter()
     for start in range(0, len(ids), batch_size):
         jobs = load_jobs(warehouse, ids[start:start + batch_size], [WEEK], config)
-        results = run_jobs(jobs, config)
+        results = run_batch(jobs, config, sent_back=False)
         with connect(warehouse) as con:
             write_results(con, results, run_id="bare", models=MODELS)
         ok += sum(r.status == "ok" for r in results)
@@ -130,7 +130,7 @@ def main() -> None:
 
         rows: list[tuple[str, int, float, int]] = []
         compute_s, ok = time_compute(warehouse, ids, max(batch_sizes))
-        rows.append(("compute (run_jobs only)", 0, compute_s, ok))
+        rows.append(("compute (run_batch only)", 0, compute_s, ok))
         bare: dict[int, float] = {}
         for size in batch_sizes:
             bare[size], ok = time_bare(warehouse, ids, size)

@@ -84,8 +84,10 @@ def failed_results(
     ]
 
 
-def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWeekResult]:
-    """The protocol for every (building, week) of a batch; a failure is recorded, not raised.
+def run_batch(jobs: list[BuildingJob], config: ForecastConfig, label: str = "", *,
+              sent_back: bool = True) -> list[BuildingWeekResult]:
+    """The protocol for every (building, week) of a batch, the run's compute step (``label``
+    names the batch in an orchestrator's task runs); a failure is recorded, not raised.
 
     A building's weeks run in order: each week's scores join its track record for the
     publication step of the weeks after it (they are over by then), and under
@@ -97,7 +99,12 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
     two BLAS threads per solve were measured to be much slower on small machines. Both this and
     the warning filter are set for the whole worker process, not in a context manager: with the
     threads runner, concurrent contexts would restore each other's settings mid-run.
+
+    Results ``sent_back`` to the run's process keep the validation errors of their published
+    model only (portfolios sum them): the others are read by the protocol alone (intervals,
+    the ensemble), and are most of what sending a result back would cost.
     """
+    del label
     results = []
     # Imported here, in the worker: the run's own process imports this module for its types and
     # should not pay for scikit-learn. Convergence is recorded per fit
@@ -144,6 +151,11 @@ def run_jobs(jobs: list[BuildingJob], config: ForecastConfig) -> list[BuildingWe
                              and o.status == "ok"), None)
                 if made is not None:
                     history[model] = _appended(history.get(model), hours, made.y_hat)
+    for result in results if sent_back else ():
+        published = result.publication.model if result.publication is not None else None
+        for outcome in result.outcomes:
+            if outcome.model != published:
+                outcome.validation_errors = None
     return results
 
 
@@ -184,17 +196,3 @@ def _appended(before: IssuedForecast | None, hours: np.ndarray,
     keep = before.hours < hours.min() if len(hours) else np.ones(len(before.hours), bool)
     return IssuedForecast({}, np.concatenate([before.hours[keep], hours]),
                           np.concatenate([before.y_hat[keep], y_hat]))
-
-
-def run_batch(jobs: list[BuildingJob], config: ForecastConfig,
-              label: str = "") -> list[BuildingWeekResult]:
-    """The protocol for every (building, week) of a batch (:func:`run_jobs`), as the run's
-    compute step; ``label`` names the batch in an orchestrator's task runs."""
-    del label
-    results = run_jobs(jobs, config)
-    for result in results:  # read by the protocol only (intervals, the ensemble), and most of
-        published = result.publication.model if result.publication is not None else None
-        for outcome in result.outcomes:  # what sending a result back would cost; the published
-            if outcome.model != published:  # model's stay: portfolios sum them (validation_errors)
-                outcome.validation_errors = None
-    return results

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from tasks.protocol.batch import run_jobs
+from tasks.protocol.batch import run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import (
     IssuedForecast,
@@ -111,13 +111,13 @@ def test_per_window_tuning_validates_on_its_best_trial(warehouse):
 
 
 def test_consecutive_weeks_validate_on_the_forecast_issued_the_week_before(warehouse):
-    """run_jobs over two weeks: the second week's validation errors are the first week's
+    """run_batch over two weeks: the second week's validation errors are the first week's
     forecast against the readings stored for it."""
     first = WEEK - timedelta(weeks=1)
     config = _config()
     [job] = load_jobs(warehouse, [BUILDING], [first, WEEK], config)
     job = type(job)(info=job.info, hours=job.hours, weeks=job.weeks, stored_params=_stored(first))
-    week1, week2 = run_jobs([job], config)
+    week1, week2 = run_batch([job], config, sent_back=False)
     actuals = _validation_actuals(warehouse)
     for model in ("svr", "wadiro_linreg"):
         assert _outcome(week1, model).validation_source == "refit"
@@ -134,7 +134,7 @@ def test_the_warehouse_gives_back_forecasts_of_the_same_protocol_only(warehouse)
     first = WEEK - timedelta(weeks=1)
     [job] = load_jobs(warehouse, [BUILDING], [first], config)
     job = type(job)(info=job.info, hours=job.hours, weeks=job.weeks, stored_params=_stored(first))
-    [result] = run_jobs([job], config)
+    [result] = run_batch([job], config, sent_back=False)
     with connect(warehouse) as con:
         record_run_start(con, run_id="week-1", flow="weekly", parameters=config.as_record(),
                          code_version="test")

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
-from tasks.protocol.batch import failed_results, run_jobs
+from tasks.protocol.batch import failed_results, run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.warehouse import pending
 from tasks.warehouse.batches import load_jobs
@@ -136,8 +136,8 @@ def fitted_batch(tmp_path) -> tuple[list, ForecastConfig]:
     fleet = tmp_path / "fleet.duckdb"
     ingest_synthetic(fleet, FleetSpec(buildings=2, start=date(2024, 1, 1), weeks=14, seed=3))
     config = ForecastConfig(models=("svr", "seasonal_naive"), trials=2)
-    return run_jobs(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
-                    config), config
+    return run_batch(load_jobs(fleet, ["synthetic_b00000", "synthetic_b00001"], [W1], config),
+                     config, sent_back=False), config
 
 
 def _copies_of_the_fleet(tmp_path):
