@@ -83,22 +83,3 @@ def load_batch(
                for building_id in ids]
     return ([job for jobs, _ in singles for job in jobs],
             [result for _, failed in singles for result in failed])
-
-
-def load_batches(
-    warehouse: str | Path, groups: list[list[str]], weeks: list[date], config: ForecastConfig,
-    lock_wait_s: float | None = None,
-) -> list[tuple[list[BuildingJob], list[BuildingWeekResult]]]:
-    """:func:`load_batch` for each of ``groups``, read in one connection when all can be read."""
-    if len(groups) == 1:
-        return [load_batch(warehouse, groups[0], weeks, config, lock_wait_s)]
-    try:
-        jobs = load_jobs(warehouse, [bid for ids in groups for bid in ids], weeks, config,
-                         lock_wait_s)
-    except BuildingDataError:
-        return [load_batch(warehouse, ids, weeks, config, lock_wait_s) for ids in groups]
-    group_of = {bid: number for number, ids in enumerate(groups) for bid in ids}
-    split: list[tuple[list[BuildingJob], list[BuildingWeekResult]]] = [([], []) for _ in groups]
-    for job in jobs:  # in the order one batch's read gives them
-        split[group_of[job.info.building_id]][0].append(job)
-    return split

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from tasks.errors import BuildingDataError
 from tasks.protocol.batch import BuildingJob
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import BuildingWeekResult
-from tasks.warehouse.batches import load_batches
+from tasks.warehouse.batches import load_batch, load_jobs
 from tasks.warehouse.connection import connect, require_warehouse
 from tasks.warehouse.pending import WRITE_WAIT_S, LoadReport, RunWriter, load_staged, staged_runs
 from tasks.warehouse.provenance import code_version
@@ -97,9 +98,23 @@ class RunStore:
 
     def read_batches(self, run: OpenRun, groups: list[list[str]]) -> list[Batch]:
         """The hours and stored tuning of each of ``groups``' buildings, read in one short
-        read-only connection."""
-        loaded = load_batches(self.warehouse, groups, list(run.weeks), run.config,
-                              lock_wait_s=self.lock_wait_s)
+        read-only connection; when a building's data cannot be read, group by group and
+        building by building (:func:`~tasks.warehouse.batches.load_batch`): it fails alone."""
+        weeks, config, wait = list(run.weeks), run.config, self.lock_wait_s
+        loaded: list[tuple[list[BuildingJob], list[BuildingWeekResult]]]
+        if len(groups) == 1:
+            loaded = [load_batch(self.warehouse, groups[0], weeks, config, wait)]
+        else:
+            try:
+                jobs = load_jobs(self.warehouse, [bid for ids in groups for bid in ids], weeks,
+                                 config, wait)
+            except BuildingDataError:
+                loaded = [load_batch(self.warehouse, ids, weeks, config, wait) for ids in groups]
+            else:
+                group_of = {bid: number for number, ids in enumerate(groups) for bid in ids}
+                loaded = [([], []) for _ in groups]
+                for job in jobs:  # in the order one batch's read gives them
+                    loaded[group_of[job.info.building_id]][0].append(job)
         return [Batch(f"{ids[0]}+{len(ids) - 1}", jobs, unreadable)
                 for ids, (jobs, unreadable) in zip(groups, loaded, strict=True)]
 

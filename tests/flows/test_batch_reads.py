@@ -11,9 +11,9 @@ from flows.engine import run_flow
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
 from tasks.protocol.config import ForecastConfig
-from tasks.warehouse.batches import load_batch, load_batches
+from tasks.warehouse.batches import load_batch
 from tasks.warehouse.connection import connect
-from tasks.warehouse.run_store import RunStore
+from tasks.warehouse.run_store import OpenRun, RunStore
 from tests.flows.warehouse_rows import WEEKS, make_warehouse, result_rows
 
 IDS = [f"synthetic_b0000{n}" for n in range(3)]
@@ -23,6 +23,14 @@ CONFIG = ForecastConfig(models=("seasonal_naive",))
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
     return make_warehouse(tmp_path_factory.mktemp("reads") / "w.duckdb", buildings=3)
+
+
+def _read(warehouse, groups):
+    """``groups`` read as a run reads its batches: (jobs, failed results) of each."""
+    run = OpenRun(run_id="r", label="test", weeks=(WEEKS[0],),
+                  building_ids=tuple(b for ids in groups for b in ids), config=CONFIG)
+    return [(batch.jobs, batch.unreadable)
+            for batch in RunStore(str(warehouse)).read_batches(run, groups)]
 
 
 def _same_jobs(one, other) -> None:
@@ -35,7 +43,7 @@ def _same_jobs(one, other) -> None:
 
 def test_batches_read_together_get_what_each_read_alone_gets(warehouse):
     groups = [[IDS[2], IDS[0]], [IDS[1]]]
-    together = load_batches(warehouse, groups, [WEEKS[0]], CONFIG)
+    together = _read(warehouse, groups)
     assert len(together) == 2
     for ids, (jobs, failed) in zip(groups, together):
         alone, alone_failed = load_batch(warehouse, ids, [WEEKS[0]], CONFIG)
@@ -49,8 +57,7 @@ def test_a_building_with_a_duplicated_reading_fails_alone_in_a_shared_read(tmp_p
     with connect(path) as con:
         con.execute("INSERT INTO meter_readings SELECT * FROM meter_readings "
                     f"WHERE building_id = '{IDS[1]}' LIMIT 1")
-    (jobs_a, failed_a), (jobs_b, failed_b) = load_batches(
-        path, [[IDS[0], IDS[1]], [IDS[2]]], [WEEKS[0]], CONFIG)
+    (jobs_a, failed_a), (jobs_b, failed_b) = _read(path, [[IDS[0], IDS[1]], [IDS[2]]])
     assert [j.info.building_id for j in jobs_a] == [IDS[0]] and failed_b == []
     assert [r.building_id for r in failed_a] == [IDS[1]]
     assert failed_a[0].status == "failed" and "DuplicateRowError" in failed_a[0].reason

@@ -19,26 +19,26 @@ STORE = RunStore("w.duckdb", lock_wait_s=42.0)
 def _flaky(errors: list[Exception]):
     calls = []
 
-    def load_batches(warehouse, groups, weeks, config, lock_wait_s):
-        calls.append((warehouse, groups, lock_wait_s))
+    def load_batch(warehouse, ids, weeks, config, lock_wait_s):
+        calls.append((warehouse, ids, lock_wait_s))
         if len(calls) <= len(errors):
             raise errors[len(calls) - 1]
-        return [([], []) for _ in groups]
+        return [], []
 
-    return load_batches, calls
+    return load_batch, calls
 
 
 def test_a_batch_is_read_waiting_as_long_as_the_run_allows(monkeypatch):
     load, calls = _flaky([])
-    monkeypatch.setattr(run_store, "load_batches", load)
+    monkeypatch.setattr(run_store, "load_batch", load)
     batch = STORE.read_batches(RUN, [["a"]])
-    assert calls == [("w.duckdb", [["a"]], 42.0)]
+    assert calls == [("w.duckdb", ["a"], 42.0)]
     assert len(batch) == 1 and batch[0].jobs == [] and batch[0].label == "a+0"
 
 
 def test_a_warehouse_still_locked_after_that_wait_is_not_retried(monkeypatch):
     load, calls = _flaky([WarehouseLockedError("locked")])
-    monkeypatch.setattr(run_store, "load_batches", load)
+    monkeypatch.setattr(run_store, "load_batch", load)
     with pytest.raises(WarehouseLockedError):
         STORE.read_batches(RUN, [["a"]])
     assert len(calls) == 1
@@ -46,7 +46,7 @@ def test_a_warehouse_still_locked_after_that_wait_is_not_retried(monkeypatch):
 
 def test_other_errors_are_not_retried(monkeypatch):
     load, calls = _flaky([DuplicateRowError("twice")])
-    monkeypatch.setattr(run_store, "load_batches", load)
+    monkeypatch.setattr(run_store, "load_batch", load)
     with pytest.raises(DuplicateRowError):
         STORE.read_batches(RUN, [["a"]])
     assert len(calls) == 1
