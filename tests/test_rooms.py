@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.forecast_tasks": {"tasks"},
     "flows": {"flows", "tasks.errors", "tasks.protocol", "tasks.forecast_tasks", "tasks.ingest",
               "tasks.outputs", "tasks.warehouse.connection", "tasks.warehouse.selection",
-              "tasks.warehouse.run_store", "tasks.warehouse.run_dates"},
+              "tasks.warehouse.run_store", "tasks.warehouse.run_dates",
+              "tasks.warehouse.meter_flags"},  # wadiro accept-readings' task
 }
 FORBIDDEN_LIBRARIES = {
     "wadiro_models": {"prefect", "duckdb", "pandas", "pyarrow", "optuna"},
