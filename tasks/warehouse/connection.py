@@ -40,6 +40,7 @@ from tenacity import (
 )
 
 from tasks.errors import PipelineError
+from tasks.warehouse.catalog import has_table
 from tasks.warehouse.refusals import (
     MACHINE_ERRORS,
     UNCHANGED,
@@ -414,12 +415,6 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         con.rollback()
         raise
     con.commit()
-
-
-def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether the warehouse has a table ``name`` (one made before it existed has not)."""
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [name]).fetchone()[0])
 
 
 __all__ = [

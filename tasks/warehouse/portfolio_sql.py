@@ -44,7 +44,7 @@ import pandas as pd
 
 from tasks.errors import PipelineError
 from tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
-from tasks.warehouse.connection import has_table
+from tasks.warehouse.catalog import has_table
 from tasks.warehouse.usable import USABLE_READINGS
 
 ALL = "all"
