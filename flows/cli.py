@@ -248,15 +248,6 @@ def run_guarded(call: Callable[[], T]) -> T:
         return call()
 
 
-def run_command_flow(flow: Any, **parameters: Any) -> Any:
-    """A command's flow, on the engine :func:`~flows.engine.run_flow` chooses,
-    Prefect's own logging kept to warnings."""
-    from flows.engine import run_flow
-
-    _quiet_prefect()
-    return run_flow(flow, **parameters)
-
-
 class _IngestSummary(Protocol):
     seconds: float
 
@@ -266,11 +257,13 @@ class _IngestSummary(Protocol):
 def run_ingest(label: str, warehouse: Path, **parameters: Any) -> None:
     """Run the ingest flow ``ingest_{label}_flow``; print its one-line summary."""
     from flows import ingest
+    from flows.engine import run_flow
 
     flow = getattr(ingest, f"ingest_{label}_flow")
+    _quiet_prefect()  # again: importing the flows configured Prefect's logging
     began = time.perf_counter()
     summary: _IngestSummary = run_guarded(
-        lambda: run_command_flow(flow, warehouse=str(warehouse), **parameters))
+        lambda: run_flow(flow, warehouse=str(warehouse), **parameters))
     total = time.perf_counter() - began
     echo(f"{label}: {summary.line()} in {total:.1f} s (ingest itself {summary.seconds:.1f} s)")
     flags = getattr(summary, "flags", None)  # readings judged implausible
@@ -595,8 +588,8 @@ def demo(
              "of readings and weather, and the coming week's weather forecast ...")
         spec = FleetSpec(buildings=buildings, start=DEMO_START, weeks=DEMO_WEEKS,
                          forecast_weeks=1)
-        run_guarded(lambda: run_command_flow(ingest_synthetic_flow, spec=spec,
-                                             warehouse=str(warehouse)))
+        _quiet_prefect()  # again: importing the flows configured Prefect's logging
+        run_guarded(lambda: run_flow(ingest_synthetic_flow, spec=spec, warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse),
                               **({"trials": trials} if trials is not None else {}))
     # The demo fleet's Monday morning, as the weekly deployment would run on it.
