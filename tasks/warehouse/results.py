@@ -332,9 +332,9 @@ def load_issued_forecasts(
         """
         SELECT building_id, model, run_id, epoch_us(ts) AS hour, y_hat FROM forecasts
         WHERE target_week = ? AND building_id IN (SELECT unnest(?::VARCHAR[]))
-          AND model IN (SELECT unnest(?::VARCHAR[]))
+          AND model IN (SELECT unnest(?::VARCHAR[])) AND building_id BETWEEN ? AND ?
         ORDER BY building_id, model, ts
-        """, params=args).to_arrow_table()
+        """, params=[*args, *_id_range(args[1])]).to_arrow_table()
     (buildings, b), (models, m) = (
         (codes.dictionary.to_pylist(), codes.indices.to_numpy())
         for codes in (rows[name].combine_chunks().dictionary_encode()
@@ -361,20 +361,30 @@ def load_issued_history(
     """Per building, each of ``models``' stored forecasts of the target weeks from ``start`` up
     to ``end`` (excluded), as issued, in one series of hours: what a model stacked on them
     corrects."""
+    ids = list(building_ids)
     rows = con.sql(
         """
         SELECT building_id, model, epoch_us(ts) AS hour, y_hat FROM forecasts
         WHERE target_week >= ? AND target_week < ?
           AND building_id IN (SELECT unnest(?::VARCHAR[]))
-          AND model IN (SELECT unnest(?::VARCHAR[]))
+          AND model IN (SELECT unnest(?::VARCHAR[])) AND building_id BETWEEN ? AND ?
         ORDER BY building_id, model, ts
-        """, params=[start, end, list(building_ids), list(models)]).to_arrow_table()
+        """, params=[start, end, ids, list(models), *_id_range(ids)]).to_arrow_table()
     history: dict[str, dict[str, IssuedForecast]] = defaultdict(dict)
     frame = rows.to_pandas()
     for (building_id, model), part in frame.groupby(["building_id", "model"], sort=False):
         history[building_id][model] = IssuedForecast(
             {}, part["hour"].to_numpy(np.int64), part["y_hat"].to_numpy(np.float64))
     return dict(history)
+
+
+def _id_range(ids: Sequence[str]) -> list[str | None]:
+    """The first and last of ``ids``: the range beside an ``IN`` list of buildings lets DuckDB
+    skip the row groups of other buildings. With the list alone a read scanned, and DuckDB
+    kept in memory, the forecasts of the whole fleet: a steady week's read of 200 buildings
+    peaked at 576 MiB on a 300-building warehouse, 669 on a 900-building one; 566 and 593
+    with the range (issue 49)."""
+    return [min(ids), max(ids)] if ids else [None, None]
 
 
 def load_track_record(

@@ -241,6 +241,36 @@ def test_rescore_of_some_buildings_touches_only_theirs_and_agrees_with_a_full_re
     assert all_updated == some_updated + len(full[ids[1]] - before[ids[1]])
 
 
+def test_rescoring_every_building_in_passes_agrees_with_one_pass(warehouse, tmp_path,
+                                                                  monkeypatch):
+    """The fleet's rescoring, a pass per building (as a large fleet's takes them,
+    ``RESCORE_BUILDINGS`` at a time), updates the same scores to the same numbers as one pass
+    over both, and leaves the connection's memory limit as it found it."""
+    import shutil
+
+    from tasks.warehouse import rescoring
+
+    config = ForecastConfig(models=("wadiro_linreg", "seasonal_naive"), trials=2)
+    results = [_run(warehouse, b, config) for b in ("synthetic_b00000", "synthetic_b00001")]
+    scores = "SELECT building_id, model, target_week, mae, rmse, n_hours FROM scores ORDER BY ALL"
+    found = []
+    for per in (1, 2):
+        path = tmp_path / f"per-{per}.duckdb"
+        shutil.copy(warehouse, path)
+        monkeypatch.setattr(rescoring, "RESCORE_BUILDINGS", per)
+        with connect(path) as con:
+            write_results(con, results, run_id="r", models=config.models)
+            con.execute("UPDATE meter_readings SET kwh = kwh * 1.5 WHERE ts >= ?",
+                        [results[0].test_ts.min().to_pydatetime()])
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+            found.append((rescoring.rescore_forecasts(con, WEEK), con.execute(scores).fetchall()))
+            assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == limit
+    (passes, by_passes), (one_pass, by_one) = found
+    assert passes == one_pass >= 4
+    assert [row[:3] for row in by_passes] == [row[:3] for row in by_one]
+    assert [row[3:] for row in by_passes] == [pytest.approx(row[3:]) for row in by_one]
+
+
 def test_a_week_with_a_weather_gap_still_publishes(warehouse):
     """58 hours of the target week's temperature and irradiance missing (more than a quarter
     of the week): both are left out, the models run on the wind and the calendar, and a forecast
