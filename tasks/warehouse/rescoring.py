@@ -46,12 +46,9 @@ scores at a time: each pass joins its buildings' forecasts and readings only, so
 do not grow with the fleet (issue 49)."""
 
 RESCORE_MEMORY = "256MB"
-"""DuckDB's memory while every building is rescored (``SET memory_limit``). DuckDB keeps the
-blocks a query read until it reaches its limit (80 % of the machine's memory by default):
-the weekly run's rescoring of the last 8 weeks, one pass, took its process to 401 MiB at 300
-buildings and 896 MiB at 900 (``fleet_scale.py``'s warehouses, 8 weeks of results: about
-0.8 MB a building, the run's largest step); under this limit, in passes of
-:data:`RESCORE_BUILDINGS`, 425 and 445 MiB, and no slower (issue 49)."""
+"""DuckDB's memory while every building is rescored (``SET memory_limit``): DuckDB keeps the
+blocks a query read up to its limit, 80 % of the machine's by default, which grew the run's
+process with the fleet (docs/benchmarks.md, issue 49)."""
 
 
 def rescore_forecasts(
