@@ -105,7 +105,7 @@ ingest_app = App(name="ingest", help="Fill the warehouse's input tables.",
                  suppress_keyboard_interrupt=False)
 app.command(ingest_app)
 
-_USER_LOG = "wadiro_fleet"
+_USER_LOG = "wadiro"
 
 DEGRADED_SHOWN = 50
 """How many degraded building-weeks a forecasting command names on standard error."""

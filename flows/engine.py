@@ -45,7 +45,7 @@ from tasks.errors import PipelineError, RunStoppedError
 from tasks.forecast_tasks import forecast_batch
 from tasks.protocol.batch import LOADED_ON_FIRST_USE
 
-USER_LOG = logging.getLogger("wadiro_fleet.run")
+USER_LOG = logging.getLogger("wadiro.run")
 """What a run tells its user (a locked warehouse, results kept, a stop); the command line shows
 it on standard error, Prefect's run logs get it too."""
 

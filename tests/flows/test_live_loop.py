@@ -136,7 +136,7 @@ def test_live_loop_directly(cambridge_archive, tmp_path, no_prefect_server):
     heard: list[str] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: heard.append(record.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("wadiro_fleet.run").addHandler(handler)
+    logging.getLogger("wadiro.run").addHandler(handler)
     run_of_week: dict[date, str] = {}
     try:
         for monday in mondays:
@@ -153,7 +153,7 @@ def test_live_loop_directly(cambridge_archive, tmp_path, no_prefect_server):
             assert len(said) == 1 and "no_weather" in said[0] and "seasonal_naive" in said[0]
             run_of_week[monday] = summary.run_id
     finally:
-        logging.getLogger("wadiro_fleet.run").removeHandler(handler)
+        logging.getLogger("wadiro.run").removeHandler(handler)
     run_of_week.pop(mondays[-1])  # the last Monday's week is not over: not scored yet
     check_loop(warehouse, archive, run_of_week, FAST)
 
