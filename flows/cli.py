@@ -219,6 +219,7 @@ def guarded() -> Iterator[None]:
     (Ctrl-C, SIGTERM, a lost Prefect server) one line and its exit code (128 + the signal's
     number after a signal). A stopped run ends the process at once: threads still computing
     abandoned batches, or a Prefect server that no longer answers, are not waited for."""
+    _quiet_prefect()  # again: a command's import of the flows configured Prefect's logging
     try:
         with handle_stop_signals():
             yield
@@ -260,7 +261,6 @@ def run_ingest(label: str, warehouse: Path, **parameters: Any) -> None:
     from flows.engine import run_flow
 
     flow = getattr(ingest, f"ingest_{label}_flow")
-    _quiet_prefect()  # again: importing the flows configured Prefect's logging
     began = time.perf_counter()
     summary: _IngestSummary = run_guarded(
         lambda: run_flow(flow, warehouse=str(warehouse), **parameters))
@@ -343,7 +343,6 @@ def run_report(warehouse: str) -> Iterator[RunReport]:
 
     report, degraded = RunReport(), None
     began = time.perf_counter()
-    _quiet_prefect()  # again: importing the flows configured Prefect's logging
     with guarded():
         try:
             yield report
@@ -588,7 +587,6 @@ def demo(
              "of readings and weather, and the coming week's weather forecast ...")
         spec = FleetSpec(buildings=buildings, start=DEMO_START, weeks=DEMO_WEEKS,
                          forecast_weeks=1)
-        _quiet_prefect()  # again: importing the flows configured Prefect's logging
         run_guarded(lambda: run_flow(ingest_synthetic_flow, spec=spec, warehouse=str(warehouse)))
     settings = WeeklySettings(warehouse=str(warehouse),
                               **({"trials": trials} if trials is not None else {}))
