@@ -137,20 +137,13 @@ class RunWriter:
     def pending_folder(self) -> Path:
         return pending_root(self.warehouse) / self.run_id
 
-    def write(self, results: Sequence[BuildingWeekResult]) -> None:
-        """Take a finished batch: written (or staged while the warehouse is locked) with the
-        others held, once ``write_every_s`` have passed since the last write."""
+    def write(self, results: Sequence[BuildingWeekResult] = (), *, now: bool = False) -> None:
+        """Take a finished batch; write what is held (staged while the warehouse is locked)
+        ``now``, or once ``write_every_s`` have passed since the last write."""
         self.summary.add(results)
         self._held.extend(results)
-        if self._write_due():
-            self.flush()
-
-    def _write_due(self) -> bool:
-        every = self.write_every_s and max(self.write_every_s, WRITE_SHARE * self._write_s)
-        return time.monotonic() - self._last_write >= every  # 0: every batch as it comes
-
-    def flush(self) -> None:
-        """Write what is held now, or stage it while the warehouse is locked."""
+        if not (now or self._write_due()):
+            return
         self._last_write = time.monotonic()
         if not self._held:
             return
@@ -166,11 +159,15 @@ class RunWriter:
                 self._now_locked(locked)
         stage_tables(self.warehouse, self.run_id, tables, self.models)
 
+    def _write_due(self) -> bool:
+        every = self.write_every_s and max(self.write_every_s, WRITE_SHARE * self._write_s)
+        return time.monotonic() - self._last_write >= every  # 0: every batch as it comes
+
     def retry(self) -> None:
         """While the run waits: write what has been held ``write_every_s``, and load what a
         locked warehouse kept out, at most every :data:`PENDING_RETRY_S`."""
-        if self._held and self._write_due():
-            self.flush()
+        if self._held:
+            self.write()
         if self.locked and time.monotonic() - self._last_try >= PENDING_RETRY_S:
             self._load(WRITE_WAIT_S)
 
@@ -180,7 +177,7 @@ class RunWriter:
         what stays staged then is loaded later (:meth:`how_to_load`). Closes once."""
         if self.status is not None:
             return self.status
-        self.flush()
+        self.write(now=True)
         status, message = summary.final_status(error)
         self.status = status
         stage_closing(self.warehouse, summary, status, message)

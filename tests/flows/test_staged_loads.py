@@ -33,8 +33,10 @@ def _backfill(pristine, tmp_path, monkeypatch, batch_size: int,
     shutil.copy(pristine, warehouse)
     write, held = RunWriter.write, []
 
-    def watched_write(writer, results):
-        write(writer, results)
+    def watched_write(writer, results=(), **options):
+        write(writer, results, **options)
+        if not results:  # the run's closing write, not a batch's
+            return
         assert not pending_root(warehouse).exists()  # written, not staged
         with connect(warehouse, read_only=True) as con:
             held.append(con.execute("SELECT count(*) FROM window_status").fetchone()[0])

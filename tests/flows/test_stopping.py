@@ -69,9 +69,10 @@ def _stop_after_the_first_write(tmp_path, monkeypatch, prefect: bool) -> None:
     warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=3)
     write = RunWriter.write
 
-    def write_then_stop(writer, results):  # the signal: after a write
-        write(writer, results)
-        STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
+    def write_then_stop(writer, results=(), **options):  # the signal: after a batch's write
+        write(writer, results, **options)
+        if results:
+            STOP.request(Stop("interrupted by Ctrl-C (SIGINT)", "interrupted", 130))
 
     monkeypatch.setattr(RunWriter, "write", write_then_stop)
     settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
