@@ -32,6 +32,12 @@ SCORE_TOLERANCE = 1e-9
 """Relative difference below which a recomputed score equals the stored one (the protocol
 scores in numpy, this recomputation in SQL: they agree to about 1e-15)."""
 
+IN_HOUR_ORDER = "ORDER BY f.ts"
+"""Every mean of the rescoring adds its hours in hour order. DuckDB otherwise adds them in the
+order its threads and joins deliver the rows, which changes with the tables' physical order (a
+run's batches are written in the order they finish): the same forecasts and readings then gave
+scores 1 ulp apart, and through the ensemble's weights published forecasts 1e-14 apart."""
+
 
 def _differs(column: str) -> str:
     """SQL: the stored ``s.column`` and the recomputed ``fresh.column`` differ (NULL on one side
@@ -136,9 +142,9 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
     for level in LEVELS:
         lo, hi, pct = f"f.y_lo_{level_pct(level)}", f"f.y_hi_{level_pct(level)}", level_pct(level)
         bounded = f"m.kwh IS NOT NULL AND {lo} IS NOT NULL AND {hi} IS NOT NULL"
-        intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END) "
-                      f"FILTER (WHERE {bounded}) AS coverage_{pct}",
-                      f"avg({hi} - {lo}) FILTER (WHERE {bounded}) AS width_{pct}"]
+        intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END "
+                      f"{IN_HOUR_ORDER}) FILTER (WHERE {bounded}) AS coverage_{pct}",
+                      f"avg({hi} - {lo} {IN_HOUR_ORDER}) FILTER (WHERE {bounded}) AS width_{pct}"]
     numbers = ["mae", "rmse", "mean_actual", *(f"{kind}_{level_pct(level)}" for level in LEVELS
                                                for kind in ("coverage", "width"))]
     return con.execute(
@@ -151,9 +157,9 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
                 WHERE {looked_at[0]}
             )
             SELECT f.building_id, f.model, f.target_week,
-                   avg(abs(f.y_hat - m.kwh))                             AS mae,
-                   sqrt(avg((f.y_hat - m.kwh) ^ 2))                      AS rmse,
-                   avg(m.kwh) FILTER (WHERE {both})                      AS mean_actual,
+                   avg(abs(f.y_hat - m.kwh) {IN_HOUR_ORDER})             AS mae,
+                   sqrt(avg((f.y_hat - m.kwh) ^ 2 {IN_HOUR_ORDER}))      AS rmse,
+                   avg(m.kwh {IN_HOUR_ORDER}) FILTER (WHERE {both})      AS mean_actual,
                    count(*) FILTER (WHERE {both})                        AS n_hours,
                    {", ".join(intervals)}
             FROM (SELECT * FROM forecasts WHERE {forecast_rows[0]}) f
