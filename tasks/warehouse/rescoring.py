@@ -32,11 +32,28 @@ SCORE_TOLERANCE = 1e-9
 """Relative difference below which a recomputed score equals the stored one (the protocol
 scores in numpy, this recomputation in SQL: they agree to about 1e-15)."""
 
-IN_HOUR_ORDER = "ORDER BY f.ts"
-"""Every mean of the rescoring adds its hours in hour order. DuckDB otherwise adds them in the
-order its threads and joins deliver the rows, which changes with the tables' physical order (a
-run's batches are written in the order they finish): the same forecasts and readings then gave
-scores 1 ulp apart, and through the ensemble's weights published forecasts 1e-14 apart."""
+EXACT_SUM = "DECIMAL(38, 18)"
+"""The type each mean of the rescoring sums in: fixed point, so that its sum is exact and the
+same in any order. DuckDB's sum of doubles adds in the order its threads and joins deliver
+the rows, which changes with the tables' physical order (a run's batches are written in the
+order they finish, a Dask run's in another order than a local one): the same forecasts and
+readings then rescored to scores 1 ulp apart, and through the ensemble's weights to published
+forecasts 1e-14 kWh apart. (Sorting each group's hours, ``avg(x ORDER BY ts)``, ran out of the
+rescoring's memory at 10,000 buildings even 50 at a time.) Each value is rounded to 1e-18,
+which moves a mean by far less than :data:`SCORE_TOLERANCE`."""
+
+EXACT_BOUND = 1e8
+"""Hourly values the exact sums take are clipped to +-this (kWh), squared errors to its
+square, so that a week's 169 of them fit :data:`EXACT_SUM` (20 digits before the point): no
+meter reads 100 GWh in an hour, and a forecast that far off is scored as if it were this far
+off."""
+
+
+def _mean(value: str, bound: float = EXACT_BOUND) -> str:
+    """SQL: the exact mean of ``value`` (clipped to +-``bound``; NULL skipped) over a group's
+    rows, a DOUBLE. (DuckDB's ``least`` and ``greatest`` skip a NULL argument: not for NULLs.)"""
+    clipped = f"least(greatest({value}, -{bound}), {bound})"
+    return f"avg(CASE WHEN {value} IS NOT NULL THEN {clipped}::{EXACT_SUM} END)"
 
 
 def _differs(column: str) -> str:
@@ -142,9 +159,10 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
     for level in LEVELS:
         lo, hi, pct = f"f.y_lo_{level_pct(level)}", f"f.y_hi_{level_pct(level)}", level_pct(level)
         bounded = f"m.kwh IS NOT NULL AND {lo} IS NOT NULL AND {hi} IS NOT NULL"
-        intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END "
-                      f"{IN_HOUR_ORDER}) FILTER (WHERE {bounded}) AS coverage_{pct}",
-                      f"avg({hi} - {lo} {IN_HOUR_ORDER}) FILTER (WHERE {bounded}) AS width_{pct}"]
+        intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END) "
+                      f"FILTER (WHERE {bounded}) AS coverage_{pct}",
+                      f"{_mean(f'{hi} - {lo}')} FILTER (WHERE {bounded}) AS width_{pct}"]
+    squared = _mean("(f.y_hat - m.kwh) ^ 2", EXACT_BOUND ** 2)
     numbers = ["mae", "rmse", "mean_actual", *(f"{kind}_{level_pct(level)}" for level in LEVELS
                                                for kind in ("coverage", "width"))]
     return con.execute(
@@ -157,9 +175,9 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
                 WHERE {looked_at[0]}
             )
             SELECT f.building_id, f.model, f.target_week,
-                   avg(abs(f.y_hat - m.kwh) {IN_HOUR_ORDER})             AS mae,
-                   sqrt(avg((f.y_hat - m.kwh) ^ 2 {IN_HOUR_ORDER}))      AS rmse,
-                   avg(m.kwh {IN_HOUR_ORDER}) FILTER (WHERE {both})      AS mean_actual,
+                   {_mean("abs(f.y_hat - m.kwh)")}                       AS mae,
+                   sqrt({squared})                                       AS rmse,
+                   {_mean("m.kwh")} FILTER (WHERE {both})                AS mean_actual,
                    count(*) FILTER (WHERE {both})                        AS n_hours,
                    {", ".join(intervals)}
             FROM (SELECT * FROM forecasts WHERE {forecast_rows[0]}) f

@@ -1,5 +1,6 @@
 """The per-(building, week) protocol and its idempotent warehouse writes, on a synthetic fleet."""
 
+import math
 from datetime import date, timedelta
 
 import duckdb
@@ -267,13 +268,13 @@ def test_rescoring_every_building_in_passes_agrees_with_one_pass(warehouse, tmp_
             assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == limit
     (passes, by_passes), (one_pass, by_one) = found
     assert passes == one_pass >= 4
-    assert by_passes == by_one  # every digit: each mean adds its hours in hour order
+    assert by_passes == by_one  # every digit: each mean sums exactly
 
 
 def test_rescored_scores_do_not_depend_on_the_tables_physical_order(warehouse, tmp_path):
     """The same forecasts and readings stored in opposite row orders (as two runs store them
-    when their batches finish in different orders) rescore to the same numbers, every digit:
-    the mean of the hourly absolute errors added in hour order, as Python adds them here."""
+    when their batches finish in different orders) rescore to the same numbers, every digit,
+    and the MAE is the hourly absolute errors' exact mean (``math.fsum``) to 1e-15."""
     import shutil
 
     from tasks.warehouse.rescoring import rescore_forecasts
@@ -303,11 +304,9 @@ def test_rescored_scores_do_not_depend_on_the_tables_physical_order(warehouse, t
                 "AND f.model = 'wadiro_linreg' AND m.kwh IS NOT NULL ORDER BY f.ts").fetchall()
     ascending, descending = found
     assert ascending == descending
-    in_hour_order = 0.0
-    for (error,) in hourly:
-        in_hour_order += error
     mae = next(row[2] for row in ascending if row[:2] == ("synthetic_b00001", "wadiro_linreg"))
-    assert mae == in_hour_order / len(hourly)
+    exact = math.fsum(error for (error,) in hourly) / len(hourly)  # correctly rounded sum
+    assert mae == pytest.approx(exact, rel=1e-15, abs=0)
 
 
 def test_a_week_with_a_weather_gap_still_publishes(warehouse):
