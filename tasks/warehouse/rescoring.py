@@ -32,28 +32,16 @@ SCORE_TOLERANCE = 1e-9
 """Relative difference below which a recomputed score equals the stored one (the protocol
 scores in numpy, this recomputation in SQL: they agree to about 1e-15)."""
 
-EXACT_SUM = "DECIMAL(38, 18)"
-"""The type each mean of the rescoring sums in: fixed point, so that its sum is exact and the
-same in any order. DuckDB's sum of doubles adds in the order its threads and joins deliver
-the rows, which changes with the tables' physical order (a run's batches are written in the
-order they finish, a Dask run's in another order than a local one): the same forecasts and
-readings then rescored to scores 1 ulp apart, and through the ensemble's weights to published
-forecasts 1e-14 kWh apart. (Sorting each group's hours, ``avg(x ORDER BY ts)``, ran out of the
-rescoring's memory at 10,000 buildings even 50 at a time.) Each value is rounded to 1e-18,
-which moves a mean by far less than :data:`SCORE_TOLERANCE`."""
-
 EXACT_BOUND = 1e8
-"""Hourly values the exact sums take are clipped to +-this (kWh), squared errors to its
-square, so that a week's 169 of them fit :data:`EXACT_SUM` (20 digits before the point): no
-meter reads 100 GWh in an hour, and a forecast that far off is scored as if it were this far
-off."""
+"""Hourly kWh beyond +-this are summed as this (squared errors as its square), so that a week's
+169 fit ``DECIMAL(38, 18)``: exact sums, the same in any row order (a sum of doubles follows the
+tables' physical order, which a Dask run's writes change: docs/benchmarks.md, issue 49)."""
 
 
 def _mean(value: str, bound: float = EXACT_BOUND) -> str:
-    """SQL: the exact mean of ``value`` (clipped to +-``bound``; NULL skipped) over a group's
-    rows, a DOUBLE. (DuckDB's ``least`` and ``greatest`` skip a NULL argument: not for NULLs.)"""
+    """SQL: the exact mean of ``value`` over a group's non-NULL rows (``least`` skips NULLs)."""
     clipped = f"least(greatest({value}, -{bound}), {bound})"
-    return f"avg(CASE WHEN {value} IS NOT NULL THEN {clipped}::{EXACT_SUM} END)"
+    return f"avg(CASE WHEN {value} IS NOT NULL THEN {clipped}::DECIMAL(38, 18) END)"
 
 
 def _differs(column: str) -> str:
@@ -162,7 +150,6 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
         intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END) "
                       f"FILTER (WHERE {bounded}) AS coverage_{pct}",
                       f"{_mean(f'{hi} - {lo}')} FILTER (WHERE {bounded}) AS width_{pct}"]
-    squared = _mean("(f.y_hat - m.kwh) ^ 2", EXACT_BOUND ** 2)
     numbers = ["mae", "rmse", "mean_actual", *(f"{kind}_{level_pct(level)}" for level in LEVELS
                                                for kind in ("coverage", "width"))]
     return con.execute(
@@ -176,7 +163,7 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
             )
             SELECT f.building_id, f.model, f.target_week,
                    {_mean("abs(f.y_hat - m.kwh)")}                       AS mae,
-                   sqrt({squared})                                       AS rmse,
+                   sqrt({_mean('(f.y_hat - m.kwh) ^ 2', EXACT_BOUND ** 2)}) AS rmse,
                    {_mean("m.kwh")} FILTER (WHERE {both})                AS mean_actual,
                    count(*) FILTER (WHERE {both})                        AS n_hours,
                    {", ".join(intervals)}
