@@ -309,6 +309,34 @@ def test_rescored_scores_do_not_depend_on_the_tables_physical_order(warehouse, t
     assert mae == pytest.approx(exact, rel=1e-15, abs=0)
 
 
+def test_a_forecast_wildly_off_is_rescored_without_overflow(warehouse, tmp_path):
+    """An hour 1e12 kWh off (a broken model, a unit mistake) does not overflow the exact sums:
+    it is scored as :data:`~tasks.warehouse.rescoring.EXACT_BOUND` off, and the hours without a
+    reading stay out of every mean."""
+    import shutil
+
+    from tasks.warehouse.rescoring import EXACT_BOUND, rescore_forecasts
+
+    config = ForecastConfig(models=("seasonal_naive",), trials=2)
+    result = _run(warehouse, "synthetic_b00000", config)
+    path = tmp_path / "off.duckdb"
+    shutil.copy(warehouse, path)
+    first, last = result.test_ts.min().to_pydatetime(), result.test_ts.max().to_pydatetime()
+    with connect(path) as con:
+        write_results(con, [result], run_id="r", models=config.models)
+        con.execute("UPDATE forecasts SET y_hat = 1e12 WHERE ts = ?", [first])
+        con.execute("UPDATE meter_readings SET kwh = NULL WHERE building_id = 'synthetic_b00000' "
+                    "AND ts = ?", [last])
+        assert rescore_forecasts(con, WEEK) == 1
+        mae, rmse, n = con.execute("SELECT mae, rmse, n_hours FROM scores").fetchone()
+        errors = con.execute(
+            "SELECT least(abs(f.y_hat - m.kwh), ?) FROM forecasts f JOIN meter_readings m "
+            "USING (building_id, ts) WHERE m.kwh IS NOT NULL", [EXACT_BOUND]).fetchall()
+    assert n == len(errors) == result.outcomes[0].scores.n_hours - 1
+    assert mae == pytest.approx(math.fsum(e for (e,) in errors) / n, rel=1e-12)
+    assert rmse == pytest.approx(math.sqrt(math.fsum(e * e for (e,) in errors) / n), rel=1e-12)
+
+
 def test_a_week_with_a_weather_gap_still_publishes(warehouse):
     """58 hours of the target week's temperature and irradiance missing (more than a quarter
     of the week): both are left out, the models run on the wind and the calendar, and a forecast
