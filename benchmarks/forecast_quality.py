@@ -36,7 +36,11 @@ holiday weeks against persistence, negative hours, 80 % coverage.
 
 ``--mode cold`` runs every 4th Monday of each year with nothing between and no warm-up weeks, as
 a backfill of every 4th week runs, or a building's or a new operator's first weeks: no model has
-forecasts issued for the weeks just before (``--mode both``: each year in both modes).
+forecasts issued for the weeks just before (``--mode both``: each year in both modes). Which
+Mondays those are is a matter of phase: ``--cold-phases 4`` runs the four phases of every 4th
+Monday, each on its own with nothing carried between them, so that every Monday of the year is
+scored once, cold, and prints the goals of each phase beside the pooled ones (on 2016 the phase
+alone moved the published forecast from 0.92x to 1.02x the strongest peer).
 
 ``--archive`` is any archive in the Cambridge layout (``building_data/processed_data/<id>/
 electricity/<year>.csv`` and the Met Office folders); ``--buildings auto N`` takes, per year, the
@@ -94,6 +98,8 @@ COMBINATIONS = tuple(name for name, spec in MODELS.items() if spec.combination)
 NETWORK = "wadiro_pcscnn"
 COLD_EVERY = 4
 """The cold mode runs every 4th Monday and nothing between."""
+PHASE_GOALS = ["strongest peer", "published / strongest peer", f"{NETWORK} / strongest peer"]
+"""What the cold mode prints per phase when it runs more than one."""
 FIRST_WEEKS_OF_ARCHIVE = 16
 """Weeks of readings the archive's first year needs behind a target week (12 of history and the
 four the persistence forecasts look back)."""
@@ -243,6 +249,12 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
     return rows, cpu
 
 
+def phases_note(phases: int) -> str:
+    """How a year's cold rows were run, when in more than one phase."""
+    return (f"; {phases} phases of every {COLD_EVERY}th Monday, each run on its own with nothing "
+            "carried between them" if phases > 1 else "")
+
+
 def holiday_weeks(weeks: list[date]) -> set[date]:
     """Target weeks with a public holiday (England) on a weekday."""
     days = holiday_dates("GB", "ENG", range(weeks[0].year - 1, weeks[-1].year + 2))
@@ -265,7 +277,8 @@ def summarise(rows: pd.DataFrame, holidays: set[date]) -> pd.DataFrame:
         per_building = frame.groupby("building_id").apply(ratio, include_groups=False)
         table.append({
             "model": model, "building_weeks": len(frame),
-            "mae_vs_naive": ratio(frame), "beats_naive": float((frame["mae"] < frame["naive_mae"]).mean()),
+            "mae_vs_naive": ratio(frame),
+            "beats_naive": float((frame["mae"] < frame["naive_mae"]).mean()),
             "holiday_vs_naive": ratio(on_holiday),
             "holiday_beats": float((on_holiday["mae"] < on_holiday["naive_mae"]).mean())
             if len(on_holiday) else np.nan,
@@ -344,6 +357,11 @@ def main() -> None:
                         f"every {COLD_EVERY}th of them and nothing between, no warm-up (a "
                         "backfill of every 4th week, a new building's or operator's first "
                         "weeks: no issued forecasts of the weeks before); both: each year in both")
+    parser.add_argument("--cold-phases", type=int, default=1, choices=range(1, COLD_EVERY + 1),
+                        help=f"cold: how many of the {COLD_EVERY} phases of every {COLD_EVERY}th "
+                        "Monday to run, each on its own and pooled in the year's rows (phase k "
+                        f"starts at the year's Monday k; {COLD_EVERY}: every Monday scored once, "
+                        "cold)")
     parser.add_argument("--warm-up-weeks", type=int, default=8,
                         help="weeks run before each year and not scored (a deployed run's "
                         "record and issued forecasts), as far as the archive reaches back")
@@ -383,19 +401,29 @@ def main() -> None:
     all_rows, tables = [], {}
     modes = ["monday", "cold"] if args.mode == "both" else [args.mode]
     for (year, span), mode in ((item, mode) for item in spans.items() for mode in modes):
-        weeks = span[::COLD_EVERY] if mode == "cold" else span
+        runs = ([span[phase::COLD_EVERY] for phase in range(args.cold_phases)]
+                if mode == "cold" else [span])
+        weeks = sorted(week for run in runs for week in run)
         data_years = [y for y in (weeks[0].year - 1, weeks[-1].year) if y in on_disk]
         buildings = (complete_buildings(args.archive, data_years,
                                         args.skip_buildings + n_auto)[args.skip_buildings:]
                      if auto else args.buildings[0].split(","))
         began = time.perf_counter()
         earliest = year_weeks(on_disk[0], on_disk[0])[0]
-        warm_up = [] if mode == "cold" else [
-            w for w in (weeks[0] - timedelta(weeks=k) for k in range(args.warm_up_weeks, 0, -1))
-            if w >= earliest]
-        rows, cpu = evaluate_year(year or weeks[0].year, args.archive, buildings, weeks, config,
-                                  args.workers, args.pickle is not None, warm_up)
-        rows["mode"] = mode
+        parts, cpu, n_run, n_warm_up = [], 0.0, 0, 0
+        for phase, run_weeks in enumerate(runs):  # each phase of the cold mode on its own
+            warm_up = [] if mode == "cold" else [
+                w for w in (run_weeks[0] - timedelta(weeks=k)
+                            for k in range(args.warm_up_weeks, 0, -1)) if w >= earliest]
+            part, seconds = evaluate_year(year or weeks[0].year, args.archive, buildings,
+                                          run_weeks, config, args.workers,
+                                          args.pickle is not None, warm_up)
+            part["mode"], part["phase"] = mode, phase
+            parts.append(part)
+            cpu += seconds
+            n_run += len(buildings) * (len(run_weeks) + len(warm_up))
+            n_warm_up += len(warm_up)
+        rows = pd.concat(parts, ignore_index=True)
         all_rows.append(rows)
         table = summarise(rows, holiday_weeks(weeks))
         label = f"{year or f'{weeks[0]} to {weeks[-1]}'}{' cold' if mode == 'cold' else ''}"
@@ -404,10 +432,15 @@ def main() -> None:
               f"({', '.join(b.rsplit('_', 1)[-1] for b in buildings)}) x {len(weeks)} weeks, "
               f"{len(rows[rows['model'] == SEASONAL_NAIVE])} building-weeks scored in "
               f"{time.perf_counter() - began:.0f} s wall; protocol CPU per building-week "
-              f"{cpu / max(1, len(buildings) * (len(weeks) + len(warm_up))):.1f} s (the "
-              f"peers' not included; {len(warm_up)} warm-up weeks run before, not scored)\n",
-              flush=True)
+              f"{cpu / max(1, n_run):.1f} s (the peers' not included; {n_warm_up} warm-up weeks "
+              f"run before, not scored){phases_note(len(runs))}\n", flush=True)
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if len(runs) > 1:
+            print("\n" + pd.DataFrame({
+                f"phase {phase}": goals(summarise(rows[rows["phase"] == phase],
+                                                  holiday_weeks(runs[phase])))
+                for phase in range(len(runs))}).loc[PHASE_GOALS].to_string(
+                    float_format=lambda v: f"{v:.3f}"))
         published = rows[rows["model"] == PUBLISHED]
         shares = published["published_model"].value_counts(normalize=True)
         print("\npublished models: " + ", ".join(f"{m} {s:.0%}" for m, s in shares.items()))
