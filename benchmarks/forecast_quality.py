@@ -68,6 +68,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
 from tasks.ingest.cambridge_archive import ingest_cambridge
+from tasks.ingest.portfolios_file import load_portfolios, write_portfolios
 from tasks.protocol.batch import BuildingJob, run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.features import build_features, holiday_dates
@@ -78,6 +79,8 @@ from tasks.protocol.windows import Window, build_window, window_load_range
 from tasks.warehouse.batches import load_jobs
 from tasks.warehouse.connection import connect
 from tasks.warehouse.hours import load_building_hours_by_id
+from tasks.warehouse.portfolio_sql import ALL, read_portfolio_scores
+from tasks.warehouse.results import result_tables, write_result_tables
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
 """The archive in ``../shared`` (``--archive`` names another)."""
@@ -98,6 +101,10 @@ COMBINATIONS = tuple(name for name, spec in MODELS.items() if spec.combination)
 NETWORK = "wadiro_pcscnn"
 COLD_EVERY = 4
 """The cold mode runs every 4th Monday and nothing between."""
+RUN_ID = "forecast-quality"
+"""The run id of the result rows ``--portfolios`` writes into a year's warehouse."""
+THIRD = "third"
+"""``--portfolios``' named portfolio: every third building, by id."""
 PHASE_GOALS = ["strongest peer", "published / strongest peer", f"{NETWORK} / strongest peer"]
 """What the cold mode prints per phase when it runs more than one."""
 FIRST_WEEKS_OF_ARCHIVE = 16
@@ -197,16 +204,19 @@ def mlforecast_lightgbm(window: Window) -> np.ndarray:
 
 
 def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFrame,
-                 keep_forecasts: bool = False, first_scored: date | None = None
-                 ) -> tuple[list[dict], float]:
-    """Every week of one building: one row per (week, model), and the CPU seconds the protocol
-    spent. With ``keep_forecasts`` each row also holds the forecast, the actuals and the model's
-    validation errors, for looking at combinations and publication rules afterwards."""
+                 keep_forecasts: bool = False, first_scored: date | None = None,
+                 stored: bool = False) -> tuple[list[dict], float, dict | None]:
+    """Every week of one building: one row per (week, model), the CPU seconds the protocol
+    spent, and with ``stored`` the result tables a run writes for its weeks (warm-up weeks
+    included: they are the record of the first scored weeks' portfolio bands). With
+    ``keep_forecasts`` each row also holds the forecast, the actuals and the model's validation
+    errors, for looking at combinations and publication rules afterwards."""
     threadpool_limits(limits=1)
     warnings.filterwarnings("ignore")
     started = time.process_time()
     results = run_batch([job], config, sent_back=False)
     cpu = time.process_time() - started
+    tables = result_tables(results, RUN_ID) if stored else None
     info = job.info
     actual = peer_hours.set_index("ts")["kwh"]
     rows = []
@@ -246,7 +256,7 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
                              "violations": int(np.sum(forecast < -1e-6)),
                              **({"y_hat": forecast, "ts": res.test_ts.to_numpy()}
                                 if keep_forecasts else {})})
-    return rows, cpu
+    return rows, cpu, tables
 
 
 def phases_note(phases: int) -> str:
@@ -309,12 +319,22 @@ def goals(table: pd.DataFrame) -> dict[str, float]:
     }
 
 
+def portfolio_goals(coverage: pd.DataFrame | None) -> dict[str, float]:
+    """The portfolio goal of one year: each portfolio's 95 % coverage over every week."""
+    if coverage is None:
+        return {}
+    every = coverage[coverage["weeks"] == "every week"].set_index("portfolio")
+    return {f"portfolio 95 % coverage, {name}": every["coverage_95"].get(name, np.nan)
+            for name in (ALL, THIRD)}
+
+
 def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[date],
-                  config: ForecastConfig, workers: int, keep: bool,
-                  warm_up: list[date]) -> tuple[pd.DataFrame, float]:
-    """Every (building, week) row of one year, and the protocol's CPU seconds. The ``warm_up``
-    weeks before the year run first and are not scored: a deployed run has weeks of issued
-    forecasts and scores behind it (the record, the issued forecasts models are stacked on)."""
+                  config: ForecastConfig, workers: int, keep: bool, warm_up: list[date],
+                  portfolios: bool = False) -> tuple[pd.DataFrame, float, pd.DataFrame | None]:
+    """Every (building, week) row of one year, the protocol's CPU seconds, and with
+    ``portfolios`` the ``portfolio_scores`` rows of its scored weeks. The ``warm_up`` weeks
+    before the year run first and are not scored: a deployed run has weeks of issued forecasts
+    and scores behind it (the record, the issued forecasts models are stacked on)."""
     run_weeks = [*warm_up, *weeks]
     with tempfile.TemporaryDirectory(prefix="forecast-quality-") as tmp:
         warehouse = Path(tmp) / "quality.duckdb"
@@ -326,14 +346,50 @@ def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[da
             peer_hours = load_building_hours_by_id(
                 con, buildings, pd.Timestamp(first, tz="UTC"),
                 pd.Timestamp(weeks[-1] + timedelta(weeks=1, days=1), tz="UTC"))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        outputs = list(pool.map(run_building, jobs, [config] * len(jobs),
-                                [peer_hours[job.info.building_id] for job in jobs],
-                                [keep] * len(jobs), [weeks[0]] * len(jobs)))
-    rows = pd.DataFrame([row for building_rows, _ in outputs for row in building_rows])
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            outputs = list(pool.map(
+                run_building, jobs, [config] * len(jobs),
+                [peer_hours[job.info.building_id] for job in jobs], [keep] * len(jobs),
+                [weeks[0]] * len(jobs), [portfolios] * len(jobs)))
+        scores = (portfolio_scores(warehouse, Path(tmp), buildings, weeks, config,
+                                   [tables for _, _, tables in outputs])
+                  if portfolios else None)
+    rows = pd.DataFrame([row for building_rows, _, _ in outputs for row in building_rows])
     rows = rows[rows["week"] >= weeks[0]].reset_index(drop=True)
     rows["year"] = year
-    return rows, sum(seconds for _, seconds in outputs)
+    return rows, sum(seconds for _, seconds, _ in outputs), scores
+
+
+def portfolio_scores(warehouse: Path, folder: Path, buildings: list[str], weeks: list[date],
+                     config: ForecastConfig, tables: list[dict]) -> pd.DataFrame:
+    """The year's results written into its warehouse as a run writes them, a portfolio of every
+    third building (by id) named beside ``all`` from a portfolios file, and the product's
+    ``portfolio_scores`` rows of the scored ``weeks``."""
+    members = folder / "portfolios.csv"
+    members.write_text("portfolio_id,building_id\n"
+                       + "".join(f"{THIRD},{b}\n" for b in sorted(buildings)[::3]))
+    with connect(warehouse) as con:
+        for building_tables in tables:
+            write_result_tables(con, building_tables, config.models)
+        write_portfolios(con, load_portfolios(members))
+        return read_portfolio_scores(con, [ALL, THIRD], weeks)
+
+
+def portfolio_coverage(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per portfolio, over the scored hours: the 80 % and 95 % bands' coverage, pooled over
+    every week and over the first weeks alone (no earlier published week calibrated them)."""
+    scored = scores[scores["n_hours"] > 0]
+    out = []
+    for (portfolio, first), frame in [
+            *((key, f) for key, f in scored.assign(first=False).groupby(["portfolio_id", "first"])),
+            *((key, f) for key, f in scored[scored["n_record_weeks"] == 0].assign(first=True)
+              .groupby(["portfolio_id", "first"]))]:
+        hours = frame["n_hours"].sum()
+        out.append({"portfolio": portfolio, "weeks": "first weeks" if first else "every week",
+                    "weeks_scored": len(frame), "hours": int(hours),
+                    **{f"coverage_{lv}": float((frame[f"coverage_{lv}"] * frame["n_hours"]).sum()
+                                               / hours) for lv in (80, 95)}})
+    return pd.DataFrame(out)
 
 
 def main() -> None:
@@ -374,6 +430,10 @@ def main() -> None:
                         help="any other run setting, its value as JSON (e.g. "
                         "'ensemble_power=2', 'model_inputs={\"gbr\": {...}}'); repeatable")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--portfolios", action="store_true",
+                        help="also write each year's results into its warehouse as a run does "
+                        f"and score the product's portfolio bands: {ALL} and {THIRD} (every "
+                        "third building)")
     parser.add_argument("--csv", type=Path, help="also write every (building, week, model) row")
     parser.add_argument("--pickle", type=Path,
                         help="also write every row with its forecast, validation errors and "
@@ -398,7 +458,7 @@ def main() -> None:
           f"trials, tuning {config.tuning}, feature set {config.feature_set}, target "
           f"{config.target}, persistence {config.persistence}, {args.workers} workers",
           flush=True)
-    all_rows, tables = [], {}
+    all_rows, tables, bands = [], {}, {}
     modes = ["monday", "cold"] if args.mode == "both" else [args.mode]
     for (year, span), mode in ((item, mode) for item in spans.items() for mode in modes):
         runs = ([span[phase::COLD_EVERY] for phase in range(args.cold_phases)]
@@ -410,16 +470,18 @@ def main() -> None:
                      if auto else args.buildings[0].split(","))
         began = time.perf_counter()
         earliest = year_weeks(on_disk[0], on_disk[0])[0]
-        parts, cpu, n_run, n_warm_up = [], 0.0, 0, 0
+        parts, scores, cpu, n_run, n_warm_up = [], [], 0.0, 0, 0
         for phase, run_weeks in enumerate(runs):  # each phase of the cold mode on its own
             warm_up = [] if mode == "cold" else [
                 w for w in (run_weeks[0] - timedelta(weeks=k)
                             for k in range(args.warm_up_weeks, 0, -1)) if w >= earliest]
-            part, seconds = evaluate_year(year or weeks[0].year, args.archive, buildings,
-                                          run_weeks, config, args.workers,
-                                          args.pickle is not None, warm_up)
+            part, seconds, scored = evaluate_year(year or weeks[0].year, args.archive,
+                                                  buildings, run_weeks, config, args.workers,
+                                                  args.pickle is not None, warm_up,
+                                                  args.portfolios)
             part["mode"], part["phase"] = mode, phase
             parts.append(part)
+            scores.append(scored)
             cpu += seconds
             n_run += len(buildings) * (len(run_weeks) + len(warm_up))
             n_warm_up += len(warm_up)
@@ -441,6 +503,11 @@ def main() -> None:
                                                   holiday_weeks(runs[phase])))
                 for phase in range(len(runs))}).loc[PHASE_GOALS].to_string(
                     float_format=lambda v: f"{v:.3f}"))
+        if args.portfolios:
+            bands[label] = portfolio_coverage(pd.concat(scores, ignore_index=True))
+            print(f"\nportfolio bands ({ALL}: the {len(buildings)} buildings; {THIRD}: every third "
+                  "by id; first weeks: no earlier published week in their record)\n"
+                  + bands[label].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         published = rows[rows["model"] == PUBLISHED]
         shares = published["published_model"].value_counts(normalize=True)
         print("\npublished models: " + ", ".join(f"{m} {s:.0%}" for m, s in shares.items()))
@@ -451,7 +518,8 @@ def main() -> None:
         if args.pickle:  # after every year: a long run stopped later keeps what it measured
             pd.to_pickle({"rows": pd.concat(all_rows, ignore_index=True)}, args.pickle)
     print("goals (strongest peer: the best of " + ", ".join(PEERS) + "):")
-    print(pd.DataFrame({year: goals(table) for year, table in tables.items()}).to_string(
+    print(pd.DataFrame({label: {**goals(table), **portfolio_goals(bands.get(label))}
+                        for label, table in tables.items()}).to_string(
         float_format=lambda v: f"{v:.3f}"))
     rows = pd.concat(all_rows, ignore_index=True)
     if args.csv:
