@@ -379,16 +379,15 @@ def portfolio_coverage(scores: pd.DataFrame) -> pd.DataFrame:
     """Per portfolio, over the scored hours: the 80 % and 95 % bands' coverage, pooled over
     every week and over the first weeks alone (no earlier published week calibrated them)."""
     scored = scores[scores["n_hours"] > 0]
+    groups = {"every week": scored, "first weeks": scored[scored["n_record_weeks"] == 0]}
     out = []
-    for (portfolio, first), frame in [
-            *((key, f) for key, f in scored.assign(first=False).groupby(["portfolio_id", "first"])),
-            *((key, f) for key, f in scored[scored["n_record_weeks"] == 0].assign(first=True)
-              .groupby(["portfolio_id", "first"]))]:
-        hours = frame["n_hours"].sum()
-        out.append({"portfolio": portfolio, "weeks": "first weeks" if first else "every week",
-                    "weeks_scored": len(frame), "hours": int(hours),
-                    **{f"coverage_{lv}": float((frame[f"coverage_{lv}"] * frame["n_hours"]).sum()
-                                               / hours) for lv in (80, 95)}})
+    for weeks, frame in groups.items():
+        for portfolio, part in frame.groupby("portfolio_id", sort=False):
+            hours = part["n_hours"].sum()
+            out.append({"portfolio": portfolio, "weeks": weeks, "weeks_scored": len(part),
+                        "hours": int(hours),
+                        **{f"coverage_{lv}": float((part[f"coverage_{lv}"] * part["n_hours"])
+                                                   .sum() / hours) for lv in (80, 95)}})
     return pd.DataFrame(out)
 
 
