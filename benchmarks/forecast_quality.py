@@ -40,7 +40,10 @@ forecasts issued for the weeks just before (``--mode both``: each year in both m
 Mondays those are is a matter of phase: ``--cold-phases 4`` runs the four phases of every 4th
 Monday, each on its own with nothing carried between them, so that every Monday of the year is
 scored once, cold, and prints the goals of each phase beside the pooled ones (on 2016 the phase
-alone moved the published forecast from 0.92x to 1.02x the strongest peer).
+alone moved the published forecast from 0.92x to 1.02x the strongest peer). ``--portfolios``
+writes each year's results into its warehouse as a run writes them and scores the product's
+portfolio bands (all the year's buildings, and every third by id) over every week and over the
+first weeks alone, the weeks no earlier published week calibrated.
 
 ``--archive`` is any archive in the Cambridge layout (``building_data/processed_data/<id>/
 electricity/<year>.csv`` and the Met Office folders); ``--buildings auto N`` takes, per year, the
