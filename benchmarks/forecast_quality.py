@@ -82,7 +82,7 @@ from tasks.protocol.windows import Window, build_window, window_load_range
 from tasks.warehouse.batches import load_jobs
 from tasks.warehouse.connection import connect
 from tasks.warehouse.hours import load_building_hours_by_id
-from tasks.warehouse.portfolio_sql import ALL, read_portfolio_scores
+from tasks.warehouse.portfolio_sql import ALL, RECORD_WEEKS, calibration_rows, read_portfolio_scores
 from tasks.warehouse.results import result_tables, write_result_tables
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cambridge-estates"
@@ -108,6 +108,8 @@ RUN_ID = "forecast-quality"
 """The run id of the result rows ``--portfolios`` writes into a year's warehouse."""
 THIRD = "third"
 """``--portfolios``' named portfolio: every third building, by id."""
+PORTFOLIO_WEEKS = (("every week", 0, RECORD_WEEKS), ("first weeks", 0, 0))
+"""The weeks ``--portfolios`` pools (earlier published weeks in their record: fewest, most)."""
 PHASE_GOALS = ["strongest peer", "published / strongest peer", f"{NETWORK} / strongest peer"]
 """What the cold mode prints per phase when it runs more than one."""
 FIRST_WEEKS_OF_ARCHIVE = 16
@@ -326,7 +328,7 @@ def portfolio_goals(coverage: pd.DataFrame | None) -> dict[str, float]:
     """The portfolio goal of one year: each portfolio's 95 % coverage over every week."""
     if coverage is None:
         return {}
-    every = coverage[coverage["weeks"] == "every week"].set_index("portfolio")
+    every = coverage[coverage["weeks"] == PORTFOLIO_WEEKS[0][0]].set_index("portfolio_id")
     return {f"portfolio 95 % coverage, {name}": every["coverage_95"].get(name, np.nan)
             for name in (ALL, THIRD)}
 
@@ -381,17 +383,8 @@ def portfolio_scores(warehouse: Path, folder: Path, buildings: list[str], weeks:
 def portfolio_coverage(scores: pd.DataFrame) -> pd.DataFrame:
     """Per portfolio, over the scored hours: the 80 % and 95 % bands' coverage, pooled over
     every week and over the first weeks alone (no earlier published week calibrated them)."""
-    scored = scores[scores["n_hours"] > 0]
-    groups = {"every week": scored, "first weeks": scored[scored["n_record_weeks"] == 0]}
-    out = []
-    for weeks, frame in groups.items():
-        for portfolio, part in frame.groupby("portfolio_id", sort=False):
-            hours = part["n_hours"].sum()
-            out.append({"portfolio": portfolio, "weeks": weeks, "weeks_scored": len(part),
-                        "hours": int(hours),
-                        **{f"coverage_{lv}": float((part[f"coverage_{lv}"] * part["n_hours"])
-                                                   .sum() / hours) for lv in (80, 95)}})
-    return pd.DataFrame(out)
+    rows = calibration_rows(scores, PORTFOLIO_WEEKS)
+    return rows[["portfolio_id", "weeks", "n_weeks", "n_hours", "coverage_80", "coverage_95"]]
 
 
 def main() -> None:

@@ -405,17 +405,19 @@ CALIBRATION_GROUPS = (("first week (validation week only)", 0, 0),
 published weeks calibrated their bands (name, fewest, most)."""
 
 
-def calibration_rows(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per portfolio and group of :data:`CALIBRATION_GROUPS`, over its scored hours: weeks,
-    hours, the 80 % and 95 % bands' coverage, the 80 % band's mean width and the mean width of
-    its buildings' 80 % bands added up, and their ratio (``portfolio_scores`` rows in).
+def calibration_rows(scores: pd.DataFrame,
+                     groups: Sequence[tuple[str, int, int]] = CALIBRATION_GROUPS) -> pd.DataFrame:
+    """Per portfolio and group of ``groups`` (name, fewest and most earlier published weeks, as
+    :data:`CALIBRATION_GROUPS`), over its scored hours: weeks, hours, the 80 % and 95 % bands'
+    coverage, the 80 % band's mean width and the mean width of its buildings' 80 % bands added
+    up, and their ratio (``portfolio_scores`` rows in).
     Computed for every portfolio at once (hours-weighted sums per group), not portfolio by
     portfolio: a report of 100,000 portfolios."""
     scored = scores[scores["n_hours"] > 0]
     weighted = scored.assign(**{f"w_{c}": scored[c] * scored["n_hours"] for c in
                                 ("coverage_80", "coverage_95", "width_80", "buildings_width_80")})
     parts = []
-    for rank, (name, low, high) in enumerate(CALIBRATION_GROUPS):
+    for rank, (name, low, high) in enumerate(groups):
         part = weighted[weighted["n_record_weeks"].between(low, high)]
         sums = part.groupby("portfolio_id", sort=False).agg(
             n_weeks=("n_hours", "size"), n_hours=("n_hours", "sum"),
