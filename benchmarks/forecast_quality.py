@@ -215,7 +215,9 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
     spent, and with ``stored`` the result tables a run writes for its weeks (warm-up weeks
     included: they are the record of the first scored weeks' portfolio bands). With
     ``keep_forecasts`` each row also holds the forecast, the actuals and the model's validation
-    errors, for looking at combinations and publication rules afterwards."""
+    errors, for looking at combinations and publication rules afterwards, and the weeks before
+    ``first_scored`` (warm-up weeks: the first scored weeks' record) are kept too, without the
+    peers."""
     threadpool_limits(limits=1)
     warnings.filterwarnings("ignore")
     started = time.process_time()
@@ -226,12 +228,14 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
     actual = peer_hours.set_index("ts")["kwh"]
     rows = []
     for res in results:
-        if first_scored is not None and res.week < first_scored:
-            continue  # a warm-up week
+        warm_up = first_scored is not None and res.week < first_scored
+        if warm_up and not keep_forecasts:
+            continue
         outcomes = {o.model: o for o in res.outcomes if o.status == "ok"}
+        truth = actual.reindex(res.test_ts).to_numpy()
         for out in outcomes.values():
             s = out.scores
-            extra = ({"y_hat": out.y_hat, "ts": res.test_ts.to_numpy(),
+            extra = ({"y_hat": out.y_hat, "ts": res.test_ts.to_numpy(), "actual": truth,
                       "validation_mae": out.validation_mae,
                       "validation_errors": out.validation_errors} if keep_forecasts else {})
             rows.append({"building_id": res.building_id, "week": res.week, "model": out.model,
@@ -244,7 +248,7 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
                                 and r["model"] == res.publication.model), "model": PUBLISHED,
                          "published_model": res.publication.model,
                          "outcome": res.publication.outcome})
-        if not len(res.test_ts):
+        if warm_up or not len(res.test_ts):
             continue
         start, _ = window_load_range(res.week, info.timezone, history_weeks=52,
                                      feature_set="paper_lags")
@@ -252,15 +256,14 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
                             & (peer_hours["ts"] < res.test_ts.max() + timedelta(days=1))]
         peers = reference_forecasts(recent.reset_index(drop=True), info.timezone,
                                     (info.holiday_country, info.holiday_subdiv), res.week)
-        truth = actual.reindex(res.test_ts).to_numpy()
         scored = np.isfinite(truth)
         for name, forecast in peers.items():
             if scored.any():
                 rows.append({"building_id": res.building_id, "week": res.week, "model": name,
                              "mae": float(np.mean(np.abs(forecast[scored] - truth[scored]))),
                              "violations": int(np.sum(forecast < -1e-6)),
-                             **({"y_hat": forecast, "ts": res.test_ts.to_numpy()}
-                                if keep_forecasts else {})})
+                             **({"y_hat": forecast, "ts": res.test_ts.to_numpy(),
+                                 "actual": truth} if keep_forecasts else {})})
     return rows, cpu, tables
 
 
@@ -339,7 +342,8 @@ def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[da
     """Every (building, week) row of one year, the protocol's CPU seconds, and with
     ``portfolios`` the ``portfolio_scores`` rows of its scored weeks. The ``warm_up`` weeks
     before the year run first and are not scored: a deployed run has weeks of issued forecasts
-    and scores behind it (the record, the issued forecasts models are stacked on)."""
+    and scores behind it (the record, the issued forecasts models are stacked on). With
+    ``keep`` their rows are returned too, marked ``warm_up``."""
     run_weeks = [*warm_up, *weeks]
     with tempfile.TemporaryDirectory(prefix="forecast-quality-") as tmp:
         warehouse = Path(tmp) / "quality.duckdb"
@@ -360,7 +364,7 @@ def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[da
                                    [tables for _, _, tables in outputs])
                   if portfolios else None)
     rows = pd.DataFrame([row for building_rows, _, _ in outputs for row in building_rows])
-    rows = rows[rows["week"] >= weeks[0]].reset_index(drop=True)
+    rows["warm_up"] = rows["week"] < weeks[0]
     rows["year"] = year
     return rows, sum(seconds for _, seconds, _ in outputs), scores
 
@@ -432,7 +436,9 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, help="also write every (building, week, model) row")
     parser.add_argument("--pickle", type=Path,
                         help="also write every row with its forecast, validation errors and "
-                        "the actuals (pandas)")
+                        "the actuals, and the warm-up weeks' rows (marked warm_up) that were "
+                        "the first scored weeks' record (pandas; benchmarks/ensemble_replay.py "
+                        "reads it)")
     args = parser.parse_args()
     chosen = {"models": args.models.split(",") if args.models else None,
               "trials": args.trials, "tuning": args.tuning}
@@ -480,8 +486,9 @@ def main() -> None:
             cpu += seconds
             n_run += len(buildings) * (len(run_weeks) + len(warm_up))
             n_warm_up += len(warm_up)
-        rows = pd.concat(parts, ignore_index=True)
-        all_rows.append(rows)
+        kept = pd.concat(parts, ignore_index=True)
+        all_rows.append(kept)
+        rows = kept[~kept["warm_up"]].drop(columns="warm_up")
         table = summarise(rows, holiday_weeks(weeks))
         label = f"{year or f'{weeks[0]} to {weeks[-1]}'}{' cold' if mode == 'cold' else ''}"
         tables[label] = table
@@ -518,8 +525,9 @@ def main() -> None:
         float_format=lambda v: f"{v:.3f}"))
     rows = pd.concat(all_rows, ignore_index=True)
     if args.csv:
-        rows.drop(columns=["y_hat", "ts", "validation_mae", "validation_errors"],
-                  errors="ignore").to_csv(args.csv, index=False)
+        rows[~rows["warm_up"]].drop(
+            columns=["warm_up", "y_hat", "ts", "actual", "validation_mae", "validation_errors"],
+            errors="ignore").to_csv(args.csv, index=False)
 
 
 if __name__ == "__main__":
