@@ -36,10 +36,8 @@ from forecast_quality import COMBINATIONS, PEERS, PUBLISHED
 
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import ensemble_weights
-from tasks.protocol.models import SEASONAL_NAIVE
+from tasks.protocol.models import ENSEMBLE, SEASONAL_NAIVE
 from tasks.protocol.track_record import MIN_RECORD_WEEKS, TrackRecord, WeekScore
-
-ENSEMBLE = "ensemble"
 
 
 @dataclass(frozen=True)
