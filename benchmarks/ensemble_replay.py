@@ -35,9 +35,9 @@ import pandas as pd
 from forecast_quality import COMBINATIONS, PEERS, PUBLISHED
 
 from tasks.protocol.config import ForecastConfig
-from tasks.protocol.forecasting import ensemble_weights
+from tasks.protocol.forecasting import combine_members, ensemble_weights
 from tasks.protocol.models import ENSEMBLE, SEASONAL_NAIVE
-from tasks.protocol.track_record import MIN_RECORD_WEEKS, TrackRecord, WeekScore
+from tasks.protocol.track_record import TrackRecord, WeekScore, track_ratio
 
 
 @dataclass(frozen=True)
@@ -98,32 +98,49 @@ def _weights(members: Sequence[str], record: TrackRecord, week: Mapping[str, pd.
     """The product's weights, or with ``variant.validation`` the validation week joined."""
     if not variant.validation:
         return ensemble_weights(members, record, config)
-    recent = [scores for _, scores in sorted(record.items())[-config.ensemble_record_weeks:]]
     naive_validation = week[SEASONAL_NAIVE]["validation_mae"]
     ratios = []
     for member in members:
-        seen = [s[member].mae / s[SEASONAL_NAIVE].mae for s in recent
-                if member in s and s[SEASONAL_NAIVE].mae and np.isfinite(s[member].mae)]
-        if len(seen) < MIN_RECORD_WEEKS:
-            seen = []
+        track = track_ratio(member, record, config.ensemble_record_weeks)
         validation = week[member].get("validation_mae")
-        if validation is not None and np.isfinite(validation) and naive_validation:
-            seen.append(validation / naive_validation)
-        ratios.append(max(float(np.mean(seen)), 1e-3) if seen else 1.0)
-    weights = np.asarray(ratios) ** -config.ensemble_power
+        if validation is None or not np.isfinite(validation) or not naive_validation:
+            ratios.append(track[0] if track is not None else 1.0)
+            continue
+        mean, n = track if track is not None else (0.0, 0)
+        ratios.append((mean * n + validation / naive_validation) / (n + 1))
+    weights = np.maximum(np.asarray(ratios), 1e-3) ** -config.ensemble_power
     return weights / weights.sum()
 
 
-def combined_mae(forecasts: np.ndarray, weights: np.ndarray, actual: np.ndarray) -> float:
-    """MAE over the scored hours of the weighted mean of ``forecasts`` (members x hours) over
-    the members that forecast each hour, clipped at zero (the product's combination)."""
-    present = np.isfinite(forecasts)
-    with np.errstate(invalid="ignore"):
-        mean = (np.where(present, forecasts, 0.0) * weights[:, None]).sum(axis=0) / np.where(
-            present, weights[:, None], 0.0).sum(axis=0)
-    combined = np.fmax(mean, 0.0)
+def combined_mae(forecasts: np.ndarray, weights: np.ndarray, actual: np.ndarray,
+                 method: str) -> float:
+    """MAE over the scored hours of the product's combination of ``forecasts`` (members x
+    hours), clipped at zero as the product clips it."""
+    combined = np.fmax(combine_members(forecasts, weights, method), 0.0)
     scored = np.isfinite(actual) & np.isfinite(combined)
     return float(np.mean(np.abs(combined[scored] - actual[scored])))
+
+
+def _replayed_week(models: Mapping[str, pd.Series], record: TrackRecord,
+                   variants: Sequence[Variant], configs: Mapping[str, ForecastConfig],
+                   deployed: ForecastConfig) -> dict[str, float]:
+    """One building-week: the run's ensemble's MAE and each variant's, and the single models'."""
+    line = {"naive": models[SEASONAL_NAIVE]["mae"],
+            "as run": models[ENSEMBLE]["mae"] if ENSEMBLE in models else np.nan}
+    actual = np.asarray(models[SEASONAL_NAIVE]["actual"], dtype=float)
+    for variant in variants:
+        members = [m for m in variant.members or deployed.members if m in models and (
+            m in PEERS or isinstance(models[m].get("validation_errors"), pd.Series))]
+        if ENSEMBLE not in models or len(members) < 2:
+            line[variant.name] = line["as run"]  # no combination that week, as run
+            continue
+        config = configs[variant.name]
+        line[variant.name] = combined_mae(
+            np.vstack([np.asarray(models[m]["y_hat"], dtype=float) for m in members]),
+            _weights(members, record, models, variant, config), actual, config.ensemble_method)
+    line.update({f"single {m}": r["mae"] for m, r in models.items()
+                 if m not in (*PEERS, *COMBINATIONS)})
+    return line
 
 
 def replay(rows: pd.DataFrame, variants: Sequence[Variant],
@@ -131,35 +148,18 @@ def replay(rows: pd.DataFrame, variants: Sequence[Variant],
     """Per building-week: seasonal naive's MAE, the run's ensemble's and each variant's."""
     out = []
     configs = {v.name: _config(v, deployed) for v in variants}
-    for _, building in rows.groupby(["year", "mode", "phase", "building_id"]):
+    for (year, mode, _, building_id), building in rows.groupby(
+            ["year", "mode", "phase", "building_id"]):
         record: dict[date, dict[str, WeekScore]] = {}
         for week, frame in building.groupby("week", sort=True):
             models = {m: r for m, r in frame.set_index("model").iterrows()
-                      if m not in (PUBLISHED,) and np.isfinite(r["mae"])}
+                      if m != PUBLISHED and np.isfinite(r["mae"])}
             if SEASONAL_NAIVE not in models:
                 continue
-            if bool(frame.get("warm_up", pd.Series([False])).iloc[0]):  # record, not scored
-                record[week] = {m: WeekScore(float(r["mae"])) for m, r in models.items()}
-                continue
-            line = {"year": frame["year"].iloc[0], "mode": frame["mode"].iloc[0],
-                    "week": week, "building_id": frame["building_id"].iloc[0],
-                    "naive": models[SEASONAL_NAIVE]["mae"],
-                    "as run": models[ENSEMBLE]["mae"] if ENSEMBLE in models else np.nan}
-            actual = np.asarray(models[SEASONAL_NAIVE]["actual"], dtype=float)
-            for variant in variants:
-                wanted = variant.members or deployed.members
-                members = [m for m in wanted if m in models and (
-                    m in PEERS or isinstance(models[m].get("validation_errors"), pd.Series))]
-                if ENSEMBLE not in models or len(members) < 2:
-                    line[variant.name] = line["as run"]  # no combination that week, as run
-                    continue
-                weights = _weights(members, record, models, variant, configs[variant.name])
-                line[variant.name] = combined_mae(
-                    np.vstack([np.asarray(models[m]["y_hat"], dtype=float) for m in members]),
-                    weights, actual)
-            line.update({f"single {m}": r["mae"] for m, r in models.items()
-                         if m not in (*PEERS, *COMBINATIONS)})
-            out.append(line)
+            if not ("warm_up" in frame and frame["warm_up"].iloc[0]):  # warm-up: record only
+                out.append({"year": year, "mode": mode, "week": week,
+                            "building_id": building_id,
+                            **_replayed_week(models, record, variants, configs, deployed)})
             record[week] = {m: WeekScore(float(r["mae"])) for m, r in models.items()}
     return pd.DataFrame(out)
 

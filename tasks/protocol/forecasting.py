@@ -447,7 +447,7 @@ def ensemble_weights(members: Sequence[str], record: TrackRecord | None,
     return weights / weights.sum()
 
 
-def _combine(forecasts: np.ndarray, weights: np.ndarray, method: str) -> np.ndarray:
+def combine_members(forecasts: np.ndarray, weights: np.ndarray, method: str) -> np.ndarray:
     """The hourly combination of ``forecasts`` (members x hours; NaN: a member without that
     hour): their median, or their weighted mean over the members that forecast the hour."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -479,7 +479,7 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
                          f"combine ({', '.join(learned) or 'none'})")
         return outcome
     weights = ensemble_weights([o.model for o in members], record, config)
-    y_hat = np.fmax(_combine(np.vstack([o.y_hat for o in members]), weights,
+    y_hat = np.fmax(combine_members(np.vstack([o.y_hat for o in members]), weights,
                              config.ensemble_method), 0.0)
     for member in members:
         if MODELS[member.model].persistence is not None and np.array_equal(
@@ -489,7 +489,7 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     actual = window.history.set_index(TS)[LABEL].astype(float)
     forecasts = pd.concat([actual.reindex(o.validation_errors.index) - o.validation_errors
                            for o in members], axis=1)
-    combined = _combine(forecasts.to_numpy().T, weights, config.ensemble_method)
+    combined = combine_members(forecasts.to_numpy().T, weights, config.ensemble_method)
     errors = (actual.reindex(forecasts.index) - combined).dropna()
     _, y_test = window.xy("test")
     outcome.intervals = conformal_intervals(
