@@ -91,3 +91,47 @@ def test_variants_parse_from_the_command_line(bench):
                                     members=("gbr", "wadiro_pcscnn"), validation=True)
     with pytest.raises(Exception, match="expected power"):
         bench.parse_variant("bad: powr=2")
+
+
+def test_stacked_weights_solve_the_least_absolute_error(bench):
+    """gbr at 11 and gbr_lags at 8 against 10 every hour: 2/3 and 1/3 make the combination
+    exact; a member equal to the actuals takes all the weight."""
+    forecasts = np.column_stack([np.full(HOURS, GBR), np.full(HOURS, LAGS)])
+    assert bench.stacked_weights(forecasts, np.full(HOURS, ACTUAL)) == pytest.approx(
+        [2 / 3, 1 / 3], abs=1e-7)
+    actual = np.linspace(5.0, 15.0, HOURS)
+    exact = bench.stacked_weights(np.column_stack([actual + 1.0, actual]), actual)
+    assert exact == pytest.approx([0.0, 1.0], abs=1e-7)
+
+
+def test_stacked_variant_fits_the_weights_on_the_record_hours(bench):
+    """Weeks 1-2 have fewer than two recorded weeks: the deployed (equal) weights. Week 3 is
+    weighed 2/3 : 1/3 from weeks 1-2's hours (an exact forecast); half stacked, the mean of
+    that and the deployed 16:1."""
+    members = ("gbr", "gbr_lags")
+    stacked = _replayed(bench, bench.Variant("s", stacked=1.0, members=members))
+    assert stacked == pytest.approx([0.5, 0.5, 0.0], abs=1e-6)
+    half = _replayed(bench, bench.Variant("h", stacked=0.5, members=members))
+    assert half == pytest.approx([0.5, 0.5, 0.5 * abs(184 / 17 - ACTUAL)], abs=1e-6)
+    assert bench.parse_variant("s: stacked") == bench.Variant("s", stacked=1.0)
+    with pytest.raises(Exception, match="in \\(0, 1\\]"):
+        bench.parse_variant("s: stacked=2")
+
+
+def test_a_model_of_another_run_joins_under_its_own_name(bench):
+    """A member run alone (gbr_lags' forecasts under the name linreg52) joins the run's
+    building-weeks and combines as one of its models; a name the run has is refused."""
+    rows = _rows()
+    other = rows[rows["model"] == "gbr_lags"].copy()
+    other.loc[other["week"] == other["week"].max(), "week"] = date(2018, 1, 1)  # not in the run
+    joined = bench.join_model(rows, other, "gbr_lags", "linreg52")
+    assert sorted(joined.loc[joined["model"] == "linreg52", "week"]) == sorted(
+        rows["week"].unique())[:2]
+    from tasks.protocol.config import ForecastConfig
+    variant = bench.Variant("v", members=("gbr", "linreg52"))
+    lines = bench.replay(joined, [variant], ForecastConfig()).sort_values("week")
+    assert lines["v"].tolist()[:2] == pytest.approx([0.5, 0.5])
+    with pytest.raises(ValueError, match="already has a model named 'gbr'"):
+        bench.join_model(rows, other, "gbr_lags", "gbr")
+    with pytest.raises(ValueError, match="no model 'svr'"):
+        bench.join_model(rows, other, "svr", "svr2")
