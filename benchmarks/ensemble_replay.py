@@ -38,7 +38,7 @@ single model of the run.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -140,27 +140,35 @@ def stacked_weights(forecasts: np.ndarray, actual: np.ndarray) -> np.ndarray | N
     return weights / weights.sum()
 
 
-def _weights(members: Sequence[str], record: TrackRecord, week: Mapping[str, pd.Series],
-             variant: Variant, config: ForecastConfig,
-             hours: Mapping[date, Mapping[str, np.ndarray]]) -> np.ndarray:
-    """The product's weights, with ``variant.validation`` the validation week joined, and with
-    ``variant.stacked`` that share fitted on the last record weeks' ``hours`` (each week's
-    forecasts by model and its actuals, under ``"actual"``)."""
-    deployed = _record_weights(members, record, week, variant, config)
-    if not variant.stacked:
-        return deployed
-    recent = [hours[w] for w in sorted(hours)[-config.ensemble_record_weeks:]
+def _fitted_weights(members: Sequence[str], record_weeks: int,
+                    hours: Mapping[date, Mapping[str, np.ndarray]]) -> np.ndarray | None:
+    """:func:`stacked_weights` over the last ``record_weeks`` weeks of ``hours`` (each week's
+    forecasts by model and its actuals, under ``"actual"``) that every member forecast; None
+    with fewer than two such weeks or no solution."""
+    recent = [hours[w] for w in sorted(hours)[-record_weeks:]
               if all(m in hours[w] and len(hours[w][m]) == len(hours[w]["actual"])
                      for m in members)]
     if len(recent) < 2:
-        return deployed
+        return None
     forecasts = np.vstack([np.column_stack([w[m] for m in members]) for w in recent])
     actual = np.concatenate([w["actual"] for w in recent])
     scored = np.isfinite(forecasts).all(axis=1) & np.isfinite(actual)
-    fitted = stacked_weights(forecasts[scored], actual[scored])
-    if fitted is None:
+    return stacked_weights(forecasts[scored], actual[scored])
+
+
+def _weights(members: Sequence[str], record: TrackRecord, week: Mapping[str, pd.Series],
+             variant: Variant, config: ForecastConfig,
+             fitted: Callable[[tuple[str, ...], int], np.ndarray | None]) -> np.ndarray:
+    """The product's weights, with ``variant.validation`` the validation week joined, and with
+    ``variant.stacked`` that share ``fitted`` on the record's hours (the deployed weights
+    where they cannot be)."""
+    deployed = _record_weights(members, record, week, variant, config)
+    if not variant.stacked:
         return deployed
-    return variant.stacked * fitted + (1.0 - variant.stacked) * deployed
+    weights = fitted(tuple(members), config.ensemble_record_weeks)
+    if weights is None:
+        return deployed
+    return variant.stacked * weights + (1.0 - variant.stacked) * deployed
 
 
 def _record_weights(members: Sequence[str], record: TrackRecord,
@@ -192,14 +200,22 @@ def combined_mae(forecasts: np.ndarray, weights: np.ndarray, actual: np.ndarray,
     return float(np.mean(np.abs(combined[scored] - actual[scored])))
 
 
-def _replayed_week(models: Mapping[str, pd.Series], record: TrackRecord,
+def _replayed_week(models: Mapping[str, pd.Series], actual: np.ndarray, record: TrackRecord,
                    hours: Mapping[date, Mapping[str, np.ndarray]],
                    variants: Sequence[Variant], configs: Mapping[str, ForecastConfig],
                    deployed: ForecastConfig) -> dict[str, float]:
-    """One building-week: the run's ensemble's MAE and each variant's, and the single models'."""
+    """One building-week: the run's ensemble's MAE and each variant's, and the single models'.
+    Variants stacked on the same members and record length share one fit of the weeks'
+    ``hours``."""
     line = {"naive": models[SEASONAL_NAIVE]["mae"],
             "as run": models[ENSEMBLE]["mae"] if ENSEMBLE in models else np.nan}
-    actual = np.asarray(models[SEASONAL_NAIVE]["actual"], dtype=float)
+    fits: dict[tuple[tuple[str, ...], int], np.ndarray | None] = {}
+
+    def fitted(members: tuple[str, ...], record_weeks: int) -> np.ndarray | None:
+        if (members, record_weeks) not in fits:
+            fits[members, record_weeks] = _fitted_weights(members, record_weeks, hours)
+        return fits[members, record_weeks]
+
     for variant in variants:
         members = [m for m in variant.members or deployed.members if m in models and (
             m in PEERS or isinstance(models[m].get("validation_errors"), pd.Series))]
@@ -209,7 +225,7 @@ def _replayed_week(models: Mapping[str, pd.Series], record: TrackRecord,
         config = configs[variant.name]
         line[variant.name] = combined_mae(
             np.vstack([np.asarray(models[m]["y_hat"], dtype=float) for m in members]),
-            _weights(members, record, models, variant, config, hours), actual,
+            _weights(members, record, models, variant, config, fitted), actual,
             config.ensemble_method)
     line.update({f"single {m}": r["mae"] for m, r in models.items()
                  if m not in (*PEERS, *COMBINATIONS)})
@@ -231,14 +247,15 @@ def replay(rows: pd.DataFrame, variants: Sequence[Variant],
                       if m != PUBLISHED and np.isfinite(r["mae"])}
             if SEASONAL_NAIVE not in models:
                 continue
+            actual = np.asarray(models[SEASONAL_NAIVE]["actual"], dtype=float)
             if not ("warm_up" in frame and frame["warm_up"].iloc[0]):  # warm-up: record only
                 out.append({"year": year, "mode": mode, "week": week,
                             "building_id": building_id,
-                            **_replayed_week(models, record, hours, variants, configs,
-                                             deployed)})
+                            **_replayed_week(models, actual, record, hours, variants,
+                                             configs, deployed)})
             record[week] = {m: WeekScore(float(r["mae"])) for m, r in models.items()}
             if stacking:
-                hours[week] = {"actual": np.asarray(models[SEASONAL_NAIVE]["actual"], float),
+                hours[week] = {"actual": actual,
                                **{m: np.asarray(r["y_hat"], float) for m, r in models.items()}}
     return pd.DataFrame(out)
 
