@@ -50,7 +50,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from tasks.protocol.config import ForecastConfig
-from tasks.protocol.forecasting import combine_members, ensemble_weights
+from tasks.protocol.forecasting import combine_members, ensemble_weights, inverse_error_weights
 from tasks.protocol.models import ENSEMBLE, SEASONAL_NAIVE
 from tasks.protocol.track_record import TrackRecord, WeekScore, track_ratio
 
@@ -187,8 +187,7 @@ def _record_weights(members: Sequence[str], record: TrackRecord,
             continue
         mean, n = track if track is not None else (0.0, 0)
         ratios.append((mean * n + validation / naive_validation) / (n + 1))
-    weights = np.maximum(np.asarray(ratios), 1e-3) ** -config.ensemble_power
-    return weights / weights.sum()
+    return inverse_error_weights(ratios, config.ensemble_power)
 
 
 def combined_mae(forecasts: np.ndarray, weights: np.ndarray, actual: np.ndarray,

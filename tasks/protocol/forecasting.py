@@ -439,11 +439,14 @@ def ensemble_weights(members: Sequence[str], record: TrackRecord | None,
     forecasts, known when the week is issued."""
     if config.ensemble_method == "median":
         return np.full(len(members), 1.0 / len(members))
-    ratios = []
-    for member in members:
-        track = track_ratio(member, record or {}, config.ensemble_record_weeks)
-        ratios.append(max(track[0], 1e-3) if track is not None else 1.0)
-    weights = np.asarray(ratios) ** -config.ensemble_power
+    tracks = (track_ratio(m, record or {}, config.ensemble_record_weeks) for m in members)
+    return inverse_error_weights([t[0] if t is not None else 1.0 for t in tracks],
+                                 config.ensemble_power)
+
+
+def inverse_error_weights(ratios: Sequence[float], power: float) -> np.ndarray:
+    """Weights summing to 1 from each member's error ratio (floored at 1e-3) to ``-power``."""
+    weights = np.maximum(np.asarray(ratios, dtype=float), 1e-3) ** -power
     return weights / weights.sum()
 
 
@@ -480,7 +483,7 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
         return outcome
     weights = ensemble_weights([o.model for o in members], record, config)
     y_hat = np.fmax(combine_members(np.vstack([o.y_hat for o in members]), weights,
-                             config.ensemble_method), 0.0)
+                                    config.ensemble_method), 0.0)
     for member in members:
         if MODELS[member.model].persistence is not None and np.array_equal(
                 y_hat[week.forecastable], member.y_hat[week.forecastable], equal_nan=True):
