@@ -305,6 +305,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "n_unpublished", "INTEGER"),
     ("runs", "target_weeks", "VARCHAR"),
     ("runs", "degradations", "VARCHAR"),
+    ("buildings", "floor_area_m2", "DOUBLE"),
+    ("runs", "n_held", "INTEGER"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
