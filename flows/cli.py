@@ -354,6 +354,8 @@ def run_report(warehouse: str) -> Iterator[RunReport]:
     echo(f"run {summary.run_id}: {summary.line()} in {time.perf_counter() - began:.1f} s")
     for failure in summary.failures:
         echo(f"  failed: {failure}", err=True)
+    for week in summary.held_weeks[:DEGRADED_SHOWN]:
+        echo(f"  held: {week.line()}", err=True)
     for week in summary.degraded_weeks[:DEGRADED_SHOWN]:
         echo(f"  degraded: {week.line()}", err=True)
     if len(summary.degraded_weeks) > DEGRADED_SHOWN:

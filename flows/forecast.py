@@ -41,6 +41,7 @@ from flows.stopping import STOP, quiet_resource_tracker, stop_child_processes
 from tasks.errors import (
     ConflictingWeekError,
     DegradedRunError,
+    HeldBidsError,
     RunStoppedError,
     WeekNotForecastError,
 )
@@ -98,6 +99,8 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
                               status=writer.status)
     summary = writer.summary
     _tell_end(engine, store, run, summary, writer.status)
+    if summary.held:
+        raise HeldBidsError(summary.held_message() or summary.line(), summary)
     if settings.strict and not summary.healthy:
         raise DegradedRunError(f"--strict: {summary.degraded_message() or summary.line()}",
                                summary)

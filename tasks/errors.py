@@ -67,5 +67,14 @@ class WeekNotForecastError(DegradedRunError):
     exit_code = 4
 
 
+class HeldBidsError(DegradedRunError):
+    """A run that held a building-week's forecast out of every bid: its level was an order of
+    magnitude off what is known of the building (:mod:`~tasks.protocol.bid_check`). Everything
+    is written (the held forecast too, marked ``held``); it ends in error (exit code 5, a
+    failed flow run), strict or not, so that no one bids without looking at the building."""
+
+    exit_code = 5
+
+
 class ConflictingWeekError(PipelineError, ValueError):
     """A weekly run given both the week to forecast and the time to choose it from."""

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from tasks.protocol.bid_check import bid_problem, history_level
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import (
     BuildingWeekResult,
@@ -24,6 +25,8 @@ from tasks.protocol.forecasting import (
     epoch_us,
     forecast_building_week,
 )
+from tasks.protocol.plausible_level import Yardstick, declared_yardstick
+from tasks.protocol.publication import HELD, HELD_PREFIX
 from tasks.protocol.track_record import WeekScore, week_scores
 from tasks.protocol.weeks import local_midnight_utc
 from wadiro_models.registry import estimator_modules
@@ -47,6 +50,9 @@ class BuildingInfo:
     holiday_subdiv: str | None
     building_type: str | None
     source: str
+    floor_area_m2: float | None = None
+    """Its declared floor area (m2; ``None``: not declared), with ``building_type`` what its
+    forecast is judged against before it is bid (:mod:`~tasks.protocol.bid_check`)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,9 @@ class BuildingJob:
     """The hours (epoch microseconds, UTC) of ``hours`` whose reading an ingest flagged as
     implausible and no operator accepted: missing (NaN) in ``hours`` already; counted here
     so that the building-week's record and publication can say so."""
+    fleet: Yardstick | None = None
+    """The fleet's levels (read only when the building is new before the first target week):
+    what a new building's forecast is judged against when it declared no size."""
 
 
 def failed_results(
@@ -131,6 +140,7 @@ def run_batch(jobs: list[BuildingJob], config: ForecastConfig, label: str = "", 
                 results += failed_results(job.info.building_id, [week], exc)
                 continue
             _count_flagged(result, job, config)
+            _hold_implausible(result, job, config)
             results.append(result)
             # Once this week is over its scores are known: the next weeks may use them.
             record[week] = week_scores(result.outcomes)
@@ -185,6 +195,28 @@ def _count_flagged(result: BuildingWeekResult, job: BuildingJob, config: Forecas
     if note and result.publication is not None:
         result.publication = replace(result.publication,
                                      reason=result.publication.reason + note)
+
+
+def _hold_implausible(result: BuildingWeekResult, job: BuildingJob,
+                      config: ForecastConfig) -> None:
+    """Mark the building-week's publication held when its forecast's level is an order of
+    magnitude off what is known of the building (:func:`~tasks.protocol.bid_check.
+    bid_problem`), its reason first in the publication's."""
+    publication = result.publication
+    if publication is None:
+        return
+    chosen = next((o for o in result.outcomes if o.model == publication.model), None)
+    if chosen is None:
+        return
+    level, usable = history_level(job.hours, result.week, job.info.timezone,
+                                  config.history_weeks)
+    why = bid_problem(chosen.y_hat, history=level, history_hours=usable,
+                      declared=declared_yardstick(job.info.building_type,
+                                                  job.info.floor_area_m2),
+                      fleet=job.fleet)
+    if why is not None:
+        result.publication = replace(publication, outcome=HELD,
+                                     reason=f"{HELD_PREFIX}: {why}; {publication.reason}")
 
 
 def _appended(before: IssuedForecast | None, hours: np.ndarray,

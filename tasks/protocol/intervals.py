@@ -5,6 +5,11 @@ absolute errors there calibrate the target week's intervals: for a level 1 - alp
 width is the ceil((n + 1)(1 - alpha))-th smallest of the n absolute errors. Under
 exchangeability of the two weeks' errors this covers at least 1 - alpha of the target week's
 hours on average. Lower bounds never go below the physical floor (no negative energy).
+
+The levels are nested by construction: a wider level never uses a lower quantile of the errors
+than a narrower one (whatever quantiles an adaptation asks for, :func:`nested_quantiles`), so
+in every hour the 95 % lower bound <= the 80 % lower bound <= the forecast <= the 80 % upper
+bound <= the 95 % upper bound.
 """
 
 from __future__ import annotations
@@ -45,23 +50,37 @@ class Intervals:
         return self.lower[level], self.upper[level]
 
 
+def nested_quantiles(used: Mapping[float, float]) -> dict[float, float]:
+    """Per nominal level, the quantile level to use, made non-decreasing in the nominal level:
+    a wider level takes at least a narrower one's quantile (an 80 % level adapted up to 0.99
+    after missed weeks lifts the 95 % level's to 0.99 too), so its band is never the narrower."""
+    nested, highest = {}, 0.0
+    for level in sorted(used):
+        highest = max(highest, float(used[level]))
+        nested[level] = highest
+    return nested
+
+
 def conformal_intervals(
     y_hat: np.ndarray, calibration_errors: np.ndarray, *,
     levels: Sequence[float] | Mapping[float, float] = LEVELS, floor: float = 0.0,
 ) -> Intervals:
-    """Symmetric intervals around ``y_hat`` at each level, clipped below at ``floor``.
+    """Symmetric intervals around ``y_hat`` at each level, clipped below at ``floor``, nested
+    (module docstring).
 
     ``levels`` may map each nominal level to the quantile level actually used (adapted to the
-    coverage seen in earlier weeks); the intervals are keyed by the nominal level.
+    coverage seen in earlier weeks); the intervals are keyed by the nominal level. A lower
+    bound is never above the forecast, even where a forecast below ``floor`` (a model without
+    one, forecasting a negative hour) leaves the floor above it.
     """
     y_hat = np.asarray(y_hat, dtype=float)
     used = levels if isinstance(levels, Mapping) else {level: level for level in levels}
     out = Intervals()
-    for level, quantile in used.items():
+    for level, quantile in nested_quantiles(used).items():
         width = half_width(calibration_errors, quantile)
         if width is None:
             continue
-        out.lower[level] = np.maximum(y_hat - width, floor)
+        out.lower[level] = np.fmin(np.maximum(y_hat - width, floor), y_hat)
         out.upper[level] = np.maximum(y_hat + width, floor)
     return out
 

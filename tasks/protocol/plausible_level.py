@@ -100,20 +100,22 @@ class Yardstick:
     source: str
     """e.g. ``"its declared 1,200 m2 of general office (TM46: 95 kWh/m2/year)"``."""
 
-    def judge(self, level: float) -> str | None:
-        """Why ``level`` (kWh per hour) is implausible against this yardstick, or ``None``."""
+    def judge(self, level: float, what: str = "a mean") -> str | None:
+        """Why ``level`` (kWh per hour) is implausible against this yardstick, or ``None``:
+        ``"<what> of 5,100 kWh/h is 941x 5.42 kWh/h, the level of <source>"``."""
         if not np.isfinite(level):
-            return f"its level is {level}"
+            return f"{what} of {level} kWh/h is no level"
         if level > self.high * ORDER_OF_MAGNITUDE:
             factor = level / self.high
         elif level < self.low / ORDER_OF_MAGNITUDE:
             factor = level / self.low
         else:
             return None
-        shown = f"{factor:,.3g}x" if factor >= 1 else f"{factor:.2g}x"
+        shown = (f"{factor:,.0f}x" if factor >= 100 else f"{factor:.3g}x" if factor >= 1
+                 else f"{factor:.2g}x")
         typical = (f"{self.low:,.4g} kWh/h" if self.low == self.high
                    else f"{self.low:,.4g} to {self.high:,.4g} kWh/h")
-        return (f"a mean of {level:,.4g} kWh/h is {shown} {typical}, the level of "
+        return (f"{what} of {level:,.4g} kWh/h is {shown} {typical}, the level of "
                 f"{self.source}")
 
 

@@ -16,7 +16,10 @@ Every choice carries its reason and its :attr:`Publication.outcome`, so that a w
 no learned forecast could be trusted is never counted as a healthy one: ``learned`` (a learned
 model, or a combination of at least two), ``persistence`` (a persistence forecast chosen over
 trusted learned models that were not expected to beat it) or ``degraded`` (a persistence
-forecast because no learned forecast could be trusted or run that week).
+forecast because no learned forecast could be trusted or run that week). A fourth,
+``held``, is set after the choice (:mod:`~tasks.protocol.bid_check`): whatever was chosen, its
+level is an order of magnitude off what is known of the building, so it is stored but never
+bid (left out of every portfolio and export, and the run exits non-zero).
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from tasks.protocol.windows import MAX_FILLED_WEATHER_SHARE
 LEARNED = "learned"
 PERSISTENCE = "persistence"
 DEGRADED = "degraded"
-OUTCOMES = (LEARNED, PERSISTENCE, DEGRADED)
+HELD = "held"
+HELD_PREFIX = "held out of every bid"
+"""How a held publication's reason begins."""
+OUTCOMES = (LEARNED, PERSISTENCE, DEGRADED, HELD)
 """What kind of forecast a building-week published (:attr:`Publication.outcome`)."""
 
 

@@ -16,6 +16,7 @@ from datetime import date
 
 import numpy as np
 
+from tasks.protocol.intervals import nested_quantiles
 from tasks.protocol.models import SEASONAL_NAIVE
 
 RECORD_WEEKS = 8
@@ -63,14 +64,16 @@ def track_ratio(model: str, record: TrackRecord,
 def adapted_levels(model: str, record: TrackRecord | None,
                    levels: Iterable[float]) -> dict[float, float]:
     """Per nominal interval level, the level to use this week: the nominal one plus the mean
-    coverage ``model`` missed in its recent weeks (minus what it over-covered)."""
+    coverage ``model`` missed in its recent weeks (minus what it over-covered), never below a
+    narrower level's (each level adapts on its own record, so after a step the 80 % level can
+    have missed more than the 95 % one: :func:`~tasks.protocol.intervals.nested_quantiles`)."""
     adapted = {}
     for level in levels:
         seen = [scores[model].coverage[level] for scores in _recent(record or {})
                 if model in scores and level in scores[model].coverage]
         shift = level - float(np.mean(seen)) if len(seen) >= MIN_RECORD_WEEKS else 0.0
         adapted[level] = float(np.clip(level + shift, *LEVEL_RANGE))
-    return adapted
+    return nested_quantiles(adapted)
 
 
 def week_scores(outcomes: Iterable[object]) -> dict[str, WeekScore]:

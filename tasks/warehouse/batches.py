@@ -12,13 +12,20 @@ from __future__ import annotations
 from datetime import date, timedelta
 from pathlib import Path
 
+import duckdb
+import pandas as pd
+
 from tasks.errors import BuildingDataError
-from tasks.protocol.batch import BuildingJob, failed_results
+from tasks.protocol.batch import BuildingInfo, BuildingJob, failed_results
+from tasks.protocol.bid_check import NEW_BUILDING_HOURS, history_hours
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import BuildingWeekResult
+from tasks.protocol.plausible_level import Yardstick, fleet_yardstick
 from tasks.protocol.track_record import RECORD_WEEKS
+from tasks.protocol.weeks import local_midnight_utc
 from tasks.warehouse.connection import connect
 from tasks.warehouse.hours import (
+    fleet_levels,
     load_building_hours_by_id,
     load_buildings_info,
 )
@@ -60,13 +67,31 @@ def load_jobs(
         history = (load_issued_history(con, ids, config.base_models,
                                        weeks[0] - timedelta(weeks=config.history_weeks),
                                        weeks[0]) if config.base_models else {})
+        fleet = _fleet_if_new(con, hours, infos, weeks[0], config)
     return [
         BuildingJob(info=infos[bid], hours=frame, weeks=tuple(weeks),
                     stored_params=stored.get(bid, {}), track_record=record.get(bid, {}),
                     issued=issued.get(bid, {}), issued_history=history.get(bid, {}),
+                    fleet=fleet,
                     **({"flagged_hours": flagged[bid]} if bid in flagged else {}))
         for bid, frame in hours.items()
     ]
+
+
+def _fleet_if_new(con: duckdb.DuckDBPyConnection, hours: dict[str, pd.DataFrame],
+                  infos: dict[str, BuildingInfo], week: date,
+                  config: ForecastConfig) -> Yardstick | None:
+    """The fleet's yardstick over the history before ``week``, read only when a building of
+    the read is new then (:data:`~tasks.protocol.bid_check.NEW_BUILDING_HOURS`): the other
+    buildings' forecasts are judged against their own history, and the fleet's levels cost a
+    scan of every building's weeks."""
+    new = any(history_hours(frame, week, infos[bid].timezone, config.history_weeks)
+              < NEW_BUILDING_HOURS for bid, frame in hours.items())
+    if not new:
+        return None
+    start = local_midnight_utc(week, next(iter(infos.values())).timezone)
+    return fleet_yardstick(fleet_levels(con, start - timedelta(weeks=config.history_weeks),
+                                        start, NEW_BUILDING_HOURS))
 
 
 def load_batch(

@@ -329,3 +329,15 @@ def _hour_range(
     if end < start:
         raise TimeRangeError(f"end_utc {end.isoformat()} is before start_utc {start.isoformat()}")
     return start, end
+
+
+def fleet_levels(con: duckdb.DuckDBPyConnection, start_utc: datetime | pd.Timestamp,
+                 end_utc: datetime | pd.Timestamp, min_hours: int) -> np.ndarray:
+    """The mean hourly kWh of each building with at least ``min_hours`` usable readings over
+    ``[start_utc, end_utc)``: the fleet's established buildings' levels, in one aggregate."""
+    rows = con.execute(
+        f"SELECT avg(kwh) FROM {USABLE_READINGS} WHERE ts >= ? AND ts < ? "
+        "GROUP BY building_id HAVING count(kwh) >= ?",
+        [pd.Timestamp(start_utc).to_pydatetime(), pd.Timestamp(end_utc).to_pydatetime(),
+         min_hours]).fetchall()
+    return np.asarray([row[0] for row in rows], dtype=np.float64)

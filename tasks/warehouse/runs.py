@@ -2,8 +2,10 @@
 
 :class:`RunSummary` is a run's bookkeeping: how many building-weeks it forecast, skipped or
 failed, and why, and what each published (a learned forecast, persistence chosen on its merit,
-persistence because nothing learned could be trusted: *degraded*, or nothing). It is returned
-to the caller and written as the run's counts, so a degraded week is never reported healthy.
+persistence because nothing learned could be trusted: *degraded*, a forecast *held* out of every
+bid because its level was an order of magnitude off the building's, or nothing). It is returned
+to the caller and written as the run's counts, so a degraded or held week is never reported
+healthy.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import duckdb
 
 from tasks.errors import RunStoppedError
 from tasks.protocol.forecasting import BuildingWeekResult
-from tasks.protocol.publication import DEGRADED
+from tasks.protocol.publication import DEGRADED, HELD, HELD_PREFIX
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.results import to_json
 
@@ -65,6 +67,9 @@ class RunSummary:
     persistence: int = 0
     degraded: int = 0
     unpublished: int = 0
+    held: int = 0
+    """Building-weeks whose forecast was held out of every bid (:data:`~tasks.protocol.
+    publication.HELD`): stored, never exported or summed into a portfolio."""
     degraded_causes: Counter[str] = field(default_factory=Counter)
     """Why building-weeks were degraded: the window's status when it was not ``ok``, else
     ``learned models not trusted``."""
@@ -79,12 +84,14 @@ class RunSummary:
     degraded_weeks: list[DegradedWeek] = field(default_factory=list)
     """The first :data:`DEGRADED_KEPT` degraded building-weeks, each with what degraded it (all
     of them are counted above and in ``window_status`` / ``publications``)."""
+    held_weeks: list[DegradedWeek] = field(default_factory=list)
+    """The first :data:`DEGRADED_KEPT` held building-weeks, each with why."""
 
     def counts(self) -> dict[str, int]:
         return {"building_weeks": self.building_weeks, "ok": self.ok,
                 "skipped": self.skipped, "failed": self.failed, "learned": self.learned,
                 "persistence": self.persistence, "degraded": self.degraded,
-                "unpublished": self.unpublished}
+                "unpublished": self.unpublished, "held": self.held}
 
     def add(self, results: Sequence[BuildingWeekResult]) -> None:
         for res in results:
@@ -107,6 +114,10 @@ class RunSummary:
                 continue
             outcome = res.publication.outcome
             setattr(self, outcome, getattr(self, outcome) + 1)
+            if outcome == HELD and len(self.held_weeks) < DEGRADED_KEPT:
+                self.held_weeks.append(DegradedWeek(
+                    res.building_id, res.week,
+                    res.publication.reason.removeprefix(f"{HELD_PREFIX}: ")))
             if outcome == DEGRADED:
                 self.degraded_causes[res.status if res.status != "ok"
                                      else "learned models not trusted"] += 1
@@ -129,7 +140,7 @@ class RunSummary:
     def healthy(self) -> bool:
         """Whether every building-week published a forecast that was not degraded and none
         failed (what ``--strict`` asks of a run)."""
-        return not (self.degraded or self.unpublished or self.failed)
+        return not (self.degraded or self.unpublished or self.failed or self.held)
 
     def weeks_text(self) -> str:
         """The run's target weeks: ``the week of 2024-04-22``, ``5 weeks, 2024-03-04 to
@@ -159,10 +170,12 @@ class RunSummary:
     def line(self) -> str:
         causes = ", ".join(f"{n} {cause}" for cause, n in self.degraded_causes.most_common())
         published = self.learned + self.persistence + self.degraded
+        held = f"{self.held} held out of every bid (an order of magnitude off), " \
+            if self.held else ""
         text = (f"{self.building_weeks} building-weeks of {self.weeks_text()}: "
                 f"{published} published: {self.learned} learned, {self.persistence} "
                 f"persistence, {self.degraded} degraded{f' ({causes})' if causes else ''}; "
-                f"{self.unpublished} not published, {self.failed} failed, "
+                f"{held}{self.unpublished} not published, {self.failed} failed, "
                 f"{self.model_failures} model fit(s) failed")
         if self.left_out:
             inputs = ", ".join(f"{name} in {n}" for name, n in self.left_out.most_common())
@@ -190,7 +203,19 @@ class RunSummary:
             return "crashed", f"{type(error).__name__}: {error}"
         if self.failed:
             return "completed_with_failures", "; ".join(self.failures[:20])
+        if self.held:
+            return "completed_with_held", self.held_message()
         return "completed", self.degraded_message()
+
+    def held_message(self) -> str | None:
+        """What the run held out of every bid (None: nothing)."""
+        if not self.held:
+            return None
+        named = ", ".join(f"{week.building_id} {week.week}" for week in self.held_weeks[:20])
+        more = f" and {self.held - 20} more" if self.held > 20 else ""
+        return (f"{self.held} of {self.building_weeks} building-weeks held out of every bid, "
+                f"their forecast an order of magnitude off the building's level ({named}{more}; "
+                f"why: publications.reason of run {self.run_id})")
 
 
 @dataclass(frozen=True)
@@ -262,12 +287,12 @@ def record_run_end(
     con.execute(
         "UPDATE runs SET finished_at = ?, status = ?, n_building_weeks = ?, n_ok = ?, "
         "n_skipped = ?, n_failed = ?, message = ?, n_learned = ?, n_persistence = ?, "
-        "n_degraded = ?, n_unpublished = ?, degradations = ? WHERE run_id = ?",
+        "n_degraded = ?, n_unpublished = ?, degradations = ?, n_held = ? WHERE run_id = ?",
         [
             datetime.now(UTC), status, counts["building_weeks"], counts["ok"],
             counts["skipped"], counts["failed"], message, counts["learned"],
             counts["persistence"], counts["degraded"], counts["unpublished"],
-            degradations, summary.run_id,
+            degradations, counts["held"], summary.run_id,
         ],
     )
     return status
