@@ -64,10 +64,14 @@ def building_errors(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 
 def default_plot_buildings(con: duckdb.DuckDBPyConnection, n: int = 3) -> list[str]:
-    rows = con.execute(
-        "SELECT DISTINCT building_id FROM scores WHERE n_hours > 0 ORDER BY 1 LIMIT ?", [n]
-    ).fetchall()
-    return [r[0] for r in rows]
+    """The first ``n`` buildings with a scored forecast, or, before any week is scored (the
+    first Monday), with a published one."""
+    for sql in ("SELECT DISTINCT building_id FROM scores WHERE n_hours > 0 ORDER BY 1 LIMIT ?",
+                "SELECT DISTINCT building_id FROM publications ORDER BY 1 LIMIT ?"):
+        rows = con.execute(sql, [n]).fetchall()
+        if rows:
+            return [r[0] for r in rows]
+    return []
 
 
 def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, out_dir: Path,
@@ -107,7 +111,7 @@ def plot_building(con: duckdb.DuckDBPyConnection, building_id: str, out_dir: Pat
 
 
 class NothingToReportError(WarehouseError):
-    """The warehouse holds no scored forecast yet."""
+    """The warehouse holds no published forecast yet."""
 
 
 class ReportFolderError(PipelineError):
@@ -227,10 +231,14 @@ def _write_report(
     if buildings is not None:
         buildings = fleet_building_ids(con, buildings)  # an unknown id: one line, nothing written
     report = Report(fleet_leaderboard(con), building_errors(con))
-    if report.leaderboard.empty:
+    if report.leaderboard.empty and not con.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM publications LIMIT 1)").fetchone()[0]:
         raise NothingToReportError(
-            "the warehouse holds no scored forecast yet; run `wadiro forecast` or "
-            "`wadiro backfill` first (a week is scored once its actual readings are ingested)")
+            "the warehouse holds no published forecast yet; run `wadiro forecast` or "
+            "`wadiro backfill` first")
+    if report.leaderboard.empty:  # the first Monday: published, not yet scored
+        report.warnings.append("no week is scored yet (a week is scored once its readings are "
+                               "ingested): the report shows what was published")
     if buildings is not None:
         report.warnings += [f"{b}: no published forecast, so no plot"
                             for b in _without_forecast(con, buildings)]

@@ -436,7 +436,9 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         "building-weeks both forecast; below 1 beats it. <b>published</b> is the one forecast "
         "per building-week an operator uses.</p>",
         "<h2>Leaderboard against seasonal naive</h2>",
-        _table(shown, row_class={"published": "published", "seasonal_naive": "naive"}),
+        _table(shown, row_class={"published": "published", "seasonal_naive": "naive"})
+        if not shown.empty else "<p>No week is scored yet: the leaderboard follows once a "
+        "published week's readings are ingested.</p>",
         "<h2>Published models</h2>",
         _table(published) if not published.empty else "<p>Nothing published yet.</p>",
         "<h2>Forecast hours below zero</h2>",

@@ -26,3 +26,25 @@ def test_the_demo_forecasts_the_coming_week_from_its_weather_forecast(tmp_path):
     assert scored == 0  # the week has not happened yet
     again = invoke("demo", "--buildings", 2, "--trials", 2, "--warehouse", warehouse)
     assert again.exit_code == 0 and "generating" not in again.output  # the fleet is kept
+
+
+def test_the_report_of_a_published_week_not_yet_scored_is_written(tmp_path):
+    """The first Monday: the report shows what was published before any week is scored."""
+    warehouse = tmp_path / "warehouse.duckdb"
+    assert invoke("demo", "--buildings", 2, "--trials", 2, "--warehouse", warehouse).exit_code == 0
+    report = invoke("report", "--out", tmp_path / "report", "--warehouse", warehouse)
+    assert report.exit_code == 0, report.output
+    assert "no week is scored yet" in report.output
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "Week-ahead load forecasts: the week of 2024-04-22" in page
+    assert "No week is scored yet: the leaderboard follows" in page
+    assert len(list((tmp_path / "report" / "plots").glob("*.png"))) == 2
+
+
+def test_the_report_of_a_warehouse_without_a_forecast_is_refused(tmp_path):
+    from tests.flows.warehouse_rows import make_warehouse
+
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=1)
+    report = invoke("report", "--out", tmp_path / "report", "--warehouse", warehouse)
+    assert report.exit_code == 1
+    assert "no published forecast yet" in report.output
