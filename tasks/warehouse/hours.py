@@ -248,6 +248,10 @@ WEEK_WEATHER_MIN_SHARE = 0.5
 hours has weather stored (one input is enough: the window leaves out the inputs it lacks)."""
 
 
+SHORT_LOOKBACK = pd.Timedelta(weeks=4)
+"""How far before a week a building's latest reading is looked for (:class:`WeekInputs`)."""
+
+
 @dataclass(frozen=True)
 class WeekInputs:
     """What the stored inputs say about one target week.
@@ -255,7 +259,9 @@ class WeekInputs:
     ``weather_hours`` of its ``hours`` have a weather input stored, observed or forecast, at the
     selected site that has the most, and ``blank`` counts, per weather input the protocol reads,
     that site's hours of the week without it. ``last_reading`` is the selected buildings' latest
-    reading before the week starts (None: none).
+    reading before the week starts (None: none), and ``short`` each building whose own latest
+    reading in the :data:`SHORT_LOOKBACK` before it is not the last hour before it (None: no
+    reading there at all): one building's full file never hides another's gap.
     """
 
     week: date
@@ -263,6 +269,7 @@ class WeekInputs:
     weather_hours: int
     blank: dict[str, int] = field(default_factory=dict)
     last_reading: datetime | None = None
+    short: dict[str, datetime | None] = field(default_factory=dict)
 
     @property
     def weather_suffices(self) -> bool:
@@ -288,6 +295,13 @@ def week_inputs(
     last_reading = con.execute(
         "SELECT max(ts) FROM meter_readings WHERE building_id IN (SELECT unnest(?::VARCHAR[])) "
         "AND kwh IS NOT NULL AND ts < ?", [ids, start.to_pydatetime()]).fetchone()[0]
+    short = dict(con.execute(
+        """SELECT b.id, max(m.ts) FROM (SELECT unnest(?::VARCHAR[]) AS id) AS b
+           LEFT JOIN meter_readings AS m ON m.building_id = b.id AND m.kwh IS NOT NULL
+                AND m.ts >= ? AND m.ts < ?
+           GROUP BY b.id HAVING max(m.ts) IS NULL OR max(m.ts) < ? ORDER BY b.id""",
+        [ids, (start - SHORT_LOOKBACK).to_pydatetime(), start.to_pydatetime(),
+         (start - pd.Timedelta(hours=1)).to_pydatetime()]).fetchall())
     any_input = " OR ".join(f"{col} IS NOT NULL" for col in WEATHER_COLUMNS)
     per_input = ", ".join(f"count(DISTINCT ts) FILTER (WHERE {col} IS NOT NULL)"
                           for col in WEATHER_COLUMNS)
@@ -304,7 +318,7 @@ def week_inputs(
     return WeekInputs(week=week, hours=hours, weather_hours=int(n),
                       blank={col: hours - int(k)
                              for col, k in zip(WEATHER_COLUMNS, each, strict=True)},
-                      last_reading=last_reading)
+                      last_reading=last_reading, short=short)
 
 
 def _distinct_ids(building_ids: Sequence[str]) -> list[str]:

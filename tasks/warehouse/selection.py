@@ -116,4 +116,27 @@ def week_of_run(
     if gap > 0:
         why += f"; the latest reading before it is {last:%Y-%m-%d %H:%M} UTC, {gap:g} hour(s) short"
     stale = start - last > HISTORY_STALE_AFTER
-    return ChosenWeek(week, why, complete=inputs.weather_suffices and not stale)
+    if inputs.short:
+        why += f"; {short_buildings(inputs.short, start)}"
+    return ChosenWeek(week, why, complete=inputs.weather_suffices and not stale
+                      and not inputs.short)
+
+
+SHORT_SHOWN = 5
+"""Buildings whose readings end short of the week that the run's log names (all are counted)."""
+
+
+def short_buildings(short: dict[str, datetime | None], start: pd.Timestamp) -> str:
+    """``2 building(s) end short of it: b1 (last reading 2024-04-21 21:00 UTC, 1 hour(s)
+    short), b2 (no reading in the 4 weeks before it)``."""
+    named = []
+    for building_id, last in list(short.items())[:SHORT_SHOWN]:
+        if last is None:
+            named.append(f"{building_id} (no reading in the 4 weeks before it)")
+            continue
+        last = pd.Timestamp(last).tz_convert("UTC")
+        gap = (start - last - pd.Timedelta(hours=1)) / pd.Timedelta(hours=1)
+        named.append(f"{building_id} (last reading {last:%Y-%m-%d %H:%M} UTC, {gap:g} hour(s) "
+                     "short)")
+    more = f" and {len(short) - SHORT_SHOWN} more" if len(short) > SHORT_SHOWN else ""
+    return f"{len(short)} building(s) end short of it: {', '.join(named)}{more}"

@@ -27,7 +27,7 @@ def warehouse(tmp_path_factory) -> Path:
     with connect(path) as con:
         ensure_schema(con)
         for b in ("ok", "stopped", "silent"):
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
         for h in range(48):
             ts = T0 + timedelta(hours=h)
             con.execute("INSERT INTO meter_readings VALUES ('ok', ?, ?)",

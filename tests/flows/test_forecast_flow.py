@@ -33,7 +33,7 @@ def warehouse(tmp_path_factory):
         site = con.execute("SELECT site_id FROM buildings LIMIT 1").fetchone()[0]
         for building_id, country in ((EMPTY, "GB"), (BROKEN, "XX")):
             con.execute(
-                "INSERT INTO buildings VALUES (?, ?, 'Europe/London', ?, NULL, 'office', 'test')",
+                "INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, ?, 'Europe/London', ?, NULL, 'office', 'test')",
                 [building_id, site, country],
             )
     return path

@@ -49,7 +49,7 @@ def test_the_run_exits_5_naming_the_held_building(held):
     assert held["run"].exit_code == 5, held["run"].output
     output = held["run"].output
     assert "1 held out of every bid" in output
-    assert f"held: {held['first']} {WEEK}: held out of every bid" in output
+    assert f"held: {held['first']} {WEEK}: its forecast's mean of" in output
     assert "10 m2 of general office (CIBSE TM46: 95 kWh/m2/year)" in output
 
 

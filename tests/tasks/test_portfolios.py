@@ -16,7 +16,7 @@ def warehouse(tmp_path):
     with connect(path) as con:
         ensure_schema(con)
         for b in ("b1", "b2", "b3"):
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
     return path
 
 

@@ -122,7 +122,7 @@ def test_small_archive_rows_zeros_and_weather(loaded):
             "SELECT kwh FROM meter_readings WHERE building_id = 'UCam_Building_b0' AND ts = '2019-01-01 07:00:00+00'"
         ).fetchone() == (None,)
         assert con.execute("SELECT count(*) FROM meter_readings WHERE kwh = 0").fetchone() == (0,)
-        assert con.execute("SELECT * FROM buildings ORDER BY building_id").fetchall() == [
+        assert con.execute("SELECT * EXCLUDE (floor_area_m2) FROM buildings ORDER BY building_id").fetchall() == [
             (f"UCam_Building_b{b}", "bedford", "Europe/London", "GB", "ENG", None, "cambridge-estates") for b in range(2)
         ]
         weather = con.execute(

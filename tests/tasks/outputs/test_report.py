@@ -71,7 +71,7 @@ def test_building_errors_normalised_by_mean_load(warehouse):
 def _add_buildings(warehouse, *ids: str) -> None:
     with connect(warehouse) as con:
         for building in ids:
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
                         [building])
 
 
@@ -90,7 +90,7 @@ def test_report_lists_the_worst_meter_data_beside_the_leaderboard(warehouse, tmp
     """b1 reads 3 hours, b2 none: b2 first, in the CSV (every column) and on the page."""
     with connect(warehouse) as con:
         for building in ("b1", "b2"):
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
                         [building])
     out = tmp_path / "report"
     report = write_report(warehouse, out, ["b1"])

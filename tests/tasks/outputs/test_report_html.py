@@ -49,7 +49,7 @@ def warehouse(tmp_path):
                         "INSERT INTO forecasts (building_id, model, target_week, ts, y_hat, run_id,"
                         " y_lo_80, y_hi_80, y_lo_95, y_hi_95) VALUES (?, ?, ?, ?, ?, 'r1', ?, ?, ?, ?)",
                         [building, model, WEEK, ts, y, y - 1, y + 1, y - 2, y + 2])
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
                         [building])
             for h in range(24):
                 con.execute("INSERT INTO meter_readings VALUES (?, ?, ?)",

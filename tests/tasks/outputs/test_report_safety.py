@@ -28,7 +28,7 @@ def _warehouse(path):
     with connect(path) as con:
         ensure_schema(con)
         for building in [PLAIN, *FORMULAS]:
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
                         [building])
             con.execute(
                 "INSERT INTO scores (building_id, model, target_week, mae, rmse, mean_actual, "
@@ -123,7 +123,7 @@ def test_unknown_buildings_are_one_line_and_nothing_is_written(warehouse, tmp_pa
 
 def test_a_known_building_without_a_forecast_is_warned_about(warehouse, tmp_path):
     with connect(warehouse) as con:
-        con.execute("INSERT INTO buildings VALUES ('quiet', 's', 'UTC', 'GB', NULL, NULL, 't')")
+        con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES ('quiet', 's', 'UTC', 'GB', NULL, NULL, 't')")
     result = invoke("report", "--out", tmp_path / "out", "--buildings", f"{PLAIN},quiet",
                     "--warehouse", warehouse)
     assert result.exit_code == 0, result.output

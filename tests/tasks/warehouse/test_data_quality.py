@@ -123,7 +123,7 @@ def write_fleet(path: Path, fleet: Mapping[str, Hours], start: datetime = T0) ->
     with connect(path) as con:
         ensure_schema(con)
         for b in fleet:
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 'test')", [b])
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 'test')", [b])
         con.register("new_rows", frame)
         con.execute("INSERT INTO meter_readings SELECT building_id, ts, kwh FROM new_rows")
         con.unregister("new_rows")

@@ -51,7 +51,7 @@ def con(tmp_path):
     for ddl in INPUT_TABLES.values():
         connection.execute(ddl)
     connection.executemany(
-        "INSERT INTO buildings VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [
             ("b1", "bedford", "Europe/London", "GB", "ENG", "office", "test"),
             ("b2", "bedford", "Europe/London", "GB", "ENG", None, "test"),

@@ -48,7 +48,7 @@ def test_an_hourly_frame_keeps_nothing():
 def test_stored_rows_are_replaced_and_pruned_and_give_the_shape(tmp_path):
     with connect(tmp_path / "w.duckdb") as con:
         ensure_schema(con)
-        con.execute("INSERT INTO buildings VALUES ('a', 's', 'UTC', 'GB', NULL, NULL, 't'), "
+        con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES ('a', 's', 'UTC', 'GB', NULL, NULL, 't'), "
                     "('b', 's', 'UTC', 'GB', NULL, NULL, 't')")
         write_sub_hourly(con, recent_sub_hourly(_frame(10, first_share=0.9), 30),
                          own_transaction=True)
@@ -75,7 +75,7 @@ def test_stored_rows_are_replaced_and_pruned_and_give_the_shape(tmp_path):
 def test_too_few_hours_split_evenly(tmp_path):
     with connect(tmp_path / "w.duckdb") as con:
         ensure_schema(con)
-        con.execute("INSERT INTO buildings VALUES ('a', 's', 'UTC', 'GB', NULL, NULL, 't')")
+        con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES ('a', 's', 'UTC', 'GB', NULL, NULL, 't')")
         write_sub_hourly(con, recent_sub_hourly(_frame(MIN_HOURS - 1), 30), own_transaction=True)
         shares = period_shares(con, ["a"], 30)
     assert (shares["share_0"] == 0.5).all() and not shares["shaped"].any()

@@ -36,7 +36,7 @@ def _write(path, buildings: dict[str, dict[int, float]]) -> None:
     with connect(path) as con:
         ensure_schema(con)
         for building, rows in buildings.items():
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
+            con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')",
                         [building])
             if rows:
                 insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],

@@ -36,7 +36,7 @@ def pristine(tmp_path_factory):
     hours = pd.date_range(HISTORY_START, READINGS_END, freq="h", inclusive="left")
     with connect(path) as con:
         ensure_schema(con)
-        con.execute("INSERT INTO buildings VALUES ('a', 'site-a', 'Europe/London', 'GB', 'ENG', "
+        con.execute("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES ('a', 'site-a', 'Europe/London', 'GB', 'ENG', "
                     "NULL, 't'), ('b', 'site-b', 'Europe/London', 'GB', 'ENG', NULL, 't')")
         insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],
                     [(building_id, ts.to_pydatetime(), 10.0) for building_id in ("a", "b")
@@ -112,8 +112,22 @@ def test_a_meter_file_short_of_its_last_hours_is_said_not_followed(warehouse):
         con.execute("DELETE FROM meter_readings WHERE ts >= ?",
                     [(READINGS_END - pd.Timedelta(hours=3)).to_pydatetime()])
         chosen = week_of_run(con, None, MONDAY_6)
-    assert chosen.week == NEXT and chosen.complete
+    assert chosen.week == NEXT and not chosen.complete  # said as a warning
     assert "the latest reading before it is 2024-02-11 20:00 UTC, 3 hour(s) short" in chosen.why
+    assert ("2 building(s) end short of it: a (last reading 2024-02-11 20:00 UTC, 3 hour(s) "
+            "short), b (last reading 2024-02-11 20:00 UTC, 3 hour(s) short)") in chosen.why
+
+
+def test_one_buildings_full_file_does_not_hide_anothers_gap(warehouse):
+    _forecast(warehouse, 168)
+    with connect(warehouse) as con:
+        con.execute("DELETE FROM meter_readings WHERE building_id = 'b' AND ts >= ?",
+                    [(READINGS_END - pd.Timedelta(hours=1)).to_pydatetime()])
+        chosen = week_of_run(con, None, MONDAY_6)
+    assert chosen.week == NEXT and not chosen.complete
+    assert "latest reading before it is" not in chosen.why  # the fleet's is a's, complete
+    assert ("1 building(s) end short of it: b (last reading 2024-02-11 22:00 UTC, 1 hour(s) "
+            "short)") in chosen.why
 
 
 def test_readings_after_the_reference_time_or_in_the_future_do_not_move_it(warehouse):
@@ -147,7 +161,7 @@ def test_the_best_covered_site_decides_and_a_blank_input_is_named(warehouse):
 
 def test_the_fleets_most_common_time_zone_decides(warehouse):
     with connect(warehouse) as con:
-        con.executemany("INSERT INTO buildings VALUES (?, 'site-a', 'Asia/Tokyo', 'JP', NULL, "
+        con.executemany("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, holiday_subdiv, building_type, source) VALUES (?, 'site-a', 'Asia/Tokyo', 'JP', NULL, "
                         "NULL, 't')", [("t1",), ("t2",), ("t3",)])
         # Monday 2024-02-12 06:00 in Tokyo is Sunday 21:00 in London
         chosen = week_of_run(con, None, datetime(2024, 2, 11, 21, tzinfo=timezone.utc))
