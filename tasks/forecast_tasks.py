@@ -57,20 +57,29 @@ def publish_outcomes(run: OpenRun, summary: RunSummary) -> None:
         ("degraded", summary.degraded, ", ".join(
             f"{n} {cause}" for cause, n in summary.degraded_causes.most_common())
             or "persistence because no learned forecast could be trusted"),
+        ("held", summary.held, "an order of magnitude off the building's level: never bid"),
         ("not published", summary.unpublished, "no load at the same hours in the last weeks"),
         ("failed", summary.failed, "; ".join(summary.failures[:5])),
     )]
-    table += [{"outcome": f"weather input left out: {name}", "building_weeks": n,
+    table += [{"outcome": f"reduced inputs: weather input left out: {name}", "building_weeks": n,
                "detail": "the models were fitted without it"}
               for name, n in summary.left_out.most_common()]
     create_table_artifact(table=table, key=f"{run.label}-outcomes",
                           description=f"What run {run.run_id} published: {summary.line()}")
-    degraded = [{"building_id": d.building_id, "target_week": d.week.isoformat(), "why": d.why}
-                for d in summary.degraded_weeks] or [
-        {"building_id": "", "target_week": "", "why": "no building-week was degraded"}]
-    create_table_artifact(table=degraded, key=f"{run.label}-degraded",
-                          description=f"Building-weeks of run {run.run_id} that were forecast "
-                                      "but degraded, and what degraded each")
+    for key, weeks, none, what in (
+            ("degraded", summary.degraded_weeks, "no building-week was degraded",
+             "that published persistence because no learned forecast could be trusted"),
+            ("held", summary.held_weeks, "no building-week was held",
+             "held out of every bid: their forecast an order of magnitude off the building's "
+             "level"),
+            ("reduced-inputs", summary.reduced_weeks,
+             "no building-week was forecast from reduced inputs",
+             "forecast from reduced inputs (a weather input left out, flagged readings treated "
+             "as missing)")):
+        table = [{"building_id": d.building_id, "target_week": d.week.isoformat(), "why": d.why}
+                 for d in weeks] or [{"building_id": "", "target_week": "", "why": none}]
+        create_table_artifact(table=table, key=f"{run.label}-{key}",
+                              description=f"Building-weeks of run {run.run_id} {what}, and why")
 
 
 def publish_leaderboard(warehouse: str, run: OpenRun) -> None:

@@ -6,6 +6,11 @@ persistence because nothing learned could be trusted: *degraded*, a forecast *he
 bid because its level was an order of magnitude off the building's, or nothing). It is returned
 to the caller and written as the run's counts, so a degraded or held week is never reported
 healthy.
+
+*Degraded* has that one meaning everywhere: the week's published forecast is persistence
+because no learned forecast could be trusted or run. A building-week whose models ran on
+*reduced inputs* (a weather input left out, flagged readings treated as missing) is named as
+such, whatever it published.
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ from tasks.warehouse.connection import transaction
 from tasks.warehouse.results import to_json
 
 DEGRADED_KEPT = 1000
-"""How many degraded building-weeks a run's summary names (its artifact shows them all up to
-this; the command line the first :data:`~flows.forecast.NOT_FORECAST_SHOWN`)."""
+"""How many degraded, held or reduced-input building-weeks a run's summary names, each (its
+artifacts show them all up to this; the command line the first
+:data:`~flows.cli.DEGRADED_SHOWN`)."""
 
 
 @dataclass(frozen=True)
 class DegradedWeek:
-    """A building-week that was forecast, but degraded, and what degraded it."""
+    """A building-week that was forecast, and what degraded it, held it or reduced its
+    inputs."""
 
     building_id: str
     week: date
@@ -84,6 +91,9 @@ class RunSummary:
     degraded_weeks: list[DegradedWeek] = field(default_factory=list)
     """The first :data:`DEGRADED_KEPT` degraded building-weeks, each with what degraded it (all
     of them are counted above and in ``window_status`` / ``publications``)."""
+    reduced_weeks: list[DegradedWeek] = field(default_factory=list)
+    """The first :data:`DEGRADED_KEPT` building-weeks forecast from reduced inputs (a weather
+    input left out, flagged readings treated as missing), each with what was reduced."""
     held_weeks: list[DegradedWeek] = field(default_factory=list)
     """The first :data:`DEGRADED_KEPT` held building-weeks, each with why."""
 
@@ -123,18 +133,21 @@ class RunSummary:
                                      else "learned models not trusted"] += 1
 
     def _keep_degraded(self, res: BuildingWeekResult) -> None:
-        """Name ``res`` among the degraded building-weeks if anything degraded it."""
-        why = []
-        if res.publication is not None and res.publication.outcome == DEGRADED:
+        """Name ``res`` among the degraded building-weeks if it published a degraded forecast,
+        and among those forecast from reduced inputs if its inputs were."""
+        if (res.publication is not None and res.publication.outcome == DEGRADED
+                and len(self.degraded_weeks) < DEGRADED_KEPT):
             cause = (f"{res.status}: {res.reason}" if res.status != "ok"
                      else res.publication.reason)
-            why.append(f"persistence published ({cause})")
-        why += [f"{name} left out: {reason}" for name, reason in res.left_out.items()]
+            self.degraded_weeks.append(DegradedWeek(res.building_id, res.week,
+                                                    f"persistence published ({cause})"))
+        reduced = [f"{name} left out: {reason}" for name, reason in res.left_out.items()]
         flagged = int(res.coverage.get("n_flagged_hours") or 0)
         if flagged:
-            why.append(f"{flagged} flagged reading(s) treated as missing")
-        if why and len(self.degraded_weeks) < DEGRADED_KEPT:
-            self.degraded_weeks.append(DegradedWeek(res.building_id, res.week, "; ".join(why)))
+            reduced.append(f"{flagged} flagged reading(s) treated as missing")
+        if reduced and len(self.reduced_weeks) < DEGRADED_KEPT:
+            self.reduced_weeks.append(DegradedWeek(res.building_id, res.week,
+                                                   "; ".join(reduced)))
 
     @property
     def healthy(self) -> bool:
@@ -149,18 +162,22 @@ class RunSummary:
         return f"the week of {named}" if len(self.weeks) == 1 else named
 
     def degradations(self) -> str:
-        """Everything that degraded a building-week, by cause (``""``: nothing): persistence
-        published because no learned forecast could be trusted, windows not ``ok``, weather
-        inputs left out, flagged readings treated as missing."""
+        """What degraded building-weeks and what reduced their inputs, by cause (``""``:
+        nothing): ``degraded: `` persistence published because no learned forecast could be
+        trusted (by the window's status or ``learned models not trusted``), then ``reduced
+        inputs: `` weather inputs left out, flagged readings treated as missing."""
         parts = []
         if self.degraded_causes:
             parts.append("degraded: " + ", ".join(
                 f"{n} {cause}" for cause, n in self.degraded_causes.most_common()))
+        reduced = []
         if self.left_out:
-            parts.append("weather inputs left out: " + ", ".join(
+            reduced.append("weather inputs left out: " + ", ".join(
                 f"{name} in {n}" for name, n in self.left_out.most_common()))
         if self.flagged_hours:
-            parts.append(f"{self.flagged_hours} flagged reading(s) treated as missing")
+            reduced.append(f"{self.flagged_hours} flagged reading(s) treated as missing")
+        if reduced:
+            parts.append("reduced inputs: " + "; ".join(reduced))
         return "; ".join(parts)
 
     def not_ok_causes(self) -> str:
@@ -179,9 +196,10 @@ class RunSummary:
                 f"{self.model_failures} model fit(s) failed")
         if self.left_out:
             inputs = ", ".join(f"{name} in {n}" for name, n in self.left_out.most_common())
-            text += f"; weather inputs left out: {inputs}"
+            text += f"; reduced inputs: weather inputs left out: {inputs}"
         if self.flagged_hours:
-            text += f"; {self.flagged_hours} flagged reading(s) treated as missing"
+            text += (f"; {'' if self.left_out else 'reduced inputs: '}{self.flagged_hours} "
+                     "flagged reading(s) treated as missing")
         return text
 
     def degraded_message(self) -> str | None:

@@ -127,10 +127,10 @@ def test_the_weeks_score_leaves_them_out(runs):
 
 def test_the_run_counts_the_flagged_hours(runs):
     summary = runs["flagged"]["summary"]
-    assert "; 6 flagged reading(s) treated as missing" in summary  # 3 in each week's window
+    assert "; reduced inputs: 6 flagged reading(s) treated as missing" in summary  # 3 in each week's window
     assert "flagged" not in runs["removed"]["summary"]
     listed = invoke("runs", "--warehouse", runs["flagged"]["warehouse"])
-    assert listed.exit_code == 0 and "; 6 flagged reading(s) treated as missing" in listed.output
+    assert listed.exit_code == 0 and "; reduced inputs: 6 flagged reading(s) treated as missing" in listed.output
     assert "flagged" not in invoke("runs", "--warehouse", runs["removed"]["warehouse"]).output
 
 
