@@ -108,7 +108,8 @@ app.command(ingest_app)
 _USER_LOG = "wadiro"
 
 DEGRADED_SHOWN = 50
-"""How many degraded building-weeks a forecasting command names on standard error."""
+"""How many degraded (and how many held, how many reduced-input) building-weeks a forecasting
+command names on standard error."""
 
 DEMO_START = date(2024, 1, 1)
 DEMO_WEEKS = 16
@@ -186,10 +187,27 @@ def wadiro(
 app.meta.suppress_keyboard_interrupt = False
 
 
+def product_stdout_only() -> None:
+    """Keep standard output for the product's own lines: a compiled library (a solver's log,
+    e.g. HiGHS's ``HighsMipSolverData`` notes) writes to file descriptor 1 itself, past
+    Python's ``sys.stdout``. Descriptor 1 is pointed at standard error, for this process and
+    every worker it starts, and ``sys.stdout`` writes to a duplicate of the real one."""
+    try:
+        sys.stdout.flush()
+        product = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no descriptors to juggle (an embedding host): leave them
+        return
+    sys.stdout = open(product, "w", encoding=sys.stdout.encoding or "utf-8",  # noqa: SIM115
+                      errors=getattr(sys.stdout, "errors", None) or "strict",
+                      buffering=1, closefd=True)
+
+
 def main() -> None:
     """The ``wadiro`` executable. A Ctrl-C before a run has taken over the signal (while the
     command starts and imports its libraries) is one line and exit code 130 too, neither a
     traceback nor a silent exit."""
+    product_stdout_only()
     try:
         app.meta()
     except KeyboardInterrupt:
@@ -356,11 +374,13 @@ def run_report(warehouse: str) -> Iterator[RunReport]:
         echo(f"  failed: {failure}", err=True)
     for week in summary.held_weeks[:DEGRADED_SHOWN]:
         echo(f"  held: {week.line()}", err=True)
-    for week in summary.degraded_weeks[:DEGRADED_SHOWN]:
-        echo(f"  degraded: {week.line()}", err=True)
-    if len(summary.degraded_weeks) > DEGRADED_SHOWN:
-        echo(f"  and {len(summary.degraded_weeks) - DEGRADED_SHOWN} more degraded (window_status "
-             f"and publications of run {summary.run_id})", err=True)
+    for kind, weeks in (("degraded", summary.degraded_weeks),
+                        ("reduced inputs", summary.reduced_weeks)):
+        for week in weeks[:DEGRADED_SHOWN]:
+            echo(f"  {kind}: {week.line()}", err=True)
+        if len(weeks) > DEGRADED_SHOWN:
+            echo(f"  and {len(weeks) - DEGRADED_SHOWN} more {kind} (window_status and "
+                 f"publications of run {summary.run_id})", err=True)
     board = run_guarded(lambda: read_run_leaderboard(warehouse, summary.run_id))
     if board.empty:
         _print_issued(warehouse, summary.run_id)
@@ -503,15 +523,16 @@ def export(
         help="Export these portfolios' forecasts instead, comma-separated ('all' is every "
         "building).")] = None,
     as_of: Annotated[datetime | None, Parameter(
-        help="The buildings' forecasts as they were published at this time (each "
-        "building-week's latest vintage issued by then: what was bid); a time without an "
-        "offset is the fleet's local time.")] = None,
+        help="The forecasts as they were published at this time (each building-week's, or "
+        "with --portfolios each portfolio-week's, latest vintage issued by then, bands "
+        "included: what was bid); a time without an offset is the fleet's local time.")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Write a week's published or portfolio forecasts for an operator's systems.
 
     A week's published forecasts (default: the latest forecast week) as CSV or Parquet (by
-    --out's suffix), per building or, with --portfolios, per portfolio.
+    --out's suffix), per building or, with --portfolios, per portfolio; with --as-of, as they
+    were issued at that time.
 
     Rows carry the period's start in local time with its UTC offset, in UTC, and as local wall
     clock. --resolution 30 or 15 splits each hour into settlement periods by the building's own

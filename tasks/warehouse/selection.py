@@ -101,7 +101,9 @@ def week_of_run(
     ids = fleet_building_ids(con, buildings)
     zone = fleet_timezone(con, ids)
     at = pd.Timestamp(reference)
-    at = at.tz_localize(resolve_timezone(zone)) if at.tzinfo is None else at
+    if at.tzinfo is None:  # a wall clock the clocks pass twice is its first (summer) time, one
+        # they skip the hour after: either way the same day, so the same week
+        at = at.tz_localize(resolve_timezone(zone), ambiguous=True, nonexistent="shift_forward")
     week = week_of_reference(at, zone)
     local = at.tz_convert(resolve_timezone(zone))
     rule = "a Monday" if local.date() == week else "the week of the first Monday after it"

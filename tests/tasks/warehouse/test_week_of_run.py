@@ -167,3 +167,13 @@ def test_the_fleets_most_common_time_zone_decides(warehouse):
         chosen = week_of_run(con, None, datetime(2024, 2, 11, 21, tzinfo=timezone.utc))
     assert chosen.week == date(2024, 2, 12)
     assert "Asia/Tokyo (a Monday)" in chosen.why
+
+
+@pytest.mark.parametrize("wall", [datetime(2024, 10, 27, 1, 30), datetime(2024, 3, 31, 1, 30)],
+                         ids=["passed-twice", "skipped"])
+def test_a_wall_clock_time_the_clocks_pass_twice_or_skip_chooses_its_week(pristine, wall):
+    with connect(pristine, read_only=True) as con:
+        chosen = week_of_run(con, None, wall)
+    # a Sunday: the week of the Monday after it
+    assert chosen.week == wall.date() + timedelta(days=1)
+    assert f"{wall:%Y-%m-%d} 0" in chosen.why
