@@ -251,6 +251,7 @@ def connect(
     """
     path = Path(path)
     _refuse_blank_env(path)
+    _refuse_link_loop(path)
     if path.is_dir():
         raise WarehouseError(f"warehouse {path} is a folder; give the warehouse file "
                              "(e.g. --warehouse warehouse.duckdb)")
@@ -295,6 +296,16 @@ def connect(
         _release(key)
 
 
+def _refuse_link_loop(path: Path) -> None:
+    """A warehouse path that is a symbolic link leading back to itself: one line (a loop
+    looks like a missing file to every other check, and makes ``Path.resolve`` raise)."""
+    try:
+        path.resolve(strict=False)
+    except (RuntimeError, OSError) as error:
+        raise WarehouseError(f"warehouse {path} is a symbolic link that loops back to itself "
+                             f"({error}); give the warehouse file itself") from None
+
+
 _NO_FLAGS = """
     CREATE TEMP TABLE IF NOT EXISTS meter_flags (
         building_id VARCHAR, ts TIMESTAMPTZ, check_name VARCHAR, kwh DOUBLE,
@@ -334,6 +345,7 @@ def require_warehouse(path: str | Path, otherwise: str = _RUN_NEEDS) -> None:
     creates a warehouse."""
     path = Path(path)
     _refuse_blank_env(path)
+    _refuse_link_loop(path)
     if path.is_file():
         return
     shown = path if path.is_absolute() else Path.cwd() / path

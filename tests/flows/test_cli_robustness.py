@@ -205,6 +205,22 @@ def test_forecast_on_an_empty_warehouse_says_to_ingest_first(tmp_path, no_prefec
     assert not (tmp_path / "nowhere.duckdb").exists()
 
 
+@pytest.mark.parametrize("command", [
+    ("forecast", "--models", "seasonal_naive", "--runner", "threads"),
+    ("demo", "--buildings", "1"),
+    ("ingest", "synthetic", "--buildings", "1", "--start", "2024-01-01", "--weeks", "1"),
+    ("runs",), ("report",), ("export", "--out", "x.csv"),
+], ids=lambda c: c[0] if c[0] != "ingest" else "ingest")
+def test_a_warehouse_link_that_loops_is_one_line(command, tmp_path, no_prefect_server,
+                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.duckdb").symlink_to("loop.duckdb")
+    result = invoke(*command, "--warehouse", "loop.duckdb")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    last = result.output.strip().splitlines()[-1]  # the demo says what it generates first
+    assert last.startswith("error: warehouse loop.duckdb is a symbolic link that loops back")
+
+
 @pytest.mark.parametrize("tables", ["none", "readings only"])
 def test_report_without_results_says_to_forecast_first(tables, readings_only, tmp_path):
     warehouse = readings_only
