@@ -295,8 +295,11 @@ LAZY_HELP = {
     "ingest buildings": """Add or update buildings from an operator's file.
 
     A file with columns building_id, site_id, timezone, holiday_country and optionally
-    holiday_subdiv, building_type. A building already stored is updated. Unknown IANA time
-    zones and holiday calendars are refused naming the line.
+    holiday_subdiv, building_type and floor_area_m2 (a building's declared type and size: what
+    a new meter's readings and every forecast are judged against, CIBSE TM46's typical
+    intensity of its type times its area, an order of magnitude either way). A building
+    already stored is updated. Unknown IANA time zones and holiday calendars are refused
+    naming the line.
     """,
     "ingest readings": """Ingest an operator's meter export.
 
@@ -437,14 +440,16 @@ def accept_readings(
         help="First hour to accept, ISO 8601 (UTC unless it has an offset; default: the "
         "building's first flagged hour).")] = None,
     end: Annotated[datetime | None, Parameter(
-        help="Last hour to accept, inclusive (default: its last flagged hour).")] = None,
+        help="Last hour to accept, inclusive, not before --start (default: its last flagged "
+        "hour).")] = None,
     warehouse: Warehouse = Path(DEFAULT_WAREHOUSE),
 ) -> None:
     """Confirm readings an ingest flagged as implausible as real: forecasts and scores use them.
 
-    An ingest keeps a reading it judges implausible (a meter stuck high, a spike) but treats it
-    as missing and names it; this accepts the building's flagged readings from --start to
-    --end, and scores the forecasts of those hours again. SQL: the table meter_flags.
+    An ingest keeps a reading it judges implausible (a meter stuck high or at zero, a spike)
+    but treats it as missing and names it (in the building's local time); this accepts the
+    building's flagged readings from --start to --end, and scores the forecasts of those hours
+    again. A --start after --end is refused. SQL: the table meter_flags.
     """
     from tasks.warehouse.meter_flags import accept_flagged_readings
 

@@ -93,8 +93,9 @@ def ingest_buildings_flow(
 def ingest_readings_flow(
     path: str, options: ReadingsOptions, warehouse: str = DEFAULT_WAREHOUSE
 ) -> ReadingsSummary:
-    """Read, check and sum to hours an operator's meter export, then replace each of its
-    buildings' range of hours in one transaction."""
+    """Read, check and sum to hours an operator's meter export, refuse a level a unit mistake
+    made (against each building's stored hours, or a new meter's declared size or the fleet),
+    then write its hours in one transaction."""
     return _write(warehouse, write_readings, _read(load_readings, path, options), create=False)
 
 

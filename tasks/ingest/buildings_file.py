@@ -3,9 +3,13 @@
 Its columns are :data:`BUILDINGS_FILE`'s (read through :mod:`~tasks.ingest.contract`: a column
 mapping reads an asset register's own names, ids are printable text). A time zone must be one
 :mod:`zoneinfo` knows (IANA, e.g. ``Europe/London``), and the holiday calendar one the
-``holidays`` package has: the country, and the subdivision within it when given. Each row's
-``source`` is the file's name. A building already stored is updated (its row replaced); the
-others are untouched; everything in one transaction.
+``holidays`` package has: the country, and the subdivision within it when given. A building
+may declare its ``floor_area_m2`` (gross internal area, a number within
+:data:`~tasks.ingest.plausibility.FLOOR_AREA_M2`; blank: not declared): with a
+``building_type`` it is what a new meter's readings are judged against
+(:mod:`~tasks.protocol.plausible_level`). Each row's ``source`` is the file's name. A
+building already stored is updated (its row replaced: a column the file lacks, e.g. its floor
+area, becomes unknown); the others are untouched; everything in one transaction.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ from pathlib import Path
 
 import duckdb
 import holidays
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import TypeAdapter, ValidationError
 
 from tasks.ingest.contract import Column, CsvFormat, FileContract, SourceRows
+from tasks.ingest.plausibility import FLOOR_AREA_M2
 from tasks.ingest.timestamps import TimeZoneName
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.schema import ensure_schema
@@ -34,7 +41,8 @@ BUILDINGS_FILE = FileContract(
      Column("timezone"),
      Column("holiday_country"),
      Column("holiday_subdiv", required=False, filled=False),
-     Column("building_type", "id", what="building type", required=False, filled=False)),
+     Column("building_type", "id", what="building type", required=False, filled=False),
+     Column("floor_area_m2", "number", required=False, filled=False, bound=FLOOR_AREA_M2)),
     key=("building_id",), repeated="building {building_id!r} is listed twice")
 """What a buildings file holds; its time zones and holiday calendars are checked below."""
 
@@ -93,11 +101,28 @@ def _check_calendars(at: SourceRows, countries: pd.Series, subdivs: pd.Series) -
                            f"{_calendar_problem(country, subdiv)}")
 
 
+def _check_areas(at: SourceRows, areas: pa.Array | pa.ChunkedArray) -> None:
+    """Refuse the first declared floor area outside :data:`FLOOR_AREA_M2` (a blank cell
+    declares none). Its own words, not the readings' ``--implausible missing``: a wrong area
+    would make every reading of a new meter look implausible, so it is fixed or left out."""
+    valid = pc.is_valid(areas).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(areas, 1.0).to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        bad = valid & ~((values >= FLOOR_AREA_M2.low) & (values <= FLOOR_AREA_M2.high))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        low, high = FLOOR_AREA_M2.low, FLOOR_AREA_M2.high
+        raise at.error(row, "floor_area_m2", (
+            f"{values[row]:g} is not a floor area: a number of square metres from {low:,.0f} "
+            f"to {high:,.0f} ({FLOOR_AREA_M2.why}); fix it or leave the cell blank"))
+
+
 def load_buildings(path: str | Path, form: CsvFormat | None = None) -> BuildingsBatch:
     """Read and check a buildings file (a CSV written as ``form`` says, its columns mapped as
     a :class:`FileOptions` ``form`` says); no warehouse involved."""
     began = time.perf_counter()
-    cells = BUILDINGS_FILE.read(path, form)
+    cells = BUILDINGS_FILE.judge(BUILDINGS_FILE.open(path, form), bounds=False)
+    _check_areas(cells.at, cells["floor_area_m2"])
     _check_zones(cells.at, cells.strings("timezone"))
     _check_calendars(cells.at, cells.strings("holiday_country"), cells.strings("holiday_subdiv"))
     table = pa.table({name: cells[name] for name in BUILDINGS_FILE.names})

@@ -816,8 +816,9 @@ class FileContract:
         then the key checked; the first bad cell is refused naming its line and column (an
         implausible number is made missing instead under ``policy="missing"``, and counted;
         with ``bounds=False`` numbers are left for the reader to check). ``scale`` multiplies
-        a number column's cells into the column's unit before they are checked (a feed's wind
-        in knots). ``times`` reads a time column's chunk (first, in each chunk); a time column
+        a number column's cells into the column's unit (a feed's wind in knots): they are
+        checked in that unit, a refusal quoting the file's value and then the converted one.
+        ``times`` reads a time column's chunk (first, in each chunk); a time column
         it does not name is kept as read. A file without data rows is refused."""
         times = times or {}
         plan = [(c.name, c, self.value_column(c.name, source.columns)) for c in self.columns]
@@ -844,14 +845,16 @@ class FileContract:
                             at.refuse_blank(name, values)
                     else:
                         values = chunk.numbers(name)
-                        if scale and key in scale:
-                            values = pc.multiply(values, pa.scalar(scale[key], pa.float64()))
                         blank[key] += values.null_count
                         if column.filled:
                             at.refuse_blank(name, values)
-                        if bounds:
+                        factor = scale.get(key, 1.0) if scale else 1.0
+                        if bounds:  # a refusal quotes the file's value, then the converted one
                             values = column.checked_numbers(values, at, policy=policy,
-                                                            tally=tally, column=name)
+                                                            tally=tally, column=name,
+                                                            scale=factor)
+                        if factor != 1.0:
+                            values = pc.multiply(values, pa.scalar(factor, pa.float64()))
                     parts[key].append(values)
         if rows == 0:
             raise MalformedSourceError(f"{source.at.path}: empty file, a header but no data rows")

@@ -7,8 +7,8 @@ and every timestamp must lie on that grid of UTC instants (10:07 in an hourly fi
 
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
 interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh);
-``register`` is a cumulative register in kWh, differenced first
-(:mod:`~tasks.ingest.registers`).
+``register`` is a cumulative register counting the unit ``--register-unit`` states (kWh, Wh
+or MWh; none is assumed), differenced first (:mod:`~tasks.ingest.registers`).
 Sub-hourly energies are summed to their hour, never as a partial sum: an hour with a blank
 sub-interval is stored as missing (NULL), and an hour with a sub-interval absent from the file
 is not written at all (the file does not hold that hour; what is stored for it stays).
@@ -38,7 +38,8 @@ class HourlyFileOptions(LocalTimeOptions, FileOptions):
     implausible: ImplausiblePolicy = Field(
         "refuse", description="A negative or non-finite energy, or an implausible weather value: "
         "refuse the file (error naming line and column; nothing is written) or store it as "
-        "missing and count it.")
+        "missing and count it (refused when that would leave most of a building's readings "
+        "missing).")
     replace_range: bool = Field(
         False, description="Replace each building's (observed weather: site's) stored hours from "
         "its first to its last hour in the file, removing those the file does not hold "

@@ -4,7 +4,10 @@ A value outside its :class:`Bound` (``inf``, ``nan``, a negative energy, a tempe
 weather station has recorded, ...) is never stored silently. By default the ingest refuses the
 file with an :class:`ImplausibleValueError` naming file, line and column, and writes nothing;
 with ``implausible="missing"`` (``--implausible missing``) such values are stored as missing
-(NULL, like a blank cell) and counted in the ingest's summary.
+(NULL, like a blank cell) and counted in the ingest's summary; the readers refuse that too when
+it would leave most of a series missing (a meter export:
+:data:`~tasks.ingest.readings_file.EMPTIED_SHARE`), since a column whose values are mostly
+implausible is in the wrong unit, not a few glitches.
 
 Sensor tolerances are not physical limits: a real hygrometer reads up to a few per cent above
 100 % in fog, and a pyranometer a few W/m2 below 0 at night (its thermal offset). A value just
@@ -70,11 +73,27 @@ IRRADIANCE_WM2 = Bound(0.0, 1500.0, "W/m2", "sunlight never makes it negative, a
                        "30 W/m2 in ISO 9060's class C) makes night readings down to -30, stored "
                        "as 0", below=30.0)
 WIND_MS = Bound(0.0, 115.0, "m/s", "the strongest gust ever measured was 113 m/s")
+FLOOR_AREA_M2 = Bound(1.0, 1.0e7, "m2", "a building's gross internal area; the largest buildings "
+                      "have about 2 million m2")
+
+
+def implausible_error(path: Path, label: str, line: int, column: str, value: float | None,
+                      bound: Bound, count: int, scale: float = 1.0) -> ImplausibleValueError:
+    """The refusal of an implausible ``value`` (in the file's own units; ``scale`` converts it
+    into the bound's, and the converted value follows it), and of the ``count`` such values of
+    the file."""
+    shown = "nan" if value is not None and math.isnan(value) else f"{value:g}"
+    if scale != 1.0 and shown != "nan":
+        shown += f" ({value * scale:g} {bound.unit})"
+    return ImplausibleValueError(
+        f"{path}: {label} {line}, column {column!r}: {shown} is not {bound.describe()}"
+        f"; {count} such value(s) in the file. Fix the file, or give --implausible missing to "
+        "store such values as missing")
 
 
 def check_column(values: pa.ChunkedArray | pa.Array, bound: Bound, *, path: Path, column: str,
                  lines: np.ndarray, policy: ImplausiblePolicy, tally: Tally, scale: float = 1.0,
-                 label: str = "line") -> pa.ChunkedArray | pa.Array:
+                 label: str = "line", ceiling: bool = True) -> pa.ChunkedArray | pa.Array:
     """``values`` (times ``scale`` when compared, e.g. knots to m/s) checked against ``bound``;
     the values clipped or made missing are counted in ``tally``.
 
@@ -82,13 +101,18 @@ def check_column(values: pa.ChunkedArray | pa.Array, bound: Bound, *, path: Path
     own units). Under ``"refuse"`` the first implausible value raises, naming ``path``, its
     line (``lines[i]`` for row ``i``; ``label`` says what the number counts, e.g. ``"row"``
     in a Parquet file) and ``column``; under ``"missing"`` every implausible value becomes null.
+    With ``ceiling=False`` finite values past the bound's top (and its tolerance) are left as
+    they are, for the caller to judge later: a meter export's readings above any hour's energy
+    are first recognised as a register, whose fix is not ``--implausible missing``.
     """
     numbers = pc.multiply(pc.cast(values, pa.float64()), scale).to_numpy(zero_copy_only=False)
     with np.errstate(invalid="ignore"):
+        left = (np.isfinite(numbers) & (numbers > bound.high + bound.above) if not ceiling
+                else np.zeros(numbers.size, dtype=bool))
         bad = ~np.isnan(numbers) & ~((numbers >= bound.low - bound.below)
-                                     & (numbers <= bound.high + bound.above))
+                                     & (numbers <= bound.high + bound.above)) & ~left
         low = ~bad & (numbers < bound.low)
-        high = ~bad & (numbers > bound.high)
+        high = ~bad & ~left & (numbers > bound.high)
     bad |= pc.fill_null(pc.is_nan(pc.cast(values, pa.float64())), False).to_numpy(
         zero_copy_only=False)  # a nan written in the file, as opposed to a blank cell
     tally.clipped += int((low | high).sum())
@@ -100,15 +124,9 @@ def check_column(values: pa.ChunkedArray | pa.Array, bound: Bound, *, path: Path
         return values
     if policy == "refuse":
         row = int(np.flatnonzero(bad)[0])
-        value = pc.cast(values, pa.float64())[row].as_py()
-        shown = "nan" if value is not None and math.isnan(value) else f"{value:g}"
-        if scale != 1.0 and shown != "nan":
-            shown += f" ({value * scale:g} {bound.unit})"
-        raise ImplausibleValueError(
-            f"{path}: {label} {int(lines[row])}, column {column!r}: {shown} is not "
-            f"{bound.describe()}"
-            f"; {int(bad.sum())} such value(s) in the file. Fix the file, or give "
-            "--implausible missing to store such values as missing")
+        raise implausible_error(path, label, int(lines[row]), column,
+                                pc.cast(values, pa.float64())[row].as_py(), bound,
+                                int(bad.sum()), scale)
     tally.implausible += int(bad.sum())
     return pc.if_else(pa.array(bad), pa.scalar(None, values.type), values)
 

@@ -7,8 +7,11 @@ through its contract (:mod:`~tasks.ingest.contract`) a chunk at a time, each chu
 becoming compact columns (a building's code, the instant, the energy) before the next is read,
 so memory grows with the file's readings, not with its text. Timestamps follow
 :mod:`~tasks.ingest.timestamps`; the grid, units and sub-hourly sums :mod:`~tasks.ingest.hourly`;
-registers :mod:`~tasks.ingest.registers`; every value must be a plausible energy
-(:mod:`~tasks.ingest.plausibility`).
+registers :mod:`~tasks.ingest.registers` (``--unit register`` needs ``--register-unit``: no unit
+is assumed); every value must be a plausible energy (:mod:`~tasks.ingest.plausibility`), values
+above any hour's judged once the file is known not to be a register (whose fix is not
+``--implausible missing``), and ``--implausible missing`` is refused where it would make more
+than :data:`EMPTIED_SHARE` of a building's values missing.
 
 Incremental: only the hours the file holds change (an upsert), a blank cell making an hour
 missing; a stored hour the file does not mention is never touched, whatever gap lies between
@@ -19,17 +22,25 @@ the scores of stored forecasts over them (:mod:`~tasks.warehouse.rescoring`) and
 sub-hourly file, each building's latest :data:`~tasks.warehouse.intra_hour.KEEP_DAYS` days of
 complete hours as they came (:mod:`~tasks.warehouse.intra_hour`: the intra-hour shape by which
 ``wadiro export`` splits hours into settlement periods); so re-ingesting a file, or a refused
-one, changes nothing. A building whose file hours have a median :data:`LEVEL_CHANGE` times
-above or below its stored hours' around them (four weeks either side) is refused, naming the
-unit options (a register in Wh sent as kWh is stored 1,000 times too high), unless
-``--accept-level-change`` says the level really changed.
+one, changes nothing.
+
+Before anything is written each building's **level** is judged (one aggregate over the file's
+hours and the stored ones around them): a register whose unit is not given is refused, naming
+the unit its rise per hour makes plausible when only one does; a building whose file hours
+have a median :data:`LEVEL_CHANGE` times above or below its stored hours' around them (four
+weeks either side) is refused; and a *new meter* (fewer than 24 stored hours around them)
+whose mean hour is ten times beyond its yardstick (:mod:`~tasks.protocol.plausible_level`: its
+declared size and type, else the fleet's established buildings, else :data:`LARGEST_SITES`) is
+refused. Each refusal names the level, what it was judged against and the likely fix (a unit
+option when a factor of 1,000 explains it: a register in Wh sent as kWh is stored 1,000 times
+too high), unless ``--accept-level-change`` says the level is real.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -62,11 +73,14 @@ from tasks.ingest.hourly import (
 from tasks.ingest.plausibility import (
     ENERGY_KWH,
     REGISTER_KWH,
+    ImplausibleValueError,
     Tally,
     check_column,
+    implausible_error,
 )
 from tasks.ingest.registers import (
     RegisterCounts,
+    RegisterReadingsError,
     difference_registers,
     refuse_non_registers,
     refuse_registers,
@@ -75,12 +89,22 @@ from tasks.ingest.timestamps import (
     DAYS_AHEAD,
     TimeReader,
 )
+from tasks.protocol.plausible_level import (
+    MIN_FLEET,
+    ORDER_OF_MAGNITUDE,
+    Yardstick,
+    declared_yardstick,
+    figure,
+    fleet_yardstick,
+    history_yardstick,
+)
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
 from tasks.warehouse.rescoring import rescore_forecasts, rescored_note
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import refuse_unknown_ids
 from tasks.warehouse.slices import write_key_hours
+from tasks.warehouse.usable import USABLE_READINGS
 
 Layout = Literal["auto", "long", "wide"]
 RegisterUnit = Literal["kWh", "Wh", "MWh"]
@@ -102,9 +126,22 @@ LEVEL_CHANGE = 200.0
 """A building's file hours whose median is this many times above (or below) the median of its
 stored hours around them are refused as a unit mistake (1,000 for Wh read as kWh)."""
 NEW_METER_MAX_KWH = 10_000.0
-"""A building with no stored reading (a new meter: nothing to compare with) whose file hours
-have a median above this (a 10 MW average draw, more than all but the largest sites) is refused
-as a unit mistake too: a register in Wh read as kWh (40 kWh an hour stored as 40,000)."""
+"""A new meter (too few stored hours near the file's to compare with) that has neither a
+declared size nor a fleet to be judged against is refused when its median hour is above this
+(a 10 MW average draw, more than all but the largest sites): a register in Wh read as kWh (40
+kWh an hour stored as 40,000). The yardstick of last resort (:data:`LARGEST_SITES`), judging
+the median as it always did (one odd hour of a short file does not refuse it)."""
+LARGEST_SITES = Yardstick(0.0, NEW_METER_MAX_KWH / ORDER_OF_MAGNITUDE,
+                          f"any but the largest sites (no declared size and type, and fewer "
+                          f"than {MIN_FLEET} established buildings)")
+FLEET_MIN_HOURS = 168
+"""An established building of the fleet has a week of usable readings in its latest
+:data:`_LEVEL_WINDOW_DAYS` days (a level over every day of the week)."""
+EMPTIED_SHARE = 0.5
+"""``--implausible missing`` is refused when it would make more than this share of a
+building's values missing: a forecast needs half its history's hours (the windows'
+``min_fit_fraction``), so the building would silently go unforecast; a meter's glitches are
+never most of its values, a wrong unit or a register sent as energy is."""
 WRITE_ROWS = 1_000_000
 """Hours written to the warehouse per statement (whole buildings; one transaction for all)."""
 _LEVEL_WINDOW_DAYS = 28
@@ -124,26 +161,35 @@ class ReadingsOptions(HourlyFileOptions):
     unit: EnergyUnit = Field(
         "kWh", description="kWh or Wh: energy of each interval; kW: average power over the "
         "interval (kWh = kW x interval in hours); register: a cumulative meter register, read at "
-        "each timestamp (the differences are stored; rollovers bridged; resets, jumps and meter "
-        "noise missing).")
-    register_unit: RegisterUnit = Field(
-        "kWh", description="With --unit register: the unit the register counts in, kWh "
-        "(default), Wh or MWh.")
+        "each timestamp, counting the unit --register-unit states (the differences are "
+        "stored; rollovers bridged; resets, jumps and meter noise missing).")
+    register_unit: RegisterUnit | None = Field(
+        None, description="With --unit register, required: the unit the register counts in, "
+        "kWh, Wh or MWh (a Wh register read as kWh would be stored 1,000 times too high).")
     accept_level_change: bool = Field(
-        False, description="Store a building's hours even when their median is 200 times above "
-        "or below its stored hours' around them (refused by default as a unit mistake).")
+        False, description="Store a building's hours even when their level is implausible: a "
+        "median 200 times above or below its stored hours' around them, or, for a new meter, a "
+        "mean ten times beyond its declared size's or the fleet's (refused by default as a "
+        "unit mistake).")
 
     @model_validator(mode="after")
     def _register_unit_for_registers(self) -> ReadingsOptions:
-        if self.register_unit != "kWh" and self.unit != "register":
+        if self.register_unit is not None and self.unit != "register":
             raise ValueError("--register-unit is the unit of a register (--unit register); "
                              "for the energy of each interval in Wh give --unit Wh")
         return self
 
+    @property
+    def unit_unstated(self) -> bool:
+        """A register whose unit is not given: read, then refused (naming the unit that looks
+        right) before anything is written."""
+        return self.unit == "register" and self.register_unit is None
+
     def factor(self, minutes: int) -> float:
-        """What one value of the file is in kWh (a register's reading, with --unit register)."""
+        """What one value of the file is in kWh (a register's reading, with --unit register;
+        its own number when its unit is not given)."""
         if self.unit == "register":
-            return _REGISTER_KWH[self.register_unit]
+            return 1.0 if self.register_unit is None else _REGISTER_KWH[self.register_unit]
         return {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0}[self.unit]
 
 
@@ -171,6 +217,8 @@ class ReadingsBatch(ReadingsFindings):
     """How the file was read; its unit, ``--replace-range`` and ``--accept-level-change`` say
     how its hours are written."""
     readings: pa.Table
+    """kWh; a register's differences in its own unit when the unit is not given (refused
+    before anything is written)."""
     building_ids: tuple[str, ...]
     rows_read: int
     read_seconds: float
@@ -238,20 +286,24 @@ def _contract(source: SourceFile, requested: Layout) -> FileContract:
 def _differences(
     rows: SourceRows, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
     column: str | None, tally: Tally,
-) -> tuple[pd.DataFrame, RegisterCounts]:
+) -> tuple[pd.DataFrame, RegisterCounts, dict[str, int]]:
     """Register readings -> the energy of each interval, checked to be plausible energies
-    (errors name the interval's first reading and the building's column, or ``column``)."""
+    (errors name the interval's first reading and the building's column, or ``column``; a
+    register whose unit is not given is checked only to be finite and not negative), and how
+    many of each building's energies ``--implausible missing`` made missing."""
     refuse_non_registers(rows.path, frame)
     energies, counts = difference_registers(frame, minutes)
-    parts = []
+    parts, dropped = [], {}
     for building, part in energies.groupby("building_id", sort=False, observed=True):
-        checked = check_column(pa.array(part["kwh"].to_numpy(float), from_pandas=True),
-                               ENERGY_KWH, path=rows.path, column=column or building,
+        values = pa.array(part["kwh"].to_numpy(float), from_pandas=True)
+        checked = check_column(values, ENERGY_KWH, path=rows.path, column=column or building,
                                lines=rows.lines(part["row"].to_numpy()),
-                               policy=options.implausible, tally=tally, label=rows.row_label)
+                               policy=options.implausible, tally=tally, label=rows.row_label,
+                               ceiling=not options.unit_unstated)
+        dropped[str(building)] = checked.null_count - values.null_count
         parts.append(part.assign(kwh=checked.to_numpy(zero_copy_only=False)))
     frame = pd.concat(parts, ignore_index=True) if parts else energies
-    return frame, counts
+    return frame, counts, dropped
 
 
 def _instants(at: SourceRows, times: TimeReader, ts: pd.Series, codes: np.ndarray | None,
@@ -270,25 +322,81 @@ def _instants(at: SourceRows, times: TimeReader, ts: pd.Series, codes: np.ndarra
 
 
 def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
-              options: ReadingsOptions, tally: Tally) -> np.ndarray:
+              options: ReadingsOptions, tally: Tally) -> tuple[np.ndarray, np.ndarray | None]:
     """Every value column's numbers (``columns``: the contract's name and the file's) in kWh
     per interval (a register's reading, with ``--unit register``; NaN = missing), one column
     after the other (a wide file's buildings in turn) and a chunk of the file at a time, each
     let go once converted; implausible values are refused, or stored as missing and counted in
-    ``tally``."""
-    energy = replace(ENERGY, bound=REGISTER_KWH) if options.unit == "register" else ENERGY
+    ``tally`` and, under ``--implausible missing``, marked in the second array. Energies above
+    any hour's are left for :func:`_check_ceiling`, once the file is known not to be a
+    register."""
+    register = options.unit == "register"
+    bound = REGISTER_KWH if register else ENERGY_KWH
     n = cells.rows
     kwh = np.empty(n * len(columns))
+    dropped = np.zeros(kwh.size, dtype=bool) if options.implausible == "missing" else None
     for k, (key, column) in enumerate(columns):
         first = 0
         for chunk in cells.values.pop(key).chunks:
-            values = energy.checked_numbers(chunk, replace(cells.at, first_row=first),
-                                            scale=factor, policy=options.implausible,
-                                            tally=tally, column=column)
-            kwh[k * n + first:k * n + first + len(chunk)] = values.to_numpy(
-                zero_copy_only=False) * factor
+            at = replace(cells.at, first_row=first)
+            values = check_column(chunk, bound, path=at.path, column=column,
+                                  lines=at.lines(np.arange(len(chunk))), scale=factor,
+                                  policy=options.implausible, tally=tally, label=at.row_label,
+                                  ceiling=register)
+            lo, hi = k * n + first, k * n + first + len(chunk)
+            kwh[lo:hi] = values.to_numpy(zero_copy_only=False) * factor
+            if dropped is not None and values.null_count > chunk.null_count:
+                dropped[lo:hi] = (pc.is_null(values).to_numpy(zero_copy_only=False)
+                                  & chunk.is_valid().to_numpy(zero_copy_only=False))
             first += len(chunk)
-    return kwh
+    return kwh, dropped
+
+
+def _check_ceiling(at: SourceRows, frame: pd.DataFrame, n: int, columns: list[tuple[str, str]],
+                   factor: float, options: ReadingsOptions, tally: Tally,
+                   dropped: np.ndarray | None) -> pd.DataFrame:
+    """Energies above :data:`~tasks.ingest.plausibility.ENERGY_KWH`'s top (``frame``'s rows
+    are the file's, a wide file's columns one after the other, ``n`` rows each), judged once
+    the file is known not to be a register (whose readings are above it, and whose fix is
+    ``--unit register``): refused naming the first one's line, or stored as missing."""
+    kwh = frame["kwh"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        over = kwh > ENERGY_KWH.high + ENERGY_KWH.above
+    if not over.any():
+        return frame
+    if options.implausible == "refuse":
+        first = int(np.flatnonzero(over)[0])
+        k = first // n
+        rows = np.flatnonzero(over[k * n:(k + 1) * n])
+        raise implausible_error(at.path, at.row_label, int(at.lines(rows[:1])[0]),
+                                columns[k][1], float(kwh[first] / factor), ENERGY_KWH,
+                                rows.size, factor)
+    tally.implausible += int(over.sum())
+    if dropped is not None:
+        dropped |= over
+    return frame.assign(kwh=np.where(over, np.nan, kwh))
+
+
+def _refuse_emptied(path: Path, buildings: pd.Series, dropped: np.ndarray, kwh: np.ndarray,
+                    options: ReadingsOptions, more: dict[str, int] | None = None) -> None:
+    """Refuse ``--implausible missing`` where it would make more than :data:`EMPTIED_SHARE`
+    of a building's values missing (``dropped``, aligned with ``buildings`` and its values
+    ``kwh``; ``more``: a register's energies it made missing, by building)."""
+    lost = pd.Series(dropped).groupby(buildings.to_numpy(), observed=True).sum()
+    held = pd.Series(dropped | ~np.isnan(kwh)).groupby(buildings.to_numpy(), observed=True).sum()
+    lost = lost.add(pd.Series(more or {}, dtype=float), fill_value=0).reindex(held.index)
+    emptied = lost[(lost > 0) & (lost > EMPTIED_SHARE * held)]
+    if emptied.empty:
+        return
+    building = str(emptied.index[0])
+    fix = ("--register-unit kWh|Wh|MWh, or energies without --unit register"
+           if options.unit == "register"
+           else "--unit Wh, kW, or register with --register-unit kWh|Wh|MWh")
+    raise ImplausibleValueError(
+        f"{path}: building {building!r}: --implausible missing would store "
+        f"{int(min(emptied.iloc[0], held[building])):,} of its {int(held[building]):,} values "
+        f"as missing (more than {EMPTIED_SHARE:.0%}): they are not what its unit says; fix the "
+        f"file or its unit ({fix}); nothing was written")
 
 
 def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> ReadingsBatch:
@@ -310,7 +418,8 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         columns = [(name, name) for name in WIDE_FILE.other_columns(cells.columns)]
     ts, minutes = _instants(at, times, cells.times.pop("ts"), codes, buildings, options)
     tally = Tally()
-    kwh = _energies(cells, columns, options.factor(minutes), options, tally)
+    factor = options.factor(minutes)
+    kwh, dropped = _energies(cells, columns, factor, options, tally)
     if not long:
         buildings = pd.Series(pd.Categorical.from_codes(
             np.repeat(np.arange(len(columns), dtype=np.int32), n), [c for c, _ in columns]))
@@ -318,13 +427,20 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
                        ).dt.tz_localize("UTC")
     frame = pd.DataFrame({"building_id": buildings, "ts": ts, "kwh": kwh})
     del kwh, buildings, ts
-    registers = None
+    registers, more = None, None
     if options.unit == "register":
         frame["row"] = np.tile(np.arange(n, dtype=np.int64), len(columns))
-        frame, registers = _differences(at, frame, minutes, options,
-                                        columns[0][1] if long else None, tally)
+        read = frame[["building_id", "kwh"]] if dropped is not None else None
+        frame, registers, more = _differences(at, frame, minutes, options,
+                                              columns[0][1] if long else None, tally)
     else:
         refuse_registers(at.path, frame, minutes, options.unit)
+        frame = _check_ceiling(at, frame, n, columns, factor, options, tally, dropped)
+        read = frame
+    if dropped is not None and tally.implausible:
+        _refuse_emptied(at.path, read["building_id"], dropped, read["kwh"].to_numpy(),
+                        options, more)
+    del read
     sub_hourly = recent_sub_hourly(frame, minutes)
     hours, partial, incomplete = sum_to_hours(frame, minutes)
     del frame
@@ -340,68 +456,225 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
 _LEVELS_SQL = f"""
 WITH f AS (
     SELECT building_id::VARCHAR AS building_id, min(ts) AS lo, max(ts) AS hi,
-           median(kwh) AS level, count(kwh) AS hours
-    FROM __wadiro_file_hours GROUP BY 1)
-SELECT f.building_id, f.level, median(m.kwh) AS stored
-FROM f JOIN meter_readings AS m ON m.building_id = f.building_id
-     AND m.ts >= f.lo - INTERVAL {_LEVEL_WINDOW_DAYS} DAY
-     AND m.ts <= f.hi + INTERVAL {_LEVEL_WINDOW_DAYS} DAY
-     AND (m.ts < f.lo OR m.ts > f.hi)
-WHERE f.hours >= {_LEVEL_MIN_HOURS}
-GROUP BY f.building_id, f.level
-HAVING count(m.kwh) >= {_LEVEL_MIN_HOURS}
+           median(kwh) AS median, avg(kwh) AS mean, count(kwh) AS hours
+    FROM __wadiro_file_hours GROUP BY 1),
+s AS (
+    SELECT f.building_id, median(m.kwh) AS median, avg(m.kwh) AS mean, count(m.kwh) AS hours
+    FROM f JOIN meter_readings AS m ON m.building_id = f.building_id
+         AND m.ts >= f.lo - INTERVAL {_LEVEL_WINDOW_DAYS} DAY
+         AND m.ts <= f.hi + INTERVAL {_LEVEL_WINDOW_DAYS} DAY
+         AND (m.ts < f.lo OR m.ts > f.hi)
+    GROUP BY 1)
+SELECT f.building_id, f.median, f.mean, f.hours, s.median, s.mean, coalesce(s.hours, 0)
+FROM f LEFT JOIN s USING (building_id)
 ORDER BY f.building_id
 """
-
-
-def _unit_fix(batch: ReadingsBatch, ratio: float) -> str:
-    """The unit options that would fix hours ``ratio`` times too high (or low)."""
-    if batch.options.unit == "register":
-        return ("a register in Wh? give --register-unit Wh" if ratio > 1 else
-                "a register in MWh? give --register-unit MWh")
-    return ("energies in Wh? give --unit Wh" if ratio > 1 else
-            "energies in kWh sent as Wh? leave --unit Wh out")
-
-
-_NEW_METERS_SQL = """
-SELECT building_id::VARCHAR, median(kwh) FROM __wadiro_file_hours AS f
-WHERE NOT EXISTS (SELECT 1 FROM meter_readings AS m
-                  WHERE m.building_id = f.building_id::VARCHAR AND m.kwh IS NOT NULL)
-GROUP BY 1 HAVING median(kwh) > ? ORDER BY 1 LIMIT 1
+_DECLARED_SQL = """
+SELECT building_id, building_type, floor_area_m2 FROM buildings
+WHERE building_id IN (SELECT unnest(?::VARCHAR[]))
+"""
+_FLEET_SQL = f"""
+SELECT building_id, avg(kwh) FROM {USABLE_READINGS}
+WHERE ts > ? AND ts <= ? AND kwh IS NOT NULL
+GROUP BY building_id HAVING count(kwh) >= ?
 """
 
 
-def _refuse_level_changes(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
-    """Refuse the first building whose file hours are :data:`LEVEL_CHANGE` times above or
-    below its stored hours around them (both medians positive), or, without any stored
-    reading, whose median is above :data:`NEW_METER_MAX_KWH`, naming the unit options."""
-    if batch.options.accept_level_change:
-        return
+@dataclass(frozen=True)
+class _Level:
+    """A building of the file: the median and mean of its file hours (kWh; a register's own
+    unit when it is not given) and how many hold a value, and the same of its stored hours
+    within :data:`_LEVEL_WINDOW_DAYS` days of them (outside their span)."""
+
+    building_id: str
+    median: float | None
+    mean: float | None
+    hours: int
+    stored_median: float | None
+    stored_mean: float | None
+    stored_hours: int
+
+    @property
+    def new(self) -> bool:
+        """Too few stored hours near the file's to compare them with: a new meter."""
+        return self.stored_hours < _LEVEL_MIN_HOURS
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What a building's level is judged against, and whether that is its declared size."""
+
+    yardstick: Yardstick
+    declared: bool = False
+
+    def level(self, level: _Level) -> tuple[float | None, str]:
+        """The statistic of the building's file hours judged, and its name: the mean, but the
+        median against :data:`LARGEST_SITES` (the old guard's, unchanged)."""
+        if self.yardstick is LARGEST_SITES:
+            return level.median, "a median"
+        return level.mean, "a mean"
+
+
+def _levels(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> list[_Level]:
+    """Every building of the file's :class:`_Level`, in one aggregate."""
     con.register("__wadiro_file_hours", batch.readings)
     try:
-        levels = con.execute(_LEVELS_SQL).fetchall()
-        new_meter = con.execute(_NEW_METERS_SQL, [NEW_METER_MAX_KWH]).fetchall()
+        rows = con.execute(_LEVELS_SQL).fetchall()
     finally:
         con.unregister("__wadiro_file_hours")
-    if new_meter:
-        building, level = new_meter[0]
-        raise LevelChangeError(
-            f"{batch.path}: building {building!r}: the file's median hour is {level:,.6g} kWh, "
-            f"a {level / 1000:,.4g} MW average draw, and it has no stored readings to compare "
-            f"them with: a unit mistake ({_unit_fix(batch, 2.0)}); give --accept-level-change "
-            "if it really draws that much")
-    for building, level, stored in levels:
-        if not (level and stored and level > 0 and stored > 0):
+    return [_Level(*row) for row in rows]
+
+
+def _fleet(con: duckdb.DuckDBPyConnection, leave_out: set[str]) -> Yardstick | None:
+    """The fleet's yardstick: each established building's mean usable hour (at least
+    :data:`FLEET_MIN_HOURS`) over the latest :data:`_LEVEL_WINDOW_DAYS` days of stored
+    readings, but those of ``leave_out`` (the file's new meters), in one aggregate."""
+    latest = con.execute("SELECT max(ts) FROM meter_readings").fetchone()[0]
+    if latest is None:
+        return None
+    rows = con.execute(_FLEET_SQL, [latest - timedelta(days=_LEVEL_WINDOW_DAYS), latest,
+                                    FLEET_MIN_HOURS]).fetchall()
+    return fleet_yardstick(level for building, level in rows if building not in leave_out)
+
+
+def _yardsticks(con: duckdb.DuckDBPyConnection, levels: list[_Level]) -> dict[str, _Judged]:
+    """What each building of ``levels`` is judged against: its stored hours near the file's
+    when it has them; a new meter its declared size and type, else the fleet (read only when
+    a new meter has no declared size), else :data:`LARGEST_SITES`."""
+    judged = {level.building_id: _Judged(stick) for level in levels if not level.new
+              and (stick := history_yardstick(level.stored_mean)) is not None}
+    new = [level.building_id for level in levels if level.new]
+    if not new:
+        return judged
+    declared = {building: stick for building, kind, area in
+                con.execute(_DECLARED_SQL, [new]).fetchall()
+                if (stick := declared_yardstick(kind, area)) is not None}
+    fleet = _fleet(con, set(new)) if len(declared) < len(new) else None
+    for building in new:
+        judged[building] = (_Judged(declared[building], declared=True) if building in declared
+                            else _Judged(fleet or LARGEST_SITES))
+    return judged
+
+
+_SMALLER = {"MWh": "kWh", "kWh": "Wh"}
+"""A register's unit and the one 1,000 times smaller (a level 1,000 times too high)."""
+_LARGER = {"Wh": "kWh", "kWh": "MWh"}
+_ENERGY_FIX = {
+    ("kWh", True): "energies in Wh? give --unit Wh",
+    ("Wh", False): "energies in kWh sent as Wh? leave --unit Wh out",
+    ("kWh", False): "energies in MWh? multiply them by 1,000 (there is no --unit MWh)",
+    ("kW", True): "power in W? divide it by 1,000 (there is no --unit W)",
+    ("kW", False): "power in MW? multiply it by 1,000 (there is no --unit MW)",
+}
+"""(--unit, the level 1,000 times too high) -> the fix."""
+
+
+def _unit_fix(options: ReadingsOptions, too_high: bool) -> str | None:
+    """The unit option that would fix hours 1,000 times too high (or low), ``None`` when no
+    option would."""
+    if options.unit == "register":
+        unit = (_SMALLER if too_high else _LARGER).get(options.register_unit or "kWh")
+        return None if unit is None else f"a register in {unit}? give --register-unit {unit}"
+    return _ENERGY_FIX.get((options.unit, too_high))
+
+
+def _refuse_level_changes(batch: ReadingsBatch, levels: list[_Level]) -> None:
+    """Refuse the first building whose file hours are :data:`LEVEL_CHANGE` times above or
+    below its stored hours around them (both medians positive), naming the unit options."""
+    for level in levels:
+        if level.new or level.hours < _LEVEL_MIN_HOURS:
             continue
-        ratio = level / stored
+        file, stored = level.median, level.stored_median
+        if not (file and stored and file > 0 and stored > 0):
+            continue
+        ratio = file / stored
         if 1 / LEVEL_CHANGE < ratio < LEVEL_CHANGE:
             continue
-        fix = _unit_fix(batch, ratio)
+        fix = _unit_fix(batch.options, ratio > 1)
         raise LevelChangeError(
-            f"{batch.path}: building {building!r}: the file's median hour is {level:,.4g} kWh, "
-            f"{ratio:,.3g} times the {stored:,.4g} kWh of its stored hours within "
-            f"{_LEVEL_WINDOW_DAYS} days of the file's: a unit mistake ({fix}); give "
-            "--accept-level-change if its level really changed")
+            f"{batch.path}: building {level.building_id!r}: the file's median hour is "
+            f"{figure(file)} kWh, {figure(float(f'{ratio:.3g}'))} times the {figure(stored)} "
+            f"kWh of its stored hours within {_LEVEL_WINDOW_DAYS} days of the file's: "
+            + (f"a unit mistake ({fix})" if fix else "check the file's values and unit")
+            + "; give --accept-level-change if its level really changed")
+
+
+def _new_meter_fix(options: ReadingsOptions, judged: _Judged, level: float) -> str:
+    """What fixes a new meter's implausible ``level``: a unit option when a factor of 1,000
+    makes it plausible, else the file or the building's declared size."""
+    slip = judged.yardstick.unit_slip(level)
+    fix = None if slip is None else _unit_fix(options, slip < 1)
+    if fix is not None:
+        return f"a unit mistake ({fix})"
+    if judged.declared:
+        return "check the file and the building's declared floor_area_m2 and building_type"
+    return ("check the file, or declare the building's floor_area_m2 and building_type in "
+            "the buildings file")
+
+
+def _refuse_new_meters(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch,
+                       levels: list[_Level]) -> None:
+    """Refuse the first new meter whose mean hour is implausible against its declared size
+    and type, else the fleet, else :data:`LARGEST_SITES`, naming the likely fix."""
+    new = [level for level in levels if level.new and level.mean is not None]
+    if not new:
+        return
+    judged = _yardsticks(con, new)
+    for level in new:
+        this = judged[level.building_id]
+        value, what = this.level(level)
+        why = this.yardstick.judge(value, what)
+        if why is None:
+            continue
+        raise LevelChangeError(
+            f"{batch.path}: building {level.building_id!r} is new (fewer than "
+            f"{_LEVEL_MIN_HOURS} stored readings within {_LEVEL_WINDOW_DAYS} days of the "
+            f"file's hours): {why}: {_new_meter_fix(batch.options, this, value)}; give "
+            "--accept-level-change if its level is real")
+
+
+def _unit_hint(levels: list[_Level], judged: dict[str, _Judged]) -> str:
+    """Which register unit looks right: the one unit that makes every judged building's level
+    plausible while each other unit makes one implausible, said with an example building;
+    nothing when no unit or several do."""
+    pairs = [(level, judged[level.building_id]) for level in levels
+             if level.mean is not None and level.building_id in judged]
+
+    def fits(unit: str, level: _Level, this: _Judged) -> bool:
+        return this.yardstick.judge(this.level(level)[0] * _REGISTER_KWH[unit]) is None
+
+    plausible = [u for u in _REGISTER_KWH if all(fits(u, lv, st) for lv, st in pairs)]
+    if not pairs or len(plausible) != 1:
+        return ""
+    unit = plausible[0]
+    others = [u for u in _REGISTER_KWH if u != unit]
+    level, this = next(((lv, st) for lv, st in pairs
+                        if not any(fits(u, lv, st) for u in others)), pairs[0])
+    alone = not any(fits(u, level, this) for u in others)
+    value, what = this.level(level)
+    return (f"; {unit} looks right: the register of building {level.building_id!r} rises by "
+            f"{what} of {figure(value)} an hour, {figure(value * _REGISTER_KWH[unit])} kWh/h in "
+            f"{unit}, plausible against {this.yardstick.typical()}, the level of "
+            f"{this.yardstick.source}, where {' and '.join(others)} are not"
+            + ("" if alone else " for every building of the file"))
+
+
+def _refuse_implausible_levels(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> None:
+    """Refuse a register whose unit is not given (naming the unit its buildings' levels make
+    plausible), and, unless ``--accept-level-change``, a building whose level a unit mistake
+    made: one whose stored hours around the file's it is :data:`LEVEL_CHANGE` times off, or
+    a new meter ten times beyond its yardstick (:mod:`~tasks.protocol.plausible_level`)."""
+    options = batch.options
+    if options.accept_level_change and not options.unit_unstated:
+        return
+    levels = _levels(con, batch)
+    if options.unit_unstated:
+        raise RegisterReadingsError(
+            f"{batch.path}: --unit register needs the unit the register counts in: give "
+            f"--register-unit kWh|Wh|MWh{_unit_hint(levels, _yardsticks(con, levels))}; "
+            "nothing was written")
+    _refuse_level_changes(batch, levels)
+    _refuse_new_meters(con, batch, levels)
 
 
 def _by_buildings(readings: pa.Table) -> list[pa.Table]:
@@ -431,7 +704,7 @@ def write_readings(con: duckdb.DuckDBPyConnection, batch: ReadingsBatch) -> Read
     began = time.perf_counter()
     ensure_schema(con)
     refuse_unknown_ids(con, batch.path, "building_id", batch.building_ids)
-    _refuse_level_changes(con, batch)
+    _refuse_implausible_levels(con, batch)
     first, last = pc.min(batch.readings["ts"]).as_py(), pc.max(batch.readings["ts"]).as_py()
     replaced = removed = inserted = 0
     with transaction(con):

@@ -1,9 +1,10 @@
 """Cumulative meter registers: recognising one sent as energy, and differencing one sent as such.
 
-A register is the meter's running total (kWh) read at an instant, not the energy of an
-interval: stored as load, 123,496 ... 125,376 kWh would be a building drawing a thousand times
-what it does. So a series that looks like one is refused (:func:`refuse_registers`), naming the
-fix: ``--unit register``, which stores the differences (:func:`difference_registers`); and a
+A register is the meter's running total (kWh, Wh or MWh) read at an instant, not the energy of
+an interval: stored as load, 123,496 ... 125,376 kWh would be a building drawing a thousand
+times what it does. So a series that looks like one is refused (:func:`refuse_registers`),
+naming the fix: ``--unit register`` with the unit it counts in (``--register-unit``), which
+stores the differences (:func:`difference_registers`); and a
 series sent with ``--unit register`` that is plainly the energy of each interval is refused too
 (:func:`refuse_non_registers`), naming the building.
 
@@ -176,13 +177,20 @@ def _valued(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd
     return codes, values, ts, names
 
 
+def _reading(value: float) -> str:
+    """A register's reading as an operator reads it: 48,213,000 rather than 4.8213e+07."""
+    return f"{value:,.0f}" if abs(value) >= 1e5 else f"{value:,.6g}"
+
+
 def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = "kWh") -> None:
     """Raise :class:`RegisterReadingsError` for the first building of ``frame``
     (``building_id``, ``ts``, ``kwh`` per interval, NaN = missing) whose readings look like a
     cumulative register; nothing for a file of ordinary readings. ``unit`` is the unit the file
     was sent in (``--unit``): a register sent as Wh counts in Wh, so the fix names
-    ``--register-unit Wh`` too (``--unit register`` alone would read it as kWh, 1,000 times too
-    high).
+    ``--unit register --register-unit Wh``; otherwise it names the three units the register may
+    count in (``--unit register`` needs one). This is judged before the energy bound, so a
+    register's readings above any hour's energy are named as a register, not as values to store
+    as missing.
 
     Every building's falls and rises are counted first; only a building that falls seldom
     enough to be a register (a load falls in most days' evenings) has its steps classified."""
@@ -230,8 +238,9 @@ def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = 
                          "(meter noise)")
         if resets:
             notes.append(f"reset {resets} time(s)")
-        # a register counting in Wh needs its unit said, or it is stored 1,000 times too high
-        options = "--unit register --register-unit Wh" if unit == "Wh" else "--unit register"
+        # a register states the unit it counts in (one in Wh read as kWh: 1,000 times too high)
+        options = ("--unit register --register-unit Wh" if unit == "Wh" else
+                   "--unit register --register-unit kWh|Wh|MWh (the unit it counts in)")
         others = (falls >= 3) & (falls > NOT_REGISTER_SHARE * np.maximum(n - 1, 0))
         others[group] = False
         mixed = ""
@@ -241,7 +250,7 @@ def refuse_registers(path: Path, frame: pd.DataFrame, minutes: int, unit: str = 
                      "register(s) in a file of their own")
         raise RegisterReadingsError(
             f"{path}: building {str(names[group])!r}: its {count:,} readings rise steadily from "
-            f"{series[0]:,.6g} to {series[-1]:,.6g} kWh"
+            f"{_reading(series[0])} to {_reading(series[-1])} kWh"
             + (f" ({', '.join(notes)})" if notes else "")
             + f" (a median rise of {typical:.4g} kWh per {minutes}-minute interval): a "
             "cumulative meter register, not the energy of each interval; give "

@@ -19,6 +19,9 @@ either way:
 * **its own history** (a forecast): the building's level over the usable hours before the
   forecast week.
 
+A level beyond its yardstick that a factor of :data:`UNIT_SLIP` brings within it
+(:meth:`Yardstick.unit_slip`) is most likely a unit mistake, which the caller can name.
+
 Pure: the callers bring the levels (the ingest from the file and the stored readings, the
 publication step from the window).
 """
@@ -74,6 +77,17 @@ TYPE_ALIASES: dict[str, str] = {
 """Everyday names of building types (an asset register's) -> TM46 category."""
 
 
+UNIT_SLIP = 1000.0
+"""The factor a unit mistake makes: Wh read as kWh (1,000 times too high), MWh read as kWh."""
+
+
+def figure(value: float) -> str:
+    """An amount (a level in kWh/h) to four significant figures, grouped by commas and never
+    in exponent form (873,000 rather than 8.73e+05: an operator reads it)."""
+    rounded = float(f"{value:.4g}")
+    return f"{rounded:,.0f}" if abs(rounded) >= 1e4 else f"{value:,.4g}"
+
+
 def _key(building_type: str) -> str:
     return re.sub(r"[\s_]+", " ", building_type.strip().lower())
 
@@ -113,10 +127,27 @@ class Yardstick:
             return None
         shown = (f"{factor:,.0f}x" if factor >= 100 else f"{factor:.3g}x" if factor >= 1
                  else f"{factor:.2g}x")
-        typical = (f"{self.low:,.4g} kWh/h" if self.low == self.high
-                   else f"{self.low:,.4g} to {self.high:,.4g} kWh/h")
-        return (f"{what} of {level:,.4g} kWh/h is {shown} {typical}, the level of "
+        return (f"{what} of {figure(level)} kWh/h is {shown} {self.typical()}, the level of "
                 f"{self.source}")
+
+    def typical(self) -> str:
+        """The typical level in words: ``5.422 kWh/h``, ``11.1 to 118.9 kWh/h``, or ``up to
+        1,000 kWh/h`` for a yardstick without a lower end (``low`` 0)."""
+        if self.low == self.high:
+            return f"{figure(self.low)} kWh/h"
+        if self.low <= 0:
+            return f"up to {figure(self.high)} kWh/h"
+        return f"{figure(self.low)} to {figure(self.high)} kWh/h"
+
+    def unit_slip(self, level: float) -> float | None:
+        """The factor, 1/:data:`UNIT_SLIP` or :data:`UNIT_SLIP`, that makes an implausible
+        ``level`` plausible (a level 1,000 times too high: Wh read as kWh), or ``None`` when
+        neither does or it is plausible as it is. At most one can: a level above ten times the
+        yardstick's top stays above it when multiplied, and one below stays below."""
+        if self.judge(level) is None:
+            return None
+        return next((factor for factor in (1 / UNIT_SLIP, UNIT_SLIP)
+                     if self.judge(level * factor) is None), None)
 
 
 def declared_yardstick(building_type: str | None,

@@ -166,6 +166,11 @@ def _cell(value) -> str:
     return "" if value is None or value != value else repr(float(value))
 
 
+def _but_source(buildings: list[tuple]) -> list[tuple]:
+    """``buildings`` rows without their ``source`` (the file's name: the 7th column)."""
+    return [row[:6] + row[7:] for row in buildings]
+
+
 def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_ingest_stores(
     tmp_path, cambridge_archive, no_prefect_server
 ):
@@ -206,7 +211,7 @@ def test_a_wide_local_time_export_of_real_readings_stores_what_the_archive_inges
     assert [r[:2] for r in ours["meter_readings"]] == [r[:2] for r in theirs["meter_readings"]]
     assert [r[2] for r in ours["meter_readings"]] == pytest.approx([r[2] for r in theirs["meter_readings"]],
                                                                    rel=1e-12, nan_ok=True)
-    assert [r[:-1] for r in ours["buildings"]] == [r[:-1] for r in theirs["buildings"]]
+    assert _but_source(ours["buildings"]) == _but_source(theirs["buildings"])
     assert len(ours["weather"]) == len(theirs["weather"]) == 14 * 24
     for mine, archived in zip(ours["weather"], theirs["weather"], strict=True):
         assert mine[:2] == archived[:2] and mine[6:] == archived[6:] == ("observed", None)
@@ -251,7 +256,7 @@ def test_the_issues_asset_register_and_dd_mm_yyyy_meter_export_of_real_buildings
     assert [r[:2] for r in ours["meter_readings"]] == [r[:2] for r in theirs["meter_readings"]]
     assert [r[2] for r in ours["meter_readings"]] == pytest.approx([r[2] for r in theirs["meter_readings"]],
                                                                    rel=1e-12, nan_ok=True)
-    assert [r[:-1] for r in ours["buildings"]] == [r[:-1] for r in theirs["buildings"]]
+    assert _but_source(ours["buildings"]) == _but_source(theirs["buildings"])
 
 
 def test_the_help_pages_say_what_a_file_replaces():
@@ -336,3 +341,34 @@ def test_a_weather_file_of_two_rows_nine_days_apart_changes_only_those_hours(rea
     assert replaced.exit_code == 0, replaced.output
     assert "removed 215 stored hour(s) of the file's range that it does not hold" in replaced.output
     assert len(contents(real_two_months)["weather"]) == 59 * 24 - 215
+
+
+def test_a_new_buildings_wh_register_needs_its_unit_and_is_stored_at_its_real_level(tmp_path, no_prefect_server):
+    # Issue 60: a 13th building (5.1 kWh/h) sent as a Wh register with --unit register alone was
+    # stored 1,000x too high, exit 0. Declared as a 500 m2 general office: 95 kWh/m2/year x 500 /
+    # 8,760 h = 5.422 kWh/h, so 5.1 is plausible and 5,100 (940.5x) is not.
+    warehouse = tmp_path / "w.duckdb"
+    buildings = write(tmp_path / "b.csv", "building_id,site_id,timezone,holiday_country,building_type,"
+                      "floor_area_m2\nb13,s1,Europe/London,GB,general office,500\n")
+    assert invoke("ingest", "buildings", buildings, "--warehouse", warehouse).exit_code == 0
+    rises = [5000, 5100, 5200] * 56  # Wh a hour, a mean of 5,100
+    register = [48_213_000 + sum(rises[:h]) for h in range(169)]
+    times = pd.date_range("2024-03-11", periods=169, freq="h", tz="UTC")
+    path = write(tmp_path / "r.csv", "building_id,ts,kwh\n" + "".join(
+        f"b13,{t:%Y-%m-%dT%H:%MZ},{v}\n" for t, v in zip(times, register, strict=True)))
+    before = contents(warehouse)
+    line = one_error_line(invoke("ingest", "readings", path, "--unit", "register", "--warehouse", warehouse))
+    assert line.startswith(f"error: {path}: --unit register needs the unit the register counts in: give "
+                           "--register-unit kWh|Wh|MWh; Wh looks right: the register of building 'b13' rises by a "
+                           "mean of 5,100 an hour, 5.1 kWh/h in Wh, plausible against 5.422 kWh/h, the level "
+                           "of its declared 500 m2 of general office"), line
+    line = one_error_line(invoke("ingest", "readings", path, "--unit", "register", "--register-unit", "kWh",
+                                 "--warehouse", warehouse))
+    assert ("building 'b13' is new (fewer than 24 stored readings within 28 days of the file's hours): a mean "
+            "of 5,100 kWh/h is 941x 5.422 kWh/h") in line and "give --register-unit Wh" in line
+    assert contents(warehouse) == before
+    result = invoke("ingest", "readings", path, "--unit", "register", "--register-unit", "Wh",
+                    "--warehouse", warehouse)
+    assert result.exit_code == 0 and result.output.startswith("readings: wrote 168 hourly readings"), result.output
+    stored = [v for b, _, v in contents(warehouse)["meter_readings"] if b == "b13"]
+    assert sum(stored) / len(stored) == pytest.approx(5.1) and max(stored) == pytest.approx(5.2)

@@ -32,9 +32,9 @@ north-office,leeds,Europe/London,GB,ENG,1200
 depot-7,leeds,Europe/London,GB,ENG,5400
 """
 ASSET_COLUMNS = ("Asset Name=building_id", "Site=site_id", "Time zone=timezone",
-                 "Country=holiday_country", "Region=holiday_subdiv", "Floor area (m2)=")
-STORED = [("depot-7", "leeds", "Europe/London", "GB", "ENG", None, "register.csv"),
-          ("north-office", "leeds", "Europe/London", "GB", "ENG", None, "register.csv")]
+                 "Country=holiday_country", "Region=holiday_subdiv", "Floor area (m2)=floor_area_m2")
+STORED = [("depot-7", "leeds", "Europe/London", "GB", "ENG", None, "register.csv", 5400.0),
+          ("north-office", "leeds", "Europe/London", "GB", "ENG", None, "register.csv", 1200.0)]
 
 
 @pytest.fixture

@@ -68,9 +68,12 @@ def test_zero_is_a_reading_and_a_blank_is_missing(warehouse, tmp_path):
 
 
 def test_implausible_values_can_be_stored_as_missing_and_counted(warehouse, tmp_path):
-    text = "ts,b1,b2\n2024-01-15T10:00Z,-4,1\n2024-01-15T11:00Z,inf,2\n"
+    # half of b1's values: the most --implausible missing stores as missing (EMPTIED_SHARE)
+    text = ("ts,b1,b2\n2024-01-15T10:00Z,-4,1\n2024-01-15T11:00Z,inf,2\n2024-01-15T12:00Z,3,3\n"
+            "2024-01-15T13:00Z,4,4\n")
     summary = ingest(warehouse, tmp_path, text, implausible="missing")
-    assert kwh_by_hour(warehouse, "b1") == {utc("2024-01-15 10:00"): None, utc("2024-01-15 11:00"): None}
+    assert kwh_by_hour(warehouse, "b1") == {utc("2024-01-15 10:00"): None, utc("2024-01-15 11:00"): None,
+                                            utc("2024-01-15 12:00"): 3.0, utc("2024-01-15 13:00"): 4.0}
     assert summary.implausible_values == 2 and "2 implausible value(s) stored as missing" in summary.line()
 
 

@@ -125,7 +125,7 @@ def test_a_register_keeps_its_differences(warehouse, tmp_path):
                         pd.Timestamp("2024-03-04 04:30", tz="UTC"))
     ingest_readings(warehouse, write(tmp_path / "r.csv", "building_id,ts,kwh\n" + "".join(
         f"b1,{t:%Y-%m-%dT%H:%MZ},{v}\n" for t, v in zip(times, register, strict=True))),
-        ReadingsOptions(unit="register"))
+        ReadingsOptions(unit="register", register_unit="kWh"))
     stored = _stored(warehouse)
     assert stored["ts"].tolist() == list(times[:-1])  # the last reading starts no interval
     assert stored["kwh"].tolist() == [6, 4, 3, 7, 2, 8, 1, 9]

@@ -145,10 +145,17 @@ def test_wind_is_stored_in_metres_per_second_from_the_feeds_unit(warehouse, tmp_
     assert winds == pytest.approx(list(stored), abs=1e-4)
 
 
-def test_a_wind_past_the_bound_in_its_unit_is_refused_in_metres_per_second(warehouse, tmp_path):
-    path = write(tmp_path / "o.csv", HEAD + "\ns1,2024-02-05T00:00Z,3,0,500\n")
-    with pytest.raises(PipelineError, match="wind_speed_ms"):
-        ingest_weather(warehouse, path, WeatherOptions(kind="observed", wind_unit="km/h"))
+@pytest.mark.parametrize(("unit", "cell", "shown"), [
+    ("km/h", "500", "500 (138.889 m/s)"),    # 500 / 3.6
+    ("knots", "300", "300 (154.333 m/s)"),   # 300 x 1,852 / 3,600
+])
+def test_a_wind_past_the_bound_in_its_unit_is_refused_quoting_the_files_value_then_metres_per_second(
+        warehouse, tmp_path, unit, cell, shown):
+    path = write(tmp_path / "o.csv", HEAD + f"\ns1,2024-02-05T00:00Z,3,0,2\ns1,2024-02-05T01:00Z,3,0,{cell}\n")
+    with pytest.raises(PipelineError) as refused:
+        ingest_weather(warehouse, path, WeatherOptions(kind="observed", wind_unit=unit))
+    assert str(refused.value).startswith(
+        f"{path}: line 3, column 'wind_speed_ms': {shown} is not a finite value from 0 to 115 m/s")
     assert row_counts(warehouse)["weather"] == 0
 
 
