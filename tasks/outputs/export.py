@@ -16,6 +16,15 @@ periods of an hour sum to the hour's forecast and to its bounds (to rounding), s
 bounds are the hour's band split by the shape, not separately calibrated intervals of each
 period. A portfolio's hour is split as the sum of its buildings' split forecasts.
 
+**As issued** (``as_of``): each building-week's latest vintage issued by then (the macro
+``published_as_of``), or each portfolio-week's (``portfolio_as_of``: the hourly total and
+bands the run wrote when it closed, and the time zone its rows were written in then). A
+portfolio's hour is split by the buildings that vintage summed, weighted by the forecasts of
+theirs it summed, as the latest portfolio's is by its buildings' latest forecasts. The
+intra-hour shapes are the ones stored now (the latest 28 days of sub-hourly readings): the
+periods of an hour always sum to the hour as issued, and equal the periods exported at the
+time while no sub-hourly readings of those buildings have been ingested since.
+
 CSV (RFC 4180: CRLF line ends) text cells that a spreadsheet would run as a formula get a
 leading ``'``
 (:mod:`~tasks.outputs.output_files`); the file is written beside its name and
@@ -42,13 +51,18 @@ import pyarrow.parquet as pq
 from tasks.errors import PipelineError
 from tasks.outputs.output_files import OUTPUT_MEMORY, csv_text, open_beside
 from tasks.protocol.intervals import LEVELS
+from tasks.warehouse.catalog import has_table
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
 from tasks.warehouse.portfolio_sql import (
     checked_portfolio_ids,
+    portfolio_hours_sql,
+    portfolio_timezones_sql,
     read_portfolio_forecasts,
     stored_members_sql,
+    stored_parts,
 )
+from tasks.warehouse.portfolio_vintages import vintage_hours_sql
 from tasks.warehouse.selection import fleet_building_ids, fleet_timezone, shown_ids
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -169,6 +183,30 @@ def latest_week(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
     return week
 
 
+def latest_portfolio_week(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
+                          as_of: datetime) -> date:
+    """The latest week with a vintage of any of ``portfolios`` issued at or before ``as_of``."""
+    week = None
+    if has_table(con, "issued_portfolio_forecasts"):
+        week = con.execute(
+            "SELECT max(target_week) FROM issued_portfolio_forecasts WHERE issued_at <= ? "
+            "AND portfolio_id IN (SELECT unnest(?::VARCHAR[]))", [as_of, list(portfolios)]
+        ).fetchone()[0]
+    if week is None:
+        raise ExportError(f"no portfolio forecast is kept as issued by {as_of:%Y-%m-%d %H:%M %Z} "
+                          f"(portfolios {shown_ids(list(portfolios))}); runs keep their "
+                          "portfolios' vintages from this release on, the buildings' since "
+                          "earlier: give --buildings for those")
+    return week
+
+
+def _members(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str]) -> list[str]:
+    """The buildings of ``portfolios`` today."""
+    return [r[0] for r in con.execute(
+        f"SELECT DISTINCT building_id FROM ({stored_members_sql(con, chosen=True)})",
+        [list(portfolios)]).fetchall()]
+
+
 def _published(as_of: datetime | None) -> tuple[str, list]:
     """The published forecasts' source and its parameters: the latest vintage, or the one
     issued at ``as_of`` (the macro ``published_as_of``)."""
@@ -177,27 +215,17 @@ def _published(as_of: datetime | None) -> tuple[str, list]:
     return "published_as_of(?::TIMESTAMPTZ)", [as_of]
 
 
-def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None,
-                    week: date, portfolios: Sequence[str] | None = None,
+def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], week: date,
                     as_of: datetime | None = None) -> duckdb.DuckDBPyConnection:
-    """The published hours of ``week`` (as issued at ``as_of``, when given): of
-    ``buildings``, by building and hour, or of the members of ``portfolios`` (one row per
-    portfolio and member hour, ``portfolio_id`` beside); the executed query, to be fetched."""
-    if portfolios is None:
-        members, member = "", "building_id IN (SELECT unnest(?::VARCHAR[]))"
-        params: list = [week, list(buildings or [])]
-    else:  # only the chosen portfolios' members are read
-        members = f"JOIN ({stored_members_sql(con, chosen=True)}) m USING (building_id)"
-        member = "true"
-        params = [list(portfolios), week]
-    portfolio = ", m.portfolio_id" if portfolios is not None else ""
+    """The published hours of ``week`` of ``buildings`` (as issued at ``as_of``, when given),
+    by building and hour; the executed query, to be fetched."""
     source, source_params = _published(as_of)
-    order = "ORDER BY p.building_id, p.ts" if portfolios is None else ""
     return con.execute(
-        f"""SELECT p.building_id, p.target_week, p.ts, p.model, b.timezone{portfolio},
+        f"""SELECT p.building_id, p.target_week, p.ts, p.model, b.timezone,
                    hour(timezone(b.timezone, p.ts)) AS local_hour, {', '.join(VALUES)}
-            FROM {source} p JOIN buildings b USING (building_id) {members}
-            WHERE p.target_week = ? AND {member} {order}""", source_params + params)
+            FROM {source} p JOIN buildings b USING (building_id)
+            WHERE p.target_week = ? AND building_id IN (SELECT unnest(?::VARCHAR[]))
+            ORDER BY p.building_id, p.ts""", [*source_params, week, list(buildings)])
 
 
 def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
@@ -231,34 +259,91 @@ def _building_rows(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], wee
                                      minutes), "building_id", minutes, ["model"])
 
 
-def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], week: date,
-                    minutes: int) -> pd.DataFrame:
-    """A portfolio hour is split as the sum of its buildings' split forecasts: its shares are
-    theirs weighted by their forecasts (evenly where the hour's forecast is 0)."""
-    hours = read_portfolio_forecasts(con, portfolios, [week]).rename(
-        columns={"portfolio_id": "key"})
-    zones = con.execute(
-        f"""SELECT m.portfolio_id AS key, mode(b.timezone ORDER BY b.timezone) AS timezone
-            FROM ({stored_members_sql(con, chosen=True)}) m JOIN buildings b USING (building_id)
-            GROUP BY ALL""", [list(portfolios)]).df()
-    hours = hours.merge(zones, on="key")
+_LOCAL_HOUR = "hour(timezone(b.timezone, h.ts)) AS local_hour"
+_MEMBER_ORDER = "ORDER BY h.portfolio_id, h.ts, h.building_id"
+"""The order a portfolio's member hours are summed in: the same sums to the last bit, whether
+latest or as issued."""
+
+
+def _latest_portfolio_hours(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
+                            week: date) -> pd.DataFrame:
+    """The portfolios' ``portfolio_forecasts`` hours of ``week``, with their time zone."""
+    zones = con.execute(portfolio_timezones_sql(stored_parts(con)["named"]),
+                        [list(portfolios)]).df()
+    return read_portfolio_forecasts(con, portfolios, [week]).merge(zones, on="portfolio_id")
+
+
+def _latest_member_hours(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
+                         week: date) -> pd.DataFrame:
+    """The hours of ``week`` of the buildings each of the portfolios sums (not held)."""
+    return con.execute(
+        f"""SELECT h.portfolio_id, h.building_id, h.ts, h.y_hat, {_LOCAL_HOUR}
+            FROM ({portfolio_hours_sql(**stored_parts(con))}) h
+            JOIN buildings b USING (building_id) {_MEMBER_ORDER}""",
+        [list(portfolios), [week]]).df()
+
+
+_VINTAGE = ("SELECT * FROM portfolio_as_of(?::TIMESTAMPTZ) "
+            "WHERE portfolio_id IN (SELECT unnest(?::VARCHAR[])) AND target_week = ?")
+"""The vintages issued at a time (a first ``?``) of portfolios (a list) and a week."""
+
+
+def _issued_portfolio_hours(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
+                            week: date, as_of: datetime) -> pd.DataFrame:
+    """The portfolios' hours of ``week`` as issued at ``as_of``: each one's latest vintage
+    then, with the time zone its rows were written in."""
+    if not has_table(con, "issued_portfolio_forecasts"):
+        return pd.DataFrame()
+    return con.execute(f"{_VINTAGE} ORDER BY portfolio_id, ts",
+                       [as_of, list(portfolios), week]).df()
+
+
+def _issued_member_hours(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
+                         week: date, as_of: datetime) -> pd.DataFrame:
+    """The hours of the buildings the portfolios' vintages at ``as_of`` summed, as they were
+    published then (the forecast of each that the vintage summed)."""
+    return con.execute(
+        f"""SELECT h.portfolio_id, h.building_id, h.ts, h.y_hat, {_LOCAL_HOUR}
+            FROM ({vintage_hours_sql(f"({_VINTAGE})")}) h
+            JOIN buildings b USING (building_id) {_MEMBER_ORDER}""",
+        [as_of, list(portfolios), week]).df()
+
+
+def _portfolio_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
+                      members: pd.DataFrame, minutes: int) -> np.ndarray:
+    """A portfolio hour is split as the sum of its buildings' split forecasts (``members``:
+    their hours): its shares are theirs weighted by their forecasts (evenly where the hour's
+    forecast is 0)."""
     columns = _share_columns(minutes)
-    if len(columns) > 1:
-        members = _building_hours(con, None, week, portfolios).df()
-        members = members[members["y_hat"].notna()].reset_index(drop=True)
-        weighted = pd.DataFrame(_building_shares(con, members, minutes) *
-                                members[["y_hat"]].to_numpy(), columns=columns)
-        weighted[["key", "ts"]] = members[["portfolio_id", "ts"]]
-        summed = weighted.groupby(["key", "ts"], as_index=False)[columns].sum()
-        hours = hours.merge(summed, on=["key", "ts"], how="left")
-        total = hours[columns].sum(axis=1).to_numpy()
-        shares = hours[columns].to_numpy(np.float64)
-        shares = np.where((total > 0)[:, None], shares / np.where(total > 0, total, 1.0)[:, None],
-                          1.0 / len(columns))
-    else:
+    members = members[members["y_hat"].notna()].reset_index(drop=True)
+    weighted = pd.DataFrame(_building_shares(con, members, minutes) *
+                            members[["y_hat"]].to_numpy(), columns=columns)
+    weighted[["portfolio_id", "ts"]] = members[["portfolio_id", "ts"]]
+    summed = weighted.groupby(["portfolio_id", "ts"], as_index=False)[columns].sum()
+    shares = hours[["portfolio_id", "ts"]].merge(summed, on=["portfolio_id", "ts"],
+                                                 how="left")[columns]
+    total = shares.sum(axis=1).to_numpy()
+    shares = shares.to_numpy(np.float64)
+    return np.where((total > 0)[:, None], shares / np.where(total > 0, total, 1.0)[:, None],
+                    1.0 / len(columns))
+
+
+def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], week: date,
+                    minutes: int, as_of: datetime | None = None) -> pd.DataFrame:
+    """The file's rows of ``portfolios``: their latest hours, or as issued at ``as_of`` (the
+    hours and bands the vintage holds), split alike."""
+    hours = (_latest_portfolio_hours(con, portfolios, week) if as_of is None
+             else _issued_portfolio_hours(con, portfolios, week, as_of))
+    if hours.empty:
+        return hours
+    if minutes == 60:
         shares = np.ones((len(hours), 1))
-    return _frame(split_hours(hours, shares, minutes), "portfolio_id", minutes,
-                  ["n_buildings", "n_buildings_expected"])
+    else:
+        members = (_latest_member_hours(con, portfolios, week) if as_of is None
+                   else _issued_member_hours(con, portfolios, week, as_of))
+        shares = _portfolio_shares(con, hours, members, minutes)
+    return _frame(split_hours(hours.rename(columns={"portfolio_id": "key"}), shares, minutes),
+                  "portfolio_id", minutes, ["n_buildings", "n_buildings_expected"])
 
 
 EXPORT_CHUNK = 500
@@ -341,11 +426,10 @@ def export_forecasts(
     """Write the published forecasts of ``week`` (default: the latest published week) of
     ``buildings`` (default: every building with one), or, given ``portfolios``, those
     portfolios' forecasts, at ``resolution`` minutes, as CSV or Parquet by ``out``'s suffix.
-    With ``as_of``, the buildings' forecasts as they were published then (the vintages issued
-    at or before it), e.g. what was bid on Monday morning."""
-    if as_of is not None and portfolios is not None:
-        raise ExportError("--as-of exports buildings' forecasts as issued; a portfolio's is "
-                          "computed from the latest ones (give --buildings, or no --portfolios)")
+    With ``as_of``, the forecasts as they were published then (each building-week's, or
+    portfolio-week's, latest vintage issued at or before it), e.g. what was bid on Monday
+    morning; a time without an offset is the wall clock of the buildings' (or portfolios'
+    buildings') most common time zone."""
     kind = FORMATS.get(out.suffix.lower())
     if kind is None:
         raise ExportError(f"{out}: unknown file kind {out.suffix!r}; give a .csv or .parquet "
@@ -359,8 +443,13 @@ def export_forecasts(
         con.execute(f"SET memory_limit = '{OUTPUT_MEMORY}'")
         if portfolios is not None:
             ids = sorted(set(checked_portfolio_ids(con, portfolios)))  # the file's order
-            chosen = week or latest_week(con, None)
-            frames = (_portfolio_rows(con, ids[i:i + EXPORT_CHUNK], chosen, resolution)
+            if as_of is not None and as_of.tzinfo is None:  # the portfolios' wall clock
+                members = _members(con, ids)
+                as_of = as_of.replace(tzinfo=ZoneInfo(
+                    fleet_timezone(con, members) if members else "UTC"))
+            chosen = week or (latest_week(con, None) if as_of is None
+                              else latest_portfolio_week(con, ids, as_of))
+            frames = (_portfolio_rows(con, ids[i:i + EXPORT_CHUNK], chosen, resolution, as_of)
                       for i in range(0, len(ids), EXPORT_CHUNK))
         else:
             ids = fleet_building_ids(con, buildings)

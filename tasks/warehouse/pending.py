@@ -15,13 +15,15 @@ replaces each batch's slices in one transaction, in the order they were staged, 
 folder once that has committed: at the run's next try (every :data:`PENDING_RETRY_S` while it
 computes), at its end, or with ``wadiro load-pending``. The run's closing record (its counts
 and status) is kept the same way (``closing.parquet``) until it is written, after the run's
-results: a process ended while it waits for the lock loses nothing.
+results, with the run's portfolio vintages (:mod:`~tasks.warehouse.portfolio_vintages`) in
+its transaction: a process ended while it waits for the lock loses nothing.
 
 Every write, direct or staged, leaves out the building-weeks that a run started later has
 written since (their rows are newer), and scores what it writes again against the readings
-stored at that moment, so readings ingested while the run computed count. Loading twice
-changes nothing. A file that cannot be read stops the load with one line naming it, and stays,
-with every batch staged after it.
+stored at that moment, so readings ingested while the run computed count; its vintages (the
+buildings' and, at the close, the portfolios') are dated at that moment, when they went in.
+Loading twice changes nothing. A file that cannot be read stops the load with one line naming
+it, and stays, with every batch staged after it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from tasks.warehouse.connection import (
     connect,
     transaction,
 )
+from tasks.warehouse.portfolio_vintages import write_portfolio_vintages
 from tasks.warehouse.refusals import ResourceError, resource_error
 from tasks.warehouse.rescoring import rescore_forecasts
 from tasks.warehouse.results import result_tables, write_result_tables
@@ -287,8 +290,10 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
                 run_id: str | None = None) -> LoadReport:
     """Load what ``run_id`` (default: every run, oldest first) has staged beside ``warehouse``:
     its batches in the order they were staged, each in one transaction, then the closing
-    record, each deleted once what it holds has committed. Call it holding ``con``, the one
-    writer: no one loads beside it."""
+    record with the run's portfolio vintages
+    (:func:`~tasks.warehouse.portfolio_vintages.write_portfolio_vintages`, dated now), each
+    deleted once what it holds has committed. Call it holding ``con``, the one writer: no one
+    loads beside it."""
     report = LoadReport()
     for run in [run_id] if run_id else staged_runs(warehouse):
         folder = pending_root(warehouse) / run
@@ -309,6 +314,7 @@ def load_staged(con: duckdb.DuckDBPyConnection, warehouse: str | Path,
             with transaction(con):
                 record_run_end(con, RunSummary(weeks=[], **row), outcome=outcome,
                                degradations=degradations)
+                write_portfolio_vintages(con, run, datetime.now(UTC))
             closing.unlink()
         for empty in (folder, folder.parent):
             if empty.is_dir() and not any(empty.iterdir()):

@@ -4,7 +4,8 @@ the portfolio's own joint errors, and its scores once the readings are in.
 A portfolio is a set of buildings: ``all`` (every building) and the operator's named ones
 (table ``portfolios``). Its forecast of an hour is the sum of its buildings' published forecasts
 of that hour; ``n_buildings`` says how many were summed and ``n_buildings_expected`` how many
-the portfolio holds, so a building without a forecast is counted, never silently dropped.
+the portfolio holds, so a building without a forecast is counted, never silently dropped. A
+publication :data:`HELD` (never to be bid) is summed nowhere.
 
 **Intervals: split conformal prediction on summed residuals.** Summing the buildings' bands
 assumes their errors move together in every hour and is far too wide; treating them as
@@ -31,7 +32,8 @@ than :data:`MIN_CALIBRATION` such hours give no interval. Lower bounds never go 
 
 The views read the stored rows when queried: scores follow late or corrected readings at once
 (as building scores are re-scored on ingest), and so does the track record of the weeks after
-them.
+them. What a run issued stays as it was: :mod:`~tasks.warehouse.portfolio_vintages` keeps it,
+computed by this SQL when the run closes.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ from tasks.warehouse.usable import USABLE_READINGS
 
 ALL = "all"
 """The portfolio of every building, present in every warehouse."""
+
+HELD = "held"
+"""The ``publications.outcome`` of a building-week's forecast that must never be bid (an order
+of magnitude off the building's history or declared size): left out of every portfolio's sum,
+so the building counts in ``n_buildings_expected`` but not in ``n_buildings``."""
 
 RECORD_WEEKS = 8
 """Earlier published weeks whose errors calibrate a portfolio's intervals (as many as a
@@ -97,41 +104,19 @@ def portfolio_members_sql(named: bool = True, chosen: bool = False) -> str:
         WHERE portfolio_id <> '{ALL}' AND portfolio_id IN (SELECT portfolio_id FROM chosen_ids)"""
 
 
-def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
-                            issued: bool = True, record_weeks: int = RECORD_WEEKS,
-                            chosen_weeks: bool = False, chosen_portfolios: bool = False) -> str:
-    """The ``portfolio_forecasts`` rows: per (portfolio, target week, UTC hour) the summed
-    published forecast, its 80 % and 95 % intervals, the buildings summed and expected, the
-    actual total (NULL until every summed building's reading of the hour is stored), the sum of
-    the buildings' own 80 % widths (what adding their bands would give), and what calibrated
-    the intervals: ``n_calibration_hours`` and ``n_record_weeks`` (earlier published weeks
-    among them; 0 in a portfolio's first week). ``named`` / ``validation`` / ``issued``:
-    whether the ``portfolios`` / ``validation_errors`` / ``issued_forecasts`` tables exist (a
-    warehouse of an earlier release read without writing has none of them). A building-week's
-    published hours are its publication's run's vintage in ``issued_forecasts`` (the rows of
-    that model in ``forecasts``, which holds every model's: a seventh of the rows to read), or,
-    for a publication no vintage was kept of (an earlier release's), its model's rows in
-    ``forecasts``. ``record_weeks`` other than :data:`RECORD_WEEKS` (0: every
-    week calibrated as a portfolio's first) is for studying the calibration. With
-    ``chosen_weeks`` only the target weeks of one ``?`` placeholder (a list of dates) are
-    computed: a week's rows read only its own and its record weeks' stored rows, where a
-    filter on the view's ``target_week`` still reads every week's (a query's filter does not
-    reach inside the SQL's shared parts). With ``chosen_portfolios`` only the portfolios of a
-    first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
-    buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
-    errors = "validation_errors" if validation else _NO_VALIDATION
+def _portfolio_ctes(*, named: bool, issued: bool, outcomes: bool, record_weeks: int,
+                    chosen_weeks: bool, chosen_portfolios: bool) -> str:
+    """The shared parts (common table expressions, without ``WITH``) of
+    :func:`portfolio_forecasts_sql` up to ``summed``: the members, the published hours of the
+    chosen weeks and their records with their readings, and the buildings each chosen week's
+    total sums, weighted by their forecast energy (the arguments are
+    :func:`portfolio_forecasts_sql`'s)."""
+    kept = f"\n              AND outcome IS DISTINCT FROM '{HELD}'" if outcomes else ""
     vintages = "issued_forecasts" if issued else _NO_VINTAGES
     chosen = ("SELECT unnest(?::DATE[]) AS target_week" if chosen_weeks
               else "SELECT DISTINCT target_week FROM publications")
-    widths = ",\n".join(
-        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN min(error) FILTER (
-                WHERE rank = least(CAST(ceil((n + 1) * {level!r}) AS BIGINT), n)) END
-                AS half_{_pct(level)}""" for level in LEVELS)
-    bounds = ",\n".join(
-        f"""greatest(h.y_hat - w.half_{_pct(level)}, 0.0) AS y_lo_{_pct(level)},
-            h.y_hat + w.half_{_pct(level)} AS y_hi_{_pct(level)}""" for level in LEVELS)
     return f"""
-        WITH members AS MATERIALIZED ({portfolio_members_sql(named, chosen_portfolios)}),
+        members AS MATERIALIZED ({portfolio_members_sql(named, chosen_portfolios)}),
         member_buildings AS MATERIALIZED (SELECT DISTINCT building_id FROM members),
         expected AS (
             SELECT portfolio_id, count(*) AS n_buildings_expected FROM members GROUP BY ALL
@@ -144,7 +129,7 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         ),
         publication AS MATERIALIZED (
             SELECT building_id, target_week, model, run_id FROM publications
-            WHERE target_week IN (SELECT target_week FROM wanted)
+            WHERE target_week IN (SELECT target_week FROM wanted){kept}
               AND building_id IN (SELECT building_id FROM member_buildings)
         ),
         -- each building's published hours of those weeks: as issued, else from forecasts
@@ -187,7 +172,48 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         summed AS (
             SELECT m.portfolio_id, w.building_id, w.target_week, w.weight
             FROM members m JOIN weights w USING (building_id)
-        ),
+        )"""
+
+
+def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
+                            issued: bool = True, outcomes: bool = True,
+                            record_weeks: int = RECORD_WEEKS,
+                            chosen_weeks: bool = False, chosen_portfolios: bool = False) -> str:
+    """The ``portfolio_forecasts`` rows: per (portfolio, target week, UTC hour) the summed
+    published forecast, its 80 % and 95 % intervals, the buildings summed and expected, the
+    actual total (NULL until every summed building's reading of the hour is stored), the sum of
+    the buildings' own 80 % widths (what adding their bands would give), and what calibrated
+    the intervals: ``n_calibration_hours`` and ``n_record_weeks`` (earlier published weeks
+    among them; 0 in a portfolio's first week). ``named`` / ``validation`` / ``issued``:
+    whether the ``portfolios`` / ``validation_errors`` / ``issued_forecasts`` tables exist (a
+    warehouse of an earlier release read without writing has none of them), ``outcomes``
+    whether ``publications.outcome`` does: a publication :data:`HELD` is left out of the sums
+    (and of the calibration: its errors were never bid). A building-week's
+    published hours are its publication's run's vintage in ``issued_forecasts`` (the rows of
+    that model in ``forecasts``, which holds every model's: a seventh of the rows to read), or,
+    for a publication no vintage was kept of (an earlier release's), its model's rows in
+    ``forecasts``. ``record_weeks`` other than :data:`RECORD_WEEKS` (0: every
+    week calibrated as a portfolio's first) is for studying the calibration. With
+    ``chosen_weeks`` only the target weeks of one ``?`` placeholder (a list of dates) are
+    computed: a week's rows read only its own and its record weeks' stored rows, where a
+    filter on the view's ``target_week`` still reads every week's (a query's filter does not
+    reach inside the SQL's shared parts). With ``chosen_portfolios`` only the portfolios of a
+    first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
+    buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
+    widths = ",\n".join(
+        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN min(error) FILTER (
+                WHERE rank = least(CAST(ceil((n + 1) * {level!r}) AS BIGINT), n)) END
+                AS half_{_pct(level)}""" for level in LEVELS)
+    bounds = ",\n".join(  # (greatest() skips a NULL: a band that is not there stays NULL)
+        f"""CASE WHEN w.half_{_pct(level)} IS NOT NULL
+                 THEN greatest(h.y_hat - w.half_{_pct(level)}, 0.0) END AS y_lo_{_pct(level)},
+            h.y_hat + w.half_{_pct(level)} AS y_hi_{_pct(level)}""" for level in LEVELS)
+    errors = "validation_errors" if validation else _NO_VALIDATION
+    ctes = _portfolio_ctes(named=named, issued=issued, outcomes=outcomes,
+                           record_weeks=record_weeks, chosen_weeks=chosen_weeks,
+                           chosen_portfolios=chosen_portfolios)
+    return f"""
+        WITH {ctes},
         total AS (
             SELECT portfolio_id, target_week, fsum(weight) AS weight FROM summed GROUP BY ALL
         ),
@@ -250,6 +276,47 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         LEFT JOIN widths w USING (portfolio_id, target_week)"""
 
 
+def portfolio_timezones_sql(named: bool = True) -> str:
+    """Per portfolio of one ``?`` placeholder (a list of ids): the time zone most of its
+    buildings share (``named``: the ``portfolios`` table exists), in which its rows are
+    exported."""
+    return f"""
+        SELECT m.portfolio_id, mode(b.timezone ORDER BY b.timezone) AS timezone
+        FROM ({portfolio_members_sql(named, chosen=True)}) m JOIN buildings b USING (building_id)
+        GROUP BY ALL"""
+
+
+def portfolio_hours_sql(*, named: bool = True, issued: bool = True,
+                        outcomes: bool = True) -> str:
+    """Per portfolio of a first ``?`` placeholder and target week of a second (lists of ids,
+    of dates): each hour of each building its total sums (``y_hat`` NULL where the building
+    has no forecast of the hour), the rows ``portfolio_forecasts`` adds up (the arguments are
+    :func:`portfolio_forecasts_sql`'s): what an export splits a portfolio's hours by."""
+    ctes = _portfolio_ctes(named=named, issued=issued, outcomes=outcomes, record_weeks=0,
+                           chosen_weeks=True, chosen_portfolios=True)
+    return f"""
+        WITH {ctes}
+        SELECT m.portfolio_id, h.building_id, h.target_week, h.ts, h.y_hat
+        FROM members m JOIN hours h USING (building_id)
+        WHERE h.target_week IN (SELECT target_week FROM chosen)"""
+
+
+def portfolio_summed_sql() -> str:
+    """Per (portfolio, target week): each building its total sums (a published forecast of
+    the week, not :data:`HELD`), the ``model`` and ``forecast_run_id`` (the run) of the
+    published forecast of it that was summed; for the portfolios of a first ``?``
+    placeholder and the weeks of a second (a list of ids, of dates). What a portfolio
+    vintage keeps beside its hours: the same parts as :func:`portfolio_forecasts_sql` (so
+    the same buildings), reading the chosen weeks only (the buildings summed do not depend
+    on the record weeks)."""
+    ctes = _portfolio_ctes(named=True, issued=True, outcomes=True, record_weeks=0,
+                           chosen_weeks=True, chosen_portfolios=True)
+    return f"""
+        WITH {ctes}
+        SELECT s.portfolio_id, s.target_week, s.building_id, p.model, p.run_id AS forecast_run_id
+        FROM summed s JOIN publication p USING (building_id, target_week)"""
+
+
 def portfolio_scores_sql(forecasts: str = "portfolio_forecasts") -> str:
     """The ``portfolio_scores`` rows: per (portfolio, target week), over the hours whose actual
     total is known (``n_hours``; 0 before the week's readings arrive): MAE, RMSE and the mean
@@ -292,6 +359,20 @@ def stored_members_sql(con: duckdb.DuckDBPyConnection, chosen: bool = False) -> 
     return portfolio_members_sql(named=has_table(con, "portfolios"), chosen=chosen)
 
 
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether ``table`` has ``column`` (a warehouse of an earlier release, opened read-only,
+    may lack a column added since)."""
+    return bool(con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ? "
+                            "AND column_name = ?", [table, column]).fetchone()[0])
+
+
+def stored_parts(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
+    """Which of the tables and columns a portfolio's sum reads this warehouse has, as the
+    ``named``, ``issued`` and ``outcomes`` arguments of :func:`portfolio_forecasts_sql`."""
+    return {"named": has_table(con, "portfolios"), "issued": has_table(con, "issued_forecasts"),
+            "outcomes": has_column(con, "publications", "outcome")}
+
+
 def portfolio_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
     """``all`` and the named portfolios, in that order (names sorted)."""
     named = []
@@ -324,10 +405,9 @@ def _selected(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str],
     """The ``portfolio_forecasts`` rows of ``portfolios`` and ``weeks`` as a subquery, and its
     parameters: both given inside the SQL (only their rows are read), for the tables this
     warehouse has (a warehouse of an earlier release, opened read-only, has no
-    ``portfolios`` and ``validation_errors``)."""
-    sql = portfolio_forecasts_sql(named=has_table(con, "portfolios"),
+    ``portfolios`` and ``validation_errors``, one older still no ``publications.outcome``)."""
+    sql = portfolio_forecasts_sql(**stored_parts(con),
                                   validation=has_table(con, "validation_errors"),
-                                  issued=has_table(con, "issued_forecasts"),
                                   record_weeks=record_weeks, chosen_weeks=weeks is not None,
                                   chosen_portfolios=True)
     params: list = [list(portfolios), *([list(weeks)] if weeks is not None else [])]

@@ -187,7 +187,7 @@ def _forecasts_table(forecasts: Sequence[tuple[BuildingWeekResult, ModelOutcome]
 def _issued_table(issued: Sequence[tuple[BuildingWeekResult, ModelOutcome]],
                   run_id: str) -> pa.Table:
     """The ``issued_forecasts`` rows: each building-week's published forecast as this run
-    issues it now, a vintage beside every earlier one."""
+    issues it, a vintage beside every earlier one (``issued_at`` set again when written)."""
     rows = _forecasts_table(issued, run_id)
     repeated = _repeater([len(out.y_hat) for _, out in issued])
     now = datetime.now(UTC)
@@ -232,7 +232,7 @@ def write_result_tables(
     for building, week in zip(status["building_id"].to_pylist(),
                               status["target_week"].to_pylist(), strict=True):
         weeks[week].append(building)
-    inserted = 0
+    inserted, written_at = 0, datetime.now(UTC)
     with transaction(con):
         for week, buildings in weeks.items():
             for table in RESULT_SLICE_TABLES:
@@ -245,19 +245,25 @@ def write_result_tables(
                 rows = rows.filter(pc.equal(rows["target_week"], pa.scalar(week, pa.date32())))
                 _, n = replace_slice(con, table, rows, Slice(where_in=where), own_transaction=False)
                 inserted += n
-            inserted += _add_vintages(con, tables.get("issued_forecasts"), week, buildings)
+            inserted += _add_vintages(con, tables.get("issued_forecasts"), week, buildings,
+                                      written_at)
     return inserted
 
 
 def _add_vintages(con: duckdb.DuckDBPyConnection, issued: pa.Table | None, week: date,
-                  buildings: list[str]) -> int:
-    """Add the run's issued forecasts of ``week`` beside every earlier run's: only the rows
-    of this run are replaced (a staged batch loaded twice), never another run's vintage."""
+                  buildings: list[str], written_at: datetime) -> int:
+    """Add the run's issued forecasts of ``week`` beside every earlier run's, dated
+    ``written_at`` (a batch staged while the warehouse was locked was issued when it went
+    in, not when it was computed): only the rows of this run are replaced (a staged batch
+    loaded twice), never another run's vintage."""
     if issued is None or not len(issued):
         return 0
     rows = issued.filter(pc.equal(issued["target_week"], pa.scalar(week, pa.date32())))
     if not len(rows):
         return 0
+    at = rows.schema.get_field_index("issued_at")
+    rows = rows.set_column(at, "issued_at", pa.repeat(
+        pa.scalar(written_at, pa.timestamp("us", tz="UTC")), len(rows)))
     where = {"building_id": buildings, "target_week": [week],
              "run_id": pc.unique(rows["run_id"]).to_pylist()}
     _, n = replace_slice(con, "issued_forecasts", rows, Slice(where_in=where),

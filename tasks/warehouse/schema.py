@@ -29,6 +29,7 @@ from tasks.warehouse.portfolio_sql import (
     portfolio_members_sql,
     portfolio_scores_sql,
 )
+from tasks.warehouse.portfolio_vintages import portfolio_as_of_sql, portfolio_vintage_scores_sql
 from tasks.warehouse.usable import USABLE_READINGS
 
 INPUT_TABLES: dict[str, str] = {
@@ -40,7 +41,8 @@ INPUT_TABLES: dict[str, str] = {
             holiday_country  VARCHAR NOT NULL,
             holiday_subdiv   VARCHAR,
             building_type    VARCHAR,
-            source           VARCHAR NOT NULL
+            source           VARCHAR NOT NULL,
+            floor_area_m2    DOUBLE
         )""",
     "meter_readings": """
         CREATE TABLE IF NOT EXISTS meter_readings (
@@ -90,7 +92,8 @@ latest weeks of each building's sub-hourly readings (the energy of each ``minute
 interval starting at ``ts``), from which an export splits an hour's forecast into settlement
 periods by the building's own intra-hour shape
 (:mod:`~tasks.warehouse.intra_hour`). ``meter_flags`` holds the hours an ingest judged
-implausible (``check_name`` 'stuck_high' or 'spike', :mod:`~tasks.ingest.meter_checks`; ``kwh``
+implausible (``check_name`` 'stuck_high', 'spike' or 'stuck_zero',
+:mod:`~tasks.ingest.meter_checks`; ``kwh``
 the value judged, ``flagged_at`` when): the reading stays in ``meter_readings`` as it arrived,
 but forecasts and scores treat it as missing (the view ``usable_readings``) until
 ``accepted_at`` is set (``wadiro accept-readings``, :mod:`~tasks.warehouse.meter_flags`)."""
@@ -128,7 +131,8 @@ RESULT_TABLES: dict[str, str] = {
             n_degraded        INTEGER,
             n_unpublished     INTEGER,
             target_weeks      VARCHAR,
-            degradations      VARCHAR
+            degradations      VARCHAR,
+            n_held            INTEGER
         )""",
     "window_status": """
         CREATE TABLE IF NOT EXISTS window_status (
@@ -233,6 +237,33 @@ RESULT_TABLES: dict[str, str] = {
             error        DOUBLE NOT NULL,
             run_id       VARCHAR NOT NULL
         )""",
+    "issued_portfolio_forecasts": """
+        CREATE TABLE IF NOT EXISTS issued_portfolio_forecasts (
+            portfolio_id          VARCHAR NOT NULL,
+            target_week           DATE NOT NULL,
+            ts                    TIMESTAMPTZ NOT NULL,
+            y_hat                 DOUBLE,
+            y_lo_80               DOUBLE,
+            y_hi_80               DOUBLE,
+            y_lo_95               DOUBLE,
+            y_hi_95               DOUBLE,
+            n_buildings           BIGINT NOT NULL,
+            n_buildings_expected  BIGINT NOT NULL,
+            n_calibration_hours   BIGINT NOT NULL,
+            n_record_weeks        BIGINT NOT NULL,
+            timezone              VARCHAR,
+            run_id                VARCHAR NOT NULL,
+            issued_at             TIMESTAMPTZ NOT NULL
+        )""",
+    "issued_portfolio_buildings": """
+        CREATE TABLE IF NOT EXISTS issued_portfolio_buildings (
+            portfolio_id     VARCHAR NOT NULL,
+            target_week      DATE NOT NULL,
+            run_id           VARCHAR NOT NULL,
+            building_id      VARCHAR NOT NULL,
+            model            VARCHAR NOT NULL,
+            forecast_run_id  VARCHAR NOT NULL
+        )""",
 }
 """``model_fits.status``: 'ok' | 'failed' | 'skipped'; ``tuned_week`` is the target week whose
 tuning produced ``params`` (itself, or an earlier one under ``--tuning reuse``);
@@ -251,6 +282,12 @@ comma-separated (NULL: no ensemble that week). ``issued_forecasts`` keeps every 
 forecast as it was issued, a vintage per (building, week, run), never deleted or rewritten by a
 later run: ``issued_at`` is when the run wrote it (UTC), ``model``, ``outcome`` and ``reason``
 those of its publication; the tables above hold the latest run's rows.
+``issued_portfolio_forecasts`` keeps each portfolio's hourly total and bands as a run issued
+them, a vintage per (portfolio, week, run), written when the run closes and never rewritten:
+the ``portfolio_forecasts`` columns a bid holds, the ``timezone`` its rows are exported in,
+``run_id`` and ``issued_at`` (when written, UTC); ``issued_portfolio_buildings`` the buildings
+each vintage summed, and the ``model`` and run (``forecast_run_id``) of the published forecast
+of each that it summed (:mod:`~tasks.warehouse.portfolio_vintages`).
 ``window_status.left_out`` names the weather
 inputs the window left out of the week's features and why (NULL: none). ``validation_errors``
 holds the published model's errors on its validation week (kWh, actual minus the forecast made
@@ -676,6 +713,9 @@ VIEWS: dict[str, str] = {
     "portfolio_forecasts": "CREATE OR REPLACE VIEW portfolio_forecasts AS "
                            f"{portfolio_forecasts_sql()}",
     "portfolio_scores": f"CREATE OR REPLACE VIEW portfolio_scores AS {portfolio_scores_sql()}",
+    # Every portfolio vintage scored against its buildings' readings stored now.
+    "portfolio_vintage_scores": "CREATE OR REPLACE VIEW portfolio_vintage_scores AS "
+                                f"{portfolio_vintage_scores_sql()}",
 }
 
 MACROS: dict[str, str] = {
@@ -689,6 +729,10 @@ MACROS: dict[str, str] = {
         WHERE issued_at <= as_of
         QUALIFY dense_rank() OVER (PARTITION BY building_id, target_week
                                    ORDER BY issued_at DESC, run_id DESC) = 1""",
+    # What a portfolio's bid was at a time: per portfolio-week, the latest vintage issued at or
+    # before ``as_of`` (SELECT * FROM portfolio_as_of(TIMESTAMPTZ '2024-10-28 06:00+00')).
+    "portfolio_as_of": "CREATE OR REPLACE MACRO portfolio_as_of(as_of) AS TABLE "
+                       f"{portfolio_as_of_sql()}",
 }
 
 TABLES: dict[str, str] = {**INPUT_TABLES, **RESULT_TABLES}

@@ -5,7 +5,8 @@ profile (even where its readings came hourly), the hourly file reading back exac
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
+from tasks.warehouse.portfolio_vintages import write_portfolio_vintages
 from tests.cli_runs import invoke
 from tests.rows import FORECAST_COLUMNS, insert_rows
 
@@ -21,6 +23,9 @@ LONDON = ZoneInfo("Europe/London")
 SPRING, PLAIN, AUTUMN = date(2024, 3, 25), date(2024, 4, 8), date(2024, 10, 21)
 """The weeks with the spring clock change (167 hours), an ordinary one and the autumn one (169)."""
 SHAPED, HOURLY, FORMULA = "shaped", "hourly", "=HYPERLINK(1)"
+ADD_BUILDING = ("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, "
+                "holiday_subdiv, building_type, source) VALUES")
+"""A building's row, its columns named (a later release adds more)."""
 
 
 
@@ -76,7 +81,7 @@ def warehouse(tmp_path_factory):
                 insert_rows(con, "forecasts", FORECAST_COLUMNS,
                             [[b, "gp", week, t.to_pydatetime(), v, "r", v - 1 / 3, v + 2 / 3,
                               max(v - 3, 0), v + 3] for t, v in zip(hours, y)])
-        con.execute("INSERT INTO buildings VALUES (?, 's', 'Europe/London', 'GB', NULL, NULL, 't')",
+        con.execute(f"{ADD_BUILDING} (?, 's', 'Europe/London', 'GB', NULL, NULL, 't')",
                     [FORMULA])
     return path
 
@@ -259,3 +264,92 @@ def test_a_file_without_write_permission_is_not_replaced(warehouse, tmp_path, mo
         f"error: cannot write {out}: the file is not writable (permissions); give --out a file "
         "in a folder you can write to; nothing was written"), result.output
     assert out.read_text() == "kept\n"
+
+
+ISSUED = datetime(2024, 4, 8, 6, tzinfo=UTC)
+"""When the fixture's run is taken to have closed: Monday 07:00 in London (summer time)."""
+
+
+def _as_issued(warehouse, tmp_path):
+    """A copy of the warehouse whose forecasts are kept as issued, with their validation errors
+    (the portfolio then has bands), and whose portfolios' vintages were written at
+    :data:`ISSUED`, as a run's close writes them."""
+    copy = tmp_path / "issued.duckdb"
+    copy.write_bytes(warehouse.read_bytes())
+    with connect(copy) as con:
+        con.execute("SET threads = 1")
+        con.execute("INSERT INTO issued_forecasts SELECT f.*, ?::TIMESTAMPTZ, 'learned', 't' "
+                    "FROM forecasts f", [ISSUED])
+        con.execute("INSERT INTO validation_errors SELECT building_id, target_week, model, "
+                    "ts - INTERVAL 7 DAY, sin(epoch(ts) / 3600.0), run_id FROM forecasts")
+        assert write_portfolio_vintages(con, "r", ISSUED) == 167 + 168 + 169  # `all`, 3 weeks
+    return copy
+
+
+def _bytes(warehouse, out, *args) -> bytes:
+    result = invoke("export", "--out", out, "--warehouse", warehouse, "--portfolios", "all",
+                    "--week", PLAIN, *args)
+    assert result.exit_code == 0, result.output
+    return out.read_bytes()
+
+
+@contextmanager
+def _one_thread(*args, **kwargs):
+    """A connection on one thread: sums of three buildings, added in parallel, may differ in
+    their last bit from one query to the next (see ``test_export_streamed``)."""
+    with connect(*args, **kwargs) as con:
+        con.execute("SET threads = 1")
+        yield con
+
+
+@pytest.mark.parametrize("resolution", ["60", "30", "15"])
+def test_a_portfolio_as_issued_is_exported_as_it_was_then(warehouse, tmp_path, monkeypatch,
+                                                          resolution):
+    """Issue 60: ``--portfolios --as-of`` gives the file the export wrote at the time, bands and
+    the shaped building's half-hours included, after the week was published again; an as-of
+    without an offset is the portfolio's wall clock."""
+    import tasks.outputs.export as export
+
+    monkeypatch.setattr(export, "connect", _one_thread)
+    copy = _as_issued(warehouse, tmp_path)
+    then = _bytes(copy, tmp_path / "then.csv", "--resolution", resolution)
+    with connect(copy) as con:  # a re-run publishes the shaped building twice as high
+        con.execute("UPDATE forecasts SET y_hat = 2 * y_hat, y_hi_95 = 2 * y_hi_95, "
+                    "run_id = 'r2' WHERE building_id = ? AND target_week = ?", [SHAPED, PLAIN])
+        con.execute("UPDATE publications SET run_id = 'r2' WHERE building_id = ? AND "
+                    "target_week = ?", [SHAPED, PLAIN])
+    latest = _bytes(copy, tmp_path / "latest.csv", "--resolution", resolution)
+    as_bid = _bytes(copy, tmp_path / "bid.csv", "--resolution", resolution,
+                    "--as-of", (ISSUED + timedelta(hours=1)).isoformat())
+    wall_clock = _bytes(copy, tmp_path / "wall.csv", "--resolution", resolution,
+                        "--as-of", "2024-04-08 07:00")  # London: 06:00 UTC
+    assert latest != then and as_bid == then and wall_clock == then
+    rows = pd.read_csv(tmp_path / "bid.csv")
+    assert rows[["y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"]].notna().all().all()
+    early = invoke("export", "--out", tmp_path / "x.csv", "--warehouse", copy, "--portfolios",
+                   "all", "--as-of", "2024-04-08 06:59")
+    assert early.exit_code == 1 and "no portfolio forecast is kept as issued by" in early.output
+
+
+def test_a_held_building_is_left_out_of_the_portfolio_and_its_split(warehouse, tmp_path):
+    """Issue 60: a held publication is never bid: not in the portfolio's total, nor in the
+    shares its hours are split by."""
+    copy = tmp_path / "held.duckdb"
+    copy.write_bytes(warehouse.read_bytes())
+    with connect(copy) as con:
+        con.execute("UPDATE publications SET outcome = 'held' WHERE building_id = ? AND "
+                    "target_week = ?", [HOURLY, PLAIN])
+    rows = _export(copy, tmp_path / "p.csv", "--resolution", "30", "--week", PLAIN,
+                   "--portfolios", "all")
+    hourly = _export(copy, tmp_path / "h.csv", "--week", PLAIN, "--portfolios", "all")
+    assert (hourly["n_buildings"] == 2).all() and (hourly["n_buildings_expected"] == 3).all()
+    published = _published(copy, PLAIN)
+    kept = published[published["building_id"] != HOURLY].groupby("ts")["y_hat"].sum()
+    assert np.allclose(hourly["y_hat"].to_numpy(), kept.to_numpy())
+    hour = published[published["ts"].dt.tz_convert(LONDON).dt.hour == 10].groupby("ts")
+    by_building = hour.apply(lambda f: f.set_index("building_id")["y_hat"], include_groups=False)
+    expected = ((0.3 * by_building[SHAPED] + 0.5 * by_building[FORMULA])
+                / (by_building[SHAPED] + by_building[FORMULA])).to_numpy()
+    first = rows[rows["local_time"].str.endswith("10:00")]["y_hat"].to_numpy()
+    total = hourly[hourly["local_time"].str.endswith("10:00")]["y_hat"].to_numpy()
+    assert np.allclose(first / total, expected)

@@ -5,7 +5,8 @@ writes straight into a free warehouse, stages while it is locked and loads once 
 from __future__ import annotations
 
 import shutil
-from datetime import date, datetime, timedelta, timezone
+import time
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import duckdb
 import pytest
@@ -261,3 +262,36 @@ def test_results_staged_by_an_earlier_version_are_refused_in_one_line_and_kept(w
         load(warehouse)
     assert "\n" not in str(refused.value) and "earlier version of wadiro" in str(refused.value)
     assert earlier.exists() and statuses(warehouse) == []
+
+
+def test_a_staged_run_s_vintages_are_dated_when_loaded_not_when_computed(tmp_path):
+    """Issue 60: results kept beside a locked warehouse and loaded later (``wadiro
+    load-pending``) were dated when computed, so ``--as-of`` showed them as bid before they
+    existed. The buildings' vintages and, with the run's closing, its portfolios' are dated
+    when they go in."""
+    batch, config = fitted_batch(tmp_path)
+    path = tmp_path / "fleet.duckdb"
+    with connect(path) as con:
+        ensure_schema(con)
+        record_run_start(con, run_id="r", flow="forecast", parameters={}, code_version="x")
+    stage_results(path, "r", batch, config.models)
+    summary = RunSummary(run_id="r", weeks=[W1])
+    summary.add(batch)
+    stage_closing(path, summary, "completed", None)
+    computed = datetime.now(UTC)
+    time.sleep(0.05)
+    load(path)
+    with connect(path, read_only=True) as con:
+        buildings = con.execute("SELECT min(issued_at), count(DISTINCT building_id) FROM "
+                                "issued_forecasts").fetchone()
+        portfolios = con.execute("SELECT portfolio_id, min(issued_at), count(*), "
+                                 "max(n_buildings) FROM issued_portfolio_forecasts "
+                                 "WHERE run_id = 'r' GROUP BY ALL").fetchall()
+        bid_then = con.execute("SELECT (SELECT count(*) FROM portfolio_as_of($t)), "
+                               "(SELECT count(*) FROM published_as_of($t))",
+                               {"t": computed}).fetchone()
+        closed = con.execute("SELECT status FROM runs").fetchone()
+    assert buildings[0] > computed and buildings[1] == 2
+    assert [(p, n, summed) for p, _, n, summed in portfolios] == [("all", 167, 2)]  # 31 March
+    assert portfolios[0][1] > computed and closed[0] == "completed"
+    assert bid_then == (0, 0)  # nothing of the run was bid before it went in

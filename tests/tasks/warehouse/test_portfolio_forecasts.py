@@ -7,7 +7,7 @@ errors that move together the sum of their bands; a building without a forecast 
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -21,15 +21,19 @@ from tasks.warehouse.portfolio_sql import (
     read_portfolio_forecasts,
     read_portfolio_scores,
 )
+from tasks.warehouse.portfolio_vintages import VINTAGE_COLUMNS, write_portfolio_vintages
 from tasks.warehouse.schema import ensure_schema
 from tests.rows import FORECAST_COLUMNS, insert_rows
 
 W0 = date(2024, 1, 1)
 HOURS = 168
+ADD_BUILDING = ("INSERT INTO buildings (building_id, site_id, timezone, holiday_country, "
+                "holiday_subdiv, building_type, source) VALUES")
+"""A building's row, its columns named (a later release adds more)."""
 
 
 def _ts(week: date, hour: int) -> datetime:
-    return datetime(week.year, week.month, week.day, tzinfo=timezone.utc) + timedelta(hours=hour)
+    return datetime(week.year, week.month, week.day, tzinfo=UTC) + timedelta(hours=hour)
 
 
 def _week_hours(week: date) -> list[datetime]:
@@ -42,7 +46,7 @@ def _write(path, *, buildings, portfolios, published, readings, validation):
     with connect(path) as con:
         ensure_schema(con)
         for b in buildings:
-            con.execute("INSERT INTO buildings VALUES (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
+            con.execute(f"{ADD_BUILDING} (?, 's', 'UTC', 'GB', NULL, NULL, 't')", [b])
         for p, members in portfolios.items():
             insert_rows(con, "portfolios", ["portfolio_id", "building_id"],
                         [[p, b] for b in members])
@@ -52,7 +56,8 @@ def _write(path, *, buildings, portfolios, published, readings, validation):
         insert_rows(con, "forecasts", ["building_id", "model", "target_week", "ts", "y_hat",
                                        "run_id", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"],
                     [[b, "gp", week, t, float(v), "r", v - 2.0, v + 2.0, v - 5.0, v + 5.0]
-                     for (b, week), y in published.items() for t, v in zip(_week_hours(week), y)])
+                     for (b, week), y in published.items()
+                     for t, v in zip(_week_hours(week), y, strict=True)])
         insert_rows(con, "meter_readings", ["building_id", "ts", "kwh"],
                     [[b, t, v] for b, hours in readings.items() for t, v in hours.items()])
         insert_rows(con, "validation_errors", ["building_id", "target_week", "model", "ts",
@@ -80,7 +85,7 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                 for b in summed:
                     if (b, earlier) in published:
                         errs = {t: readings[b][t] - y for t, y in
-                                zip(_week_hours(earlier), published[b, earlier])
+                                zip(_week_hours(earlier), published[b, earlier], strict=True)
                                 if t in readings.get(b, {})}
                         groups.append((errs, b, earlier))
             by_source: dict = {}
@@ -136,7 +141,8 @@ def random_fleet(tmp_path_factory):
                 before = _week_hours(week - timedelta(weeks=1))
                 errs = size[b] * (0.05 * common[k * HOURS:(k + 1) * HOURS]
                                   + 0.03 * rng.normal(0, 1, HOURS))
-                validation[b, week] = {t: float(e) for t, e in zip(before, errs) if t.hour != 3}
+                validation[b, week] = {t: float(e) for t, e in zip(before, errs, strict=True)
+                                       if t.hour != 3}
     facts = dict(buildings=buildings, portfolios={"third": ["b1", "b2"], "big": ["b1", "b3"]},
                  published=published, readings=readings, validation=validation)
     path = tmp_path_factory.mktemp("portfolio") / "w.duckdb"
@@ -204,8 +210,8 @@ def _paired(tmp_path, sign: float):
     errors = np.linspace(-3.0, 3.0, HOURS)
     facts = dict(buildings=["a", "b"], portfolios={},
                  published={("a", W0): np.full(HOURS, 20.0), ("b", W0): np.full(HOURS, 20.0)},
-                 readings={}, validation={("a", W0): dict(zip(hours, errors)),
-                                          ("b", W0): dict(zip(hours, sign * errors))})
+                 readings={}, validation={("a", W0): dict(zip(hours, errors, strict=True)),
+                                          ("b", W0): dict(zip(hours, sign * errors, strict=True))})
     _write(tmp_path / "w.duckdb", **facts)
     with connect(tmp_path / "w.duckdb", read_only=True) as con:
         return read_portfolio_forecasts(con, ["all"]).iloc[0]
@@ -251,6 +257,16 @@ def test_published_hours_are_read_from_the_publications_own_vintage(random_fleet
     assert 0 < left < 4 * 4 * HOURS  # some building-weeks have no vintage, some no forecast
     pd.testing.assert_frame_equal(after, before)
 
+
+def test_a_week_without_enough_calibration_hours_has_no_band_on_either_side(tmp_path):
+    """Fewer than 24 calibration hours give no band: both bounds NULL (the lower one was 0,
+    ``greatest`` skipping the missing half width)."""
+    _write(tmp_path / "w.duckdb", buildings=["a"], portfolios={},
+           published={("a", W0): np.full(HOURS, 5.0)}, readings={}, validation={})
+    with connect(tmp_path / "w.duckdb", read_only=True) as con:
+        rows = read_portfolio_forecasts(con)
+    assert len(rows) == HOURS and (rows["n_calibration_hours"] == 0).all()
+    assert rows[["y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"]].isna().all().all()
 
 def test_a_read_of_chosen_weeks_equals_the_view(random_fleet):
     """Reading some weeks computes only them (and their records), with the same numbers."""
@@ -344,3 +360,139 @@ def test_two_portfolios_of_many_are_computed_from_their_own_buildings(tmp_path):
         twins = read_portfolio_scores(con, ["twin", "north", "south"])
     assert twins["portfolio_id"].tolist() == ["north", "south", "twin"]
     assert twins.iloc[0, 1:].equals(twins.iloc[2, 1:])
+
+
+T1 = datetime(2024, 3, 1, 6, tzinfo=UTC)
+T2 = T1 + timedelta(days=1)
+LAST = W0 + timedelta(weeks=3)
+VINTAGE = ("SELECT * FROM issued_portfolio_forecasts WHERE run_id = ? "
+           "ORDER BY portfolio_id, target_week, ts")
+
+
+def _copy(path, tmp_path):
+    copy = tmp_path / "w.duckdb"
+    copy.write_bytes(path.read_bytes())
+    return copy
+
+
+def _without(published: dict, left_out) -> dict:
+    return {key: y for key, y in published.items() if key != left_out}
+
+
+def test_a_held_publication_is_left_out_of_the_sums(random_fleet, tmp_path):
+    """A building-week whose publication is held (never bid) is summed nowhere: the
+    portfolios are those of a warehouse without its forecast, the building still expected
+    (issue 60); the vintages written then are the same."""
+    path, facts = random_fleet
+    held = ("b1", W0 + timedelta(weeks=2))
+    copy = _copy(path, tmp_path)
+    with connect(copy) as con:
+        con.execute("UPDATE publications SET outcome = 'held' WHERE building_id = ? "
+                    "AND target_week = ?", list(held))
+        view = read_portfolio_forecasts(con)
+        write_portfolio_vintages(con, "r", T1)
+        issued = con.execute(f"SELECT {', '.join(VINTAGE_COLUMNS[:-3])} FROM "
+                             "issued_portfolio_forecasts ORDER BY portfolio_id, target_week, "
+                             "ts").df()
+    expected = _reference(**{**facts, "published": _without(facts["published"], held)})
+    merged = view.assign(ts=view["ts"].dt.tz_convert("UTC"),
+                         target_week=pd.to_datetime(view["target_week"]).dt.date).merge(
+        expected.assign(ts=pd.to_datetime(expected["ts"], utc=True)),
+        on=["portfolio_id", "target_week", "ts"], suffixes=("", "_ref"))
+    assert len(merged) == len(view) == 3 * 4 * HOURS
+    for column in ("y_hat", "y_lo_80", "y_hi_95", "n_buildings", "n_buildings_expected",
+                   "n_calibration_hours", "n_record_weeks"):
+        assert np.allclose(merged[column].astype(float), merged[f"{column}_ref"].astype(float),
+                           rtol=1e-12, atol=1e-9, equal_nan=True), column
+    week = view[(view["portfolio_id"] == "third")
+                & (pd.to_datetime(view["target_week"]).dt.date == held[1])]
+    assert (week["n_buildings"] == 1).all() and (week["n_buildings_expected"] == 2).all()
+    pd.testing.assert_frame_equal(issued, view[list(issued.columns)], check_dtype=False)
+
+
+
+def _republish_b0(con, run_id: str, shift: float) -> None:
+    """``run_id`` publishes b0's last week again, ``shift`` kWh higher every hour, as a run
+    writes it: its publication and its vintage."""
+    con.execute("UPDATE publications SET run_id = ? WHERE building_id = 'b0' AND target_week = ?",
+                [run_id, LAST])
+    con.execute("INSERT INTO issued_forecasts SELECT * REPLACE (? AS run_id, y_hat + ? AS y_hat), "
+                "?::TIMESTAMPTZ, 'learned', 'test' FROM forecasts WHERE building_id = 'b0' "
+                "AND target_week = ?", [run_id, shift, T2, LAST])
+
+
+def test_a_vintage_is_the_view_as_issued_and_a_later_run_adds_its_own(random_fleet, tmp_path):
+    """Written by the view's own SQL: the rows of every portfolio-week the run published,
+    with the buildings each summed. A later run of one building-week adds a vintage of the
+    portfolios holding it, that week only; the first stays byte for byte, and
+    ``portfolio_as_of`` gives each in its time."""
+    path, facts = random_fleet
+    copy = _copy(path, tmp_path)
+    with connect(copy) as con:
+        view = read_portfolio_forecasts(con)
+        assert write_portfolio_vintages(con, "r", T1) == 3 * 4 * HOURS
+        first = con.execute(VINTAGE, ["r"]).df()
+        summed = con.execute("SELECT portfolio_id, target_week, building_id, forecast_run_id "
+                             "FROM issued_portfolio_buildings ORDER BY ALL").fetchall()
+        _republish_b0(con, "r2", 10.0)
+        assert write_portfolio_vintages(con, "r2", T2) == HOURS  # `all` of the last week
+        assert write_portfolio_vintages(con, "r2", T2 + timedelta(hours=1)) == 0  # once
+        again = con.execute(VINTAGE, ["r"]).df()
+        second = con.execute(VINTAGE, ["r2"]).df()
+        latest = read_portfolio_forecasts(con, ["all"], [LAST])
+        at_first = con.execute("SELECT * FROM portfolio_as_of(?) ORDER BY ALL", [T1]).df()
+        at_second = con.execute("SELECT * FROM portfolio_as_of(?) ORDER BY ALL", [T2]).df()
+    columns = list(VINTAGE_COLUMNS[:-3])
+    pd.testing.assert_frame_equal(first[columns], view[columns], check_dtype=False)
+    assert (first["run_id"] == "r").all() and (first["issued_at"] == T1).all()
+    assert (first["timezone"] == "UTC").all()
+    members = {"all": facts["buildings"], **facts["portfolios"]}
+    assert summed == sorted((p, w, b, "r") for p, bs in members.items() for b in bs
+                            for w in {w for _, w in facts["published"]}
+                            if (b, w) in facts["published"])
+    pd.testing.assert_frame_equal(again, first)  # never rewritten
+    pd.testing.assert_frame_equal(second[columns], latest[columns], check_dtype=False)
+    old = first[(first["portfolio_id"] == "all")
+                & (pd.to_datetime(first["target_week"]).dt.date == LAST)]
+    assert np.allclose(second["y_hat"], old["y_hat"].to_numpy() + 10.0)
+    assert len(at_first) == len(at_second) == 3 * 4 * HOURS
+    assert set(at_first["run_id"]) == {"r"} and (at_second["run_id"] == "r2").sum() == HOURS
+
+
+def test_vintages_are_scored_against_the_readings_of_the_buildings_they_summed(
+        random_fleet, tmp_path):
+    """``portfolio_vintage_scores`` against sums by hand of each vintage's own buildings'
+    readings (an hour counts once every one of them has a reading), whatever the portfolio
+    holds today; each portfolio-week's vintages numbered in issue order."""
+    path, facts = random_fleet
+    copy = _copy(path, tmp_path)
+    with connect(copy) as con:
+        write_portfolio_vintages(con, "r", T1)
+        _republish_b0(con, "r2", 10.0)
+        write_portfolio_vintages(con, "r2", T2)
+        con.execute("DELETE FROM portfolios WHERE portfolio_id = 'third' AND building_id = 'b2'")
+        vintages = con.execute("SELECT * FROM issued_portfolio_forecasts").df()
+        scores = con.execute("SELECT * FROM portfolio_vintage_scores").df()
+    members = {"all": facts["buildings"], **facts["portfolios"]}
+    readings = facts["readings"]
+    assert len(scores) == 3 * 4 + 1
+    for _, row in scores.iterrows():
+        week = pd.Timestamp(row["target_week"]).date()
+        summed = [b for b in members[row["portfolio_id"]] if (b, week) in facts["published"]]
+        rows = vintages[(vintages["portfolio_id"] == row["portfolio_id"])
+                        & (vintages["run_id"] == row["run_id"])
+                        & (pd.to_datetime(vintages["target_week"]).dt.date == week)]
+        errors, actuals = [], []
+        for ts, y in zip(rows["ts"].dt.tz_convert("UTC"), rows["y_hat"], strict=True):
+            hour = ts.to_pydatetime()
+            if all(hour in readings[b] for b in summed):
+                actual = sum(readings[b][hour] for b in summed)
+                errors.append(y - actual)
+                actuals.append(actual)
+        assert row["n_hours"] == len(errors) > 0
+        assert row["mae"] == pytest.approx(np.mean(np.abs(errors)), rel=1e-12)
+        assert row["rmse"] == pytest.approx(np.sqrt(np.mean(np.square(errors))), rel=1e-12)
+        assert row["mean_actual"] == pytest.approx(np.mean(actuals), rel=1e-12)
+        assert row["vintage"] == (2 if row["run_id"] == "r2" else 1)
+    third = scores[scores["portfolio_id"] == "third"]
+    assert (third["n_buildings"] == 2).all()  # b2 was summed then, so its readings count
