@@ -481,10 +481,11 @@ def runs(
     if not rows:
         echo("no runs yet")
     for (run_id, flow, started, minutes, status, weeks, done, learned, persistence, degraded,
-         unpublished, failed, degradations, message) in rows:
+         unpublished, failed, degradations, message, held) in rows:
         took = f"{minutes:g} min" if minutes is not None else "-"
         published = ("" if learned is None else  # a run closed by an earlier release
                      f": {learned} learned, {persistence} persistence, {degraded} degraded, "
+                     f"{f'{held} held out of every bid, ' if held else ''}"
                      f"{unpublished} not published")
         line = (f"{started}  {run_id}  {flow:<8}  {status:<23}  {took:>9}  "
                 f"{'week(s) ' + weeks + ': ' if weeks else ''}"

@@ -6,7 +6,11 @@ ISO 8601 with the UTC offset (``2024-03-31T03:00:00+01:00``), ``period_start_utc
 instant in UTC (a timestamp in Parquet, ``...Z`` text in CSV), ``local_time`` the local wall
 clock (``2024-03-31 03:00``), then the ``timezone`` and the period's length in ``minutes``.
 A week is the building's local Monday 00:00 to the next: 168 hours, 167 or 169 across a clock
-change (336, 334 or 338 half-hours).
+change (336, 334 or 338 half-hours). A building's rows carry the published ``model`` and its
+``outcome`` (``learned``, ``persistence`` chosen on its merit, or ``degraded``: persistence
+because no learned forecast could be trusted), so a persistence-only week is marked in every
+row; a building-week *held* out of every bid (its forecast an order of magnitude off the
+building's level, :mod:`~tasks.protocol.bid_check`) is never written, and the summary names it.
 
 **Settlement periods** (``resolution`` 30 or 15 minutes): an hour's forecast is split by the
 building's own intra-hour shape where its readings came sub-hourly
@@ -51,6 +55,7 @@ import pyarrow.parquet as pq
 from tasks.errors import PipelineError
 from tasks.outputs.output_files import OUTPUT_MEMORY, csv_text, open_beside
 from tasks.protocol.intervals import LEVELS
+from tasks.protocol.publication import HELD
 from tasks.warehouse.catalog import has_table
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import RESOLUTIONS, period_shares
@@ -88,10 +93,16 @@ class ExportSummary:
     ids: int
     week: date
     minutes: int
+    held: tuple[str, ...] = ()
+    """Buildings whose forecast of the week was held out of every bid: not written."""
 
     def line(self) -> str:
-        return (f"wrote {self.rows:,} rows ({self.ids:,} {self.kind}(s), week of {self.week}, "
+        line = (f"wrote {self.rows:,} rows ({self.ids:,} {self.kind}(s), week of {self.week}, "
                 f"{self.minutes}-minute periods) to {self.path}")
+        if self.held:
+            line += (f"; {len(self.held)} building(s) held out of every bid, not written "
+                     f"({shown_ids(list(self.held))}: publications.reason says why)")
+        return line
 
 
 def split_hours(hours: pd.DataFrame, shares: np.ndarray, minutes: int) -> pd.DataFrame:
@@ -207,25 +218,43 @@ def _members(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str]) -> list[
         [list(portfolios)]).fetchall()]
 
 
-def _published(as_of: datetime | None) -> tuple[str, list]:
+def _published(con: duckdb.DuckDBPyConnection,
+               as_of: datetime | None) -> tuple[str, list]:
     """The published forecasts' source and its parameters: the latest vintage, or the one
-    issued at ``as_of`` (the macro ``published_as_of``)."""
-    if as_of is None:
-        return "published_forecasts", []
-    return "published_as_of(?::TIMESTAMPTZ)", [as_of]
+    issued at ``as_of`` (the macro ``published_as_of``), with an ``outcome`` column (NULL
+    where the view or macro was made by a release before it and no command has written
+    since)."""
+    source, params = (("published_forecasts", []) if as_of is None
+                      else ("published_as_of(?::TIMESTAMPTZ)", [as_of]))
+    columns = [c[0] for c in con.execute(f"SELECT * FROM {source} LIMIT 0", params).description]
+    if "outcome" not in columns:
+        source = f"(SELECT *, NULL::VARCHAR AS outcome FROM {source})"
+    return source, params
 
 
 def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], week: date,
                     as_of: datetime | None = None) -> duckdb.DuckDBPyConnection:
     """The published hours of ``week`` of ``buildings`` (as issued at ``as_of``, when given),
     by building and hour; the executed query, to be fetched."""
-    source, source_params = _published(as_of)
+    source, source_params = _published(con, as_of)
     return con.execute(
-        f"""SELECT p.building_id, p.target_week, p.ts, p.model, b.timezone,
+        f"""SELECT p.building_id, p.target_week, p.ts, p.model, p.outcome, b.timezone,
                    hour(timezone(b.timezone, p.ts)) AS local_hour, {', '.join(VALUES)}
             FROM {source} p JOIN buildings b USING (building_id)
             WHERE p.target_week = ? AND building_id IN (SELECT unnest(?::VARCHAR[]))
+              AND p.outcome IS DISTINCT FROM '{HELD}'
             ORDER BY p.building_id, p.ts""", [*source_params, week, list(buildings)])
+
+
+def held_buildings(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], week: date,
+                   as_of: datetime | None = None) -> list[str]:
+    """The buildings of ``buildings`` whose forecast of ``week`` (as issued at ``as_of``) was
+    held out of every bid (:data:`~tasks.protocol.publication.HELD`): never exported."""
+    source, source_params = _published(con, as_of)
+    return [r[0] for r in con.execute(
+        f"""SELECT DISTINCT building_id FROM {source} WHERE target_week = ?
+            AND building_id IN (SELECT unnest(?::VARCHAR[])) AND outcome = '{HELD}'
+            ORDER BY 1""", [*source_params, week, list(buildings)]).fetchall()]
 
 
 def _building_shares(con: duckdb.DuckDBPyConnection, hours: pd.DataFrame,
@@ -256,7 +285,7 @@ def _building_rows(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], wee
             hours, held = held.iloc[:cut].reset_index(drop=True), held.iloc[cut:]
             shares = _building_shares(shapes, hours, minutes)
             yield _frame(split_hours(hours.rename(columns={"building_id": "key"}), shares,
-                                     minutes), "building_id", minutes, ["model"])
+                                     minutes), "building_id", minutes, ["model", "outcome"])
 
 
 _LOCAL_HOUR = "hour(timezone(b.timezone, h.ts)) AS local_hour"
@@ -456,6 +485,7 @@ def export_forecasts(
             if as_of is not None and as_of.tzinfo is None:  # the fleet's wall clock
                 as_of = as_of.replace(tzinfo=ZoneInfo(fleet_timezone(con, ids)))
             chosen = week or latest_week(con, ids, as_of)
+            held = held_buildings(con, ids, chosen, as_of)
             frames = _building_rows(con, ids, chosen, resolution, as_of)
         issued = f" by {as_of:%Y-%m-%d %H:%M %Z}" if as_of is not None else ""
         written, n_ids = _written(out, kind, frames, (
@@ -463,4 +493,5 @@ def export_forecasts(
             f"({'portfolios' if portfolios is not None else 'buildings'} {shown_ids(list(ids))})"))
     return ExportSummary(path=out, rows=written,
                          kind="portfolio" if portfolios is not None else "building",
-                         ids=n_ids, week=chosen, minutes=resolution)
+                         ids=n_ids, week=chosen, minutes=resolution,
+                         held=tuple(held) if portfolios is None else ())

@@ -210,11 +210,19 @@ def data_problems(con: duckdb.DuckDBPyConnection, quality: DataQuality,
 
 
 def _degraded_weeks(con: duckdb.DuckDBPyConnection, week: date) -> list[Problem]:
-    """The building-weeks of ``week`` that were forecast, but degraded: persistence published
-    because no learned forecast could be trusted, weather inputs left out, flagged readings
-    treated as missing; each with its buildings and the first one's reason."""
+    """The building-weeks of ``week`` that were held out of every bid (their forecast an
+    order of magnitude off the building's level), degraded (persistence published because no
+    learned forecast could be trusted) or forecast from reduced inputs (weather inputs left
+    out, flagged readings treated as missing); each with its buildings and the first one's
+    reason."""
     found = []
     for what, sql, action in (
+            (f"held out of every bid for the week of {week}: the forecast is an order of "
+             "magnitude off the building's level",
+             "SELECT building_id, reason FROM publications WHERE target_week = ? "
+             "AND outcome = 'held'",
+             "check its readings' unit and its declared floor_area_m2 and building_type; "
+             "first: {reason}"),
             (f"forecast for the week of {week} by persistence: no learned forecast could be "
              "trusted",
              "SELECT p.building_id, p.reason FROM publications p JOIN window_status w "

@@ -137,19 +137,21 @@ class RunStore:
     def history(self, limit: int = 20) -> list[tuple]:
         """The latest runs, newest first: id, flow, start, minutes, status, target weeks,
         building-weeks done, what they published (learned, persistence, degraded, nothing) and
-        failed, what degraded them, message."""
+        failed, what degraded them, message, and the building-weeks they held out of every
+        bid."""
         with connect(self.warehouse, read_only=True) as con:
             known = {row[0] for row in con.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
             ).fetchall()}
             # a warehouse no run of this release has written yet lacks the newer columns
             later = {c: c if c in known else f"NULL AS {c}"
-                     for c in ("target_weeks", "degradations")}
+                     for c in ("target_weeks", "degradations", "n_held")}
             return con.execute(
                 "SELECT run_id, flow, strftime(started_at, '%Y-%m-%d %H:%M:%S UTC'), "
                 "round(epoch(finished_at - started_at) / 60.0, 1), status, "
                 f"{later['target_weeks']}, n_building_weeks, n_learned, n_persistence, "
-                f"n_degraded, n_unpublished, n_failed, {later['degradations']}, message "
+                f"n_degraded, n_unpublished, n_failed, {later['degradations']}, message, "
+                f"{later['n_held']} "
                 "FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
 
     def load_pending(self) -> LoadReport:

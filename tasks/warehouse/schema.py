@@ -23,6 +23,7 @@ import hashlib
 
 import duckdb
 
+from tasks.protocol.publication import HELD
 from tasks.protocol.scoring import VIOLATION_TOLERANCE_KWH
 from tasks.warehouse.portfolio_sql import (
     portfolio_forecasts_sql,
@@ -355,7 +356,7 @@ PUBLISHED = "published"
 
 def leaderboard_sql(run_filter: bool = False) -> str:
     """The fleet leaderboard of the paper's Table 3, plus error statistics, one row per model
-    and one for the published forecast.
+    and one for the published forecast (a building-week held out of every bid is not in it).
 
     With ``run_filter`` the scores of one run only (one ``?`` placeholder: its ``run_id``).
     ``mae_vs_naive`` is the model's mean MAE over seasonal naive's on the building-weeks both
@@ -372,6 +373,7 @@ def leaderboard_sql(run_filter: bool = False) -> str:
             UNION ALL BY NAME
             SELECT s.* REPLACE ('{PUBLISHED}' AS model)
             FROM s JOIN publications p USING (building_id, target_week, model)
+            WHERE p.outcome IS DISTINCT FROM '{HELD}'
         ),
         naive AS (
             SELECT building_id, target_week, mae AS naive_mae FROM s WHERE model = 'seasonal_naive'
@@ -666,7 +668,7 @@ VIEWS: dict[str, str] = {
     "published_forecasts": """
         CREATE OR REPLACE VIEW published_forecasts AS
         SELECT f.building_id, f.target_week, f.ts, p.model, f.y_hat,
-               f.y_lo_80, f.y_hi_80, f.y_lo_95, f.y_hi_95, p.reason, p.run_id
+               f.y_lo_80, f.y_hi_80, f.y_lo_95, f.y_hi_95, p.reason, p.run_id, p.outcome
         FROM publications p
         JOIN forecasts f USING (building_id, target_week, model)""",
     # Every vintage of every published forecast, scored against the readings stored now:
@@ -724,7 +726,7 @@ MACROS: dict[str, str] = {
     "published_as_of": """
         CREATE OR REPLACE MACRO published_as_of(as_of) AS TABLE
         SELECT building_id, target_week, ts, model, y_hat, y_lo_80, y_hi_80, y_lo_95, y_hi_95,
-               reason, run_id, issued_at
+               reason, run_id, issued_at, outcome
         FROM issued_forecasts
         WHERE issued_at <= as_of
         QUALIFY dense_rank() OVER (PARTITION BY building_id, target_week
