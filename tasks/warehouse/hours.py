@@ -346,12 +346,16 @@ def _hour_range(
 
 
 def fleet_levels(con: duckdb.DuckDBPyConnection, start_utc: datetime | pd.Timestamp,
-                 end_utc: datetime | pd.Timestamp, min_hours: int) -> np.ndarray:
+                 end_utc: datetime | pd.Timestamp, min_hours: int,
+                 leave_out: Sequence[str] = ()) -> np.ndarray:
     """The mean hourly kWh of each building with at least ``min_hours`` usable readings over
-    ``[start_utc, end_utc)``: the fleet's established buildings' levels, in one aggregate."""
+    ``[start_utc, end_utc)``, but those of ``leave_out`` (building ids): the fleet's
+    established buildings' levels, in one aggregate."""
+    ids = _distinct_ids(leave_out)
+    left_out = " AND building_id NOT IN (SELECT unnest(?::VARCHAR[]))" if ids else ""
     rows = con.execute(
-        f"SELECT avg(kwh) FROM {USABLE_READINGS} WHERE ts >= ? AND ts < ? "
+        f"SELECT avg(kwh) FROM {USABLE_READINGS} WHERE ts >= ? AND ts < ?{left_out} "
         "GROUP BY building_id HAVING count(kwh) >= ?",
         [pd.Timestamp(start_utc).to_pydatetime(), pd.Timestamp(end_utc).to_pydatetime(),
-         min_hours]).fetchall()
+         *([ids] if ids else []), min_hours]).fetchall()
     return np.asarray([row[0] for row in rows], dtype=np.float64)

@@ -51,7 +51,7 @@ from tasks.warehouse.connection import (
     transaction,
 )
 from tasks.warehouse.portfolio_vintages import write_portfolio_vintages
-from tasks.warehouse.refusals import ResourceError, resource_error
+from tasks.warehouse.refusals import UNCHANGED, ResourceError, resource_error
 from tasks.warehouse.rescoring import rescore_forecasts
 from tasks.warehouse.results import result_tables, write_result_tables
 from tasks.warehouse.runs import RunSummary, record_run_end
@@ -130,6 +130,8 @@ class RunWriter:
         self._write_s = 0.0  # how long the last write took
         self._held: list[BuildingWeekResult] = []
         """Finished results not yet written or staged (``write_every_s``)."""
+        self.written = 0
+        """Building-weeks written straight into the warehouse so far."""
 
     @property
     def pending(self) -> int:
@@ -155,12 +157,25 @@ class RunWriter:
         if not self.locked:
             try:
                 with connect(self.warehouse, wait_s=WRITE_WAIT_S) as con:
-                    write_now(con, tables, self.run_id, self.models)
+                    self.written += write_now(con, tables, self.run_id, self.models)[0]
                 self._write_s = time.monotonic() - self._last_write
                 return
             except WarehouseLockedError as locked:
                 self._now_locked(locked)
+            except ResourceError as refused:  # a full disk: say what of the run is stored
+                raise ResourceError(self._refused(refused, tables)) from refused
         stage_tables(self.warehouse, self.run_id, tables, self.models)
+
+    def _refused(self, refused: ResourceError, tables: dict[str, pa.Table]) -> str:
+        """A refused write's message, saying what of the run is stored: the batches written
+        before stand (the write that failed changed nothing)."""
+        status = tables.get("window_status")
+        lost = 0 if status is None else status.num_rows
+        before = (f"the {self.written} building-week(s) run {self.run_id} wrote before stand (a "
+                  "new run replaces them)" if self.written
+                  else f"nothing of run {self.run_id} is stored")
+        return str(refused).replace(
+            UNCHANGED, f"the {lost} building-week(s) of this write are not stored; {before}")
 
     def _write_due(self) -> bool:
         every = self.write_every_s and max(self.write_every_s, WRITE_SHARE * self._write_s)
@@ -183,7 +198,13 @@ class RunWriter:
         self.write(now=True)
         status, message = summary.final_status(error)
         self.status = status
-        stage_closing(self.warehouse, summary, status, message)
+        try:
+            stage_closing(self.warehouse, summary, status, message)
+        except OSError:  # no room beside the warehouse either (a full disk): close it directly
+            with connect(self.warehouse, wait_s=WRITE_WAIT_S) as con, transaction(con):
+                record_run_end(con, summary, outcome=(status, message),
+                               degradations=summary.degradations() or None)
+            return status
         self._load(self.lock_wait_s if error is None else WRITE_WAIT_S)
         return status
 

@@ -26,7 +26,15 @@ from tasks.warehouse.connection import connect, require_warehouse
 from tasks.warehouse.pending import WRITE_WAIT_S, LoadReport, RunWriter, load_staged, staged_runs
 from tasks.warehouse.provenance import code_version
 from tasks.warehouse.rescoring import rescore_forecasts
-from tasks.warehouse.runs import NotForecast, RunSummary, not_forecast_rows, record_run_start
+from tasks.warehouse.runs import (
+    ABANDONED,
+    NotForecast,
+    RunSummary,
+    close_abandoned_runs,
+    not_forecast_rows,
+    process_gone,
+    record_run_start,
+)
 from tasks.warehouse.schema import ensure_schema
 from tasks.warehouse.selection import ChosenWeek, fleet_building_ids, week_of_run
 
@@ -90,6 +98,7 @@ class RunStore:
         with connect(self.warehouse, wait_s=self.lock_wait_s) as con:
             ensure_schema(con)
             ids = fleet_building_ids(con, buildings)
+            close_abandoned_runs(con)
             record_run_start(con, run_id=run_id, flow=label, parameters=parameters,
                              code_version=code_version(), weeks=weeks)
         earlier = tuple(staged for staged in staged_runs(self.warehouse) if staged != run_id)
@@ -145,14 +154,18 @@ class RunStore:
             ).fetchall()}
             # a warehouse no run of this release has written yet lacks the newer columns
             later = {c: c if c in known else f"NULL AS {c}"
-                     for c in ("target_weeks", "degradations", "n_held")}
-            return con.execute(
+                     for c in ("target_weeks", "degradations", "n_held", "host", "pid")}
+            rows = con.execute(
                 "SELECT run_id, flow, strftime(started_at, '%Y-%m-%d %H:%M:%S UTC'), "
                 "round(epoch(finished_at - started_at) / 60.0, 1), status, "
                 f"{later['target_weeks']}, n_building_weeks, n_learned, n_persistence, "
                 f"n_degraded, n_unpublished, n_failed, {later['degradations']}, message, "
-                f"{later['n_held']} "
+                f"{later['n_held']}, {later['host']}, {later['pid']}, started_at "
                 "FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
+        # a run left running by a process that is gone is shown as such (the next run or
+        # load-pending records it)
+        return [(*row[:4], ABANDONED if row[4] == "running" and process_gone(*row[-3:])
+                 else row[4], *row[5:-3]) for row in rows]
 
     def load_pending(self) -> LoadReport:
         """Load what runs left staged beside the warehouse (``wadiro load-pending``); a
@@ -160,7 +173,9 @@ class RunStore:
         require_warehouse(self.warehouse, otherwise="kept results are loaded only into the "
                           "warehouse whose runs kept them")
         with connect(self.warehouse, create=False) as con:
-            return load_staged(con, self.warehouse)
+            report = load_staged(con, self.warehouse)
+            close_abandoned_runs(con)
+            return report
 
 
 __all__ = ["Batch", "OpenRun", "RunStore", "RunSummary", "RunWriter"]

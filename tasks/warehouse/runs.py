@@ -15,6 +15,8 @@ such, whatever it published.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
+import psutil
 
 from tasks.errors import RunStoppedError
 from tasks.protocol.forecasting import BuildingWeekResult
@@ -275,16 +278,53 @@ def record_run_start(
     con: duckdb.DuckDBPyConnection, *, run_id: str, flow: str, parameters: dict, code_version: str,
     weeks: Sequence[date] = (),
 ) -> None:
-    """The run's row with status ``running`` and its target weeks (replacing a row of the same
-    id)."""
+    """The run's row with status ``running``, its target weeks and the process that runs it
+    (host and pid: :func:`close_abandoned_runs`), replacing a row of the same id."""
     with transaction(con):
         con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         con.execute(
             "INSERT INTO runs (run_id, flow, started_at, status, parameters, code_version, "
-            "target_weeks) VALUES (?, ?, ?, 'running', ?, ?, ?)",
+            "target_weeks, host, pid) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
             [run_id, flow, datetime.now(UTC), to_json(parameters), code_version,
-             target_weeks_text(weeks) if weeks else None],
+             target_weeks_text(weeks) if weeks else None, socket.gethostname(), os.getpid()],
         )
+
+
+ABANDONED = "abandoned"
+"""The status of a run whose process ended without closing it (killed, out of disk or memory,
+a power cut): what it wrote before stands, its counts are not known."""
+
+
+def process_gone(host: str | None, pid: int | None, started_at: datetime) -> bool:
+    """Whether the process that ran a run started at ``started_at`` on ``host`` with ``pid``
+    is known to be gone: it ran on this host and no process has that pid, or the one that has
+    it started after the run (the pid was given again). A run of another host (or of a release
+    that did not record its process) is never judged gone."""
+    if host != socket.gethostname() or pid is None:
+        return False
+    try:
+        started = psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return True
+    except psutil.Error:  # access denied: a process is there
+        return False
+    return started > started_at.timestamp() + 1.0
+
+
+def close_abandoned_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Close as :data:`ABANDONED` every ``running`` run whose process is gone
+    (:func:`process_gone`); returns their ids. A run whose closing record is staged beside the
+    warehouse gets its own status when it is loaded."""
+    rows = con.execute("SELECT run_id, host, pid, started_at FROM runs "
+                       "WHERE status = 'running'").fetchall()
+    gone = [run_id for run_id, host, pid, started in rows if process_gone(host, pid, started)]
+    for run_id in gone:
+        con.execute(
+            "UPDATE runs SET status = ?, message = ? WHERE run_id = ? AND status = 'running'",
+            [ABANDONED, "its process ended without closing the run (killed, out of disk or "
+             "memory): the building-weeks it wrote before stand, the others were not written; "
+             "run the command again", run_id])
+    return gone
 
 
 def record_run_end(

@@ -133,7 +133,9 @@ RESULT_TABLES: dict[str, str] = {
             n_unpublished     INTEGER,
             target_weeks      VARCHAR,
             degradations      VARCHAR,
-            n_held            INTEGER
+            n_held            INTEGER,
+            host              VARCHAR,
+            pid               INTEGER
         )""",
     "window_status": """
         CREATE TABLE IF NOT EXISTS window_status (
@@ -345,6 +347,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "degradations", "VARCHAR"),
     ("buildings", "floor_area_m2", "DOUBLE"),
     ("runs", "n_held", "INTEGER"),
+    ("runs", "host", "VARCHAR"),
+    ("runs", "pid", "INTEGER"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""

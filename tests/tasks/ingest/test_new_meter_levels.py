@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tasks.ingest.levels import LevelChangeError
 from tasks.ingest.plausibility import ImplausibleValueError
-from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions
+from tasks.ingest.readings_file import ReadingsOptions
 from tasks.ingest.registers import RegisterReadingsError
 from tests.tasks.ingest.operator_files import (
     contents,

@@ -16,8 +16,9 @@ import pytest
 from pydantic import ValidationError
 
 from tasks.ingest.cambridge_archive import load_cambridge
+from tasks.ingest.levels import LevelChangeError
 from tasks.ingest.plausibility import ImplausibleValueError
-from tasks.ingest.readings_file import LevelChangeError, ReadingsOptions
+from tasks.ingest.readings_file import ReadingsOptions
 from tasks.ingest.registers import RegisterReadingsError, refuse_registers
 from tasks.ingest.synthetic_fleet import FleetSpec, fleet_readings
 from tests.tasks.ingest.operator_files import (

@@ -5,6 +5,8 @@ writes straight into a free warehouse, stages while it is locked and loads once 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 from datetime import UTC, date, datetime, timedelta, timezone
 
@@ -30,7 +32,9 @@ from tasks.warehouse.pending import (
     staged_runs,
 )
 from tasks.warehouse.results import RESULT_SLICE_TABLES, write_results
-from tasks.warehouse.runs import RunSummary, record_run_start
+from tasks.warehouse.refusals import UNCHANGED, ResourceError
+from tasks.warehouse.run_store import RunStore
+from tasks.warehouse.runs import RunSummary, close_abandoned_runs, record_run_start
 from tasks.warehouse.schema import ensure_schema
 
 W1, W2 = date(2024, 3, 25), date(2024, 4, 1)
@@ -295,3 +299,62 @@ def test_a_staged_run_s_vintages_are_dated_when_loaded_not_when_computed(tmp_pat
     assert [(p, n, summed) for p, _, n, summed in portfolios] == [("all", 167, 2)]  # 31 March
     assert portfolios[0][1] > computed and closed[0] == "completed"
     assert bid_then == (0, 0)  # nothing of the run was bid before it went in
+
+
+def test_a_full_disk_says_what_of_the_run_is_stored_and_the_run_is_closed(warehouse,
+                                                                         monkeypatch):
+    """A write refused by a full disk names the building-weeks stored before and those not;
+    with no room to stage the closing record beside the warehouse, the run is closed in it."""
+    writer = pending.RunWriter(str(warehouse), "old", MODELS, lock_wait_s=0.2, tell=_Told(),
+                               write_every_s=0.0)
+    writer.write(results("a", "stored"))
+    full = ResourceError(f"cannot write warehouse w.duckdb: the disk is full; free space; "
+                         f"{UNCHANGED}")
+
+    def refuse(*args, **kwargs):
+        raise full
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(pending, "write_now", refuse)
+        with pytest.raises(ResourceError) as refused:
+            writer.write(results("b", "lost"))
+    assert str(refused.value) == (
+        "cannot write warehouse w.duckdb: the disk is full; free space; the 2 building-week(s) "
+        "of this write are not stored; the 2 building-week(s) run old wrote before stand (a "
+        "new run replaces them)")
+    assert [r[0] for r in statuses(warehouse)] == ["a", "a"]
+
+    def no_room(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pending, "stage_closing", no_room)
+    summary = RunSummary(run_id="old", weeks=[W1, W2])
+    assert writer.close(summary, refused.value) == "crashed"
+    with connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'old'").fetchone() == (
+            "crashed",)
+
+
+def test_a_run_whose_process_is_gone_is_closed_as_abandoned_by_the_next(tmp_path):
+    path = tmp_path / "w.duckdb"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with connect(path) as con:
+        ensure_schema(con)
+        for run_id in ("killed", "alive", "reused", "elsewhere"):
+            record_run_start(con, run_id=run_id, flow="forecast", parameters={},
+                             code_version="x")
+        con.execute("UPDATE runs SET pid = ? WHERE run_id = 'killed'", [gone.pid])
+        # a pid given again to a process started after the run: not the run's
+        con.execute("UPDATE runs SET started_at = started_at - INTERVAL 1 DAY "
+                    "WHERE run_id = 'reused'")
+        con.execute("UPDATE runs SET host = 'another-host', pid = ? WHERE run_id = 'elsewhere'",
+                    [gone.pid])
+    shown = {row[0]: row[4] for row in RunStore(str(path)).history()}
+    assert shown == {"killed": "abandoned", "alive": "running", "reused": "abandoned",
+                     "elsewhere": "running"}
+    with connect(path) as con:
+        assert sorted(close_abandoned_runs(con)) == ["killed", "reused"]
+        stored = dict(con.execute("SELECT run_id, status FROM runs").fetchall())
+    assert stored == {"killed": "abandoned", "alive": "running", "reused": "abandoned",
+                      "elsewhere": "running"}
