@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from tasks.protocol.bid_check import bid_problem, history_level
+from tasks.protocol.bid_check import bid_problem, history_range
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import (
     BuildingWeekResult,
@@ -208,9 +208,9 @@ def _hold_implausible(result: BuildingWeekResult, job: BuildingJob,
     chosen = next((o for o in result.outcomes if o.model == publication.model), None)
     if chosen is None:
         return
-    level, usable = history_level(job.hours, result.week, job.info.timezone,
-                                  config.history_weeks)
-    why = bid_problem(chosen.y_hat, history=level, history_hours=usable,
+    history, usable = history_range(job.hours, result.week, job.info.timezone,
+                                    config.history_weeks)
+    why = bid_problem(chosen.y_hat, history=history, history_hours=usable,
                       declared=declared_yardstick(job.info.building_type,
                                                   job.info.floor_area_m2),
                       fleet=job.fleet)
