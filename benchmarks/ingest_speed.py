@@ -107,8 +107,10 @@ def _measured(tree: Path | None, *args: str) -> tuple[float, float, str]:
     command = ([WADIRO, *args] if tree is None else
                [sys.executable, "-c", _LAUNCHER, str(tree), *args])
     began = time.perf_counter()
+    # run from the tree: from the repository's root, ``python -c`` would import its packages
+    # (the current directory comes first on the path) instead of the tree's
     child = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+                             text=True, cwd=tree)
     output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - began
@@ -132,8 +134,8 @@ def _memory_files(folder: Path, megabytes: float, buildings: int = 1000) -> dict
     with files["long"].open("w") as out:
         out.write("building_id,ts,kwh\n")
         for b in ids:
-            out.write("".join(f"{b},{t},{v:.3f}\n" for t, v in zip(stamps, rng.uniform(10, 99, hours),
-                                                                   strict=True)))
+            values = rng.uniform(10, 99, hours)
+            out.write("".join(f"{b},{t},{v:.3f}\n" for t, v in zip(stamps, values, strict=True)))
     rows = int(megabytes * 1e6 / 7 / buildings)  # a wide cell: '12.345,'
     stamps = pd.date_range("2022-01-01", periods=rows, freq="h", tz="UTC").strftime(
         "%Y-%m-%dT%H:%M:%SZ").to_numpy()
@@ -170,7 +172,8 @@ def memory(args: argparse.Namespace, scratch: Path) -> None:
     print("| file | step | code | wall s | peak RSS MB | peak / file size | (peak - floor) / file "
           "size |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    medians = {key: (statistics.median(w for w, _ in values), statistics.median(p for _, p in values))
+    medians = {key: (statistics.median(w for w, _ in values),
+                     statistics.median(p for _, p in values))
                for key, values in results.items()}
     for (layout, step, code), (wall, peak) in medians.items():
         if step == "floor":

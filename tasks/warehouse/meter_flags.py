@@ -18,7 +18,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.errors import UnknownBuildingError
+from tasks.errors import PipelineError, UnknownBuildingError
 from tasks.warehouse.connection import connect, transaction
 from tasks.warehouse.rescoring import rescore_forecasts
 from tasks.warehouse.schema import ensure_schema
@@ -64,19 +64,35 @@ class AcceptSummary:
                 f"scores use them from now on{rescored}")
 
 
+class ReversedRangeError(PipelineError, ValueError):
+    """Hours to accept whose start is after their end: a range that holds no hour."""
+
+
+def _utc(moment: datetime | None, default: datetime) -> datetime:
+    """``moment`` (UTC unless it has an offset; ``default`` when ``None``) in UTC."""
+    moment = moment or default
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
 def accept_readings(
     con: duckdb.DuckDBPyConnection, building_id: str,
     start: datetime | None = None, end: datetime | None = None,
 ) -> AcceptSummary:
     """Accept the flagged hours of ``building_id`` from ``start`` to ``end`` (inclusive; each
     open when ``None``; UTC unless it has an offset) as real, and score the forecasts of those
-    hours again, in one transaction. An unknown building is refused."""
+    hours again, in one transaction. An unknown building, or a ``start`` after ``end`` (which
+    would say that nothing is flagged), is refused."""
+    lo, hi = _utc(start, datetime(1, 1, 1)), _utc(end, datetime(9999, 12, 31))
+    if lo > hi:
+        raise ReversedRangeError(
+            f"nothing accepted: --start ({lo:%Y-%m-%d %H:%M} UTC) is after --end "
+            f"({hi:%Y-%m-%d %H:%M} UTC); give the first hour to accept as --start, the last "
+            "as --end")
     if not con.execute("SELECT count(*) FROM buildings WHERE building_id = ?",
                        [building_id]).fetchone()[0]:
         raise UnknownBuildingError(f"building {building_id!r} is not in the buildings table")
     where = "building_id = ? AND accepted_at IS NULL AND ts >= ? AND ts <= ?"
-    bounds = [building_id, *(t if t.tzinfo else t.replace(tzinfo=UTC) for t in (
-        start or datetime(1, 1, 1), end or datetime(9999, 12, 31)))]
+    bounds = [building_id, lo, hi]
     with transaction(con):
         hours, first, last = con.execute(
             f"SELECT count(DISTINCT ts), min(ts), max(ts) FROM meter_flags WHERE {where}",

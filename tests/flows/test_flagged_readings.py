@@ -84,7 +84,7 @@ def next_week_hours(warehouse: Path) -> list[pd.Timestamp]:
 
 def test_the_ingest_names_the_stuck_run(runs):
     output = runs["flagged"]["ingest"]
-    assert (f"flagged: {B}: stuck_high, 2024-03-26 10:00 to 12:00 UTC, 3 hour(s) at "
+    assert (f"flagged: {B}: stuck_high, 2024-03-26 10:00 to 12:00 GMT, 3 hour(s) at "
             f"{runs['stuck']:,.6g} kWh") in output
     assert "flagged 3 implausible reading(s) of 1 building(s)" in output
     assert "flagged" not in runs["removed"]["ingest"]
