@@ -213,6 +213,11 @@ def main() -> None:
     except KeyboardInterrupt:
         echo("error: interrupted by Ctrl-C (SIGINT)", err=True)
         raise SystemExit(128 + signal.SIGINT) from None
+    except MemoryError:  # before a command's own guard: loading its libraries
+        echo("error: the process ran out of memory while the command started (loading its "
+             "libraries); raise the memory limit (`ulimit -v`, the service's MemoryMax) or "
+             "free memory", err=True)
+        raise SystemExit(1) from None
 
 
 def _quiet_prefect() -> None:

@@ -25,6 +25,7 @@ from typing import Protocol
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.registers import RegisterReadingsError
@@ -143,14 +144,41 @@ class _Judged:
         return level.mean, "a mean"
 
 
+LEVEL_ROWS = 1_000_000
+"""File hours judged in one aggregate: a median holds every value of its group, so a large
+file's buildings are judged a slice of whole buildings at a time (a 182 MB file's in one went
+from 408 to 782 MB resident)."""
+
+
+def _slices(readings: pa.Table) -> list[pa.Table]:
+    """``readings`` in slices of whole buildings of about :data:`LEVEL_ROWS` hours each."""
+    if readings.num_rows <= LEVEL_ROWS:
+        return [readings]
+    ids = pc.cast(readings["building_id"], pa.string())
+    counts = pc.value_counts(ids)
+    slices, chosen, rows = [], [], 0
+    for value, count in zip(counts.field("values").to_pylist(),
+                            counts.field("counts").to_pylist(), strict=True):
+        chosen.append(value)
+        rows += count
+        if rows >= LEVEL_ROWS:
+            slices.append(chosen)
+            chosen, rows = [], 0
+    slices += [chosen] if chosen else []
+    return [readings.filter(pc.is_in(ids, pa.array(chosen, pa.string()))) for chosen in slices]
+
+
 def _levels(con: duckdb.DuckDBPyConnection, readings: pa.Table) -> list[_Level]:
-    """Every building of the file's hours' (``readings``) :class:`_Level`, in one aggregate."""
-    con.register("__wadiro_file_hours", readings)
-    try:
-        rows = con.execute(_LEVELS_SQL).fetchall()
-    finally:
-        con.unregister("__wadiro_file_hours")
-    return [_Level(*row) for row in rows]
+    """Every building of the file's hours' (``readings``) :class:`_Level`, one aggregate per
+    slice of whole buildings (:data:`LEVEL_ROWS`), in building order."""
+    rows = []
+    for part in _slices(readings):
+        con.register("__wadiro_file_hours", part)
+        try:
+            rows += con.execute(_LEVELS_SQL).fetchall()
+        finally:
+            con.unregister("__wadiro_file_hours")
+    return sorted((_Level(*row) for row in rows), key=lambda level: level.building_id)
 
 
 def _fleet(con: duckdb.DuckDBPyConnection, leave_out: list[str]) -> Yardstick | None:

@@ -263,3 +263,21 @@ def test_other_errors_are_not_taken_for_the_machine_s():
     assert machine_refusal(ImportError("No module named 'nope'")) is None
     assert machine_refusal(OSError(2, "No such file or directory", "f.csv")) == (
         "f.csv: No such file or directory")
+
+
+def test_memory_running_out_while_a_command_loads_its_libraries_is_one_line(monkeypatch,
+                                                                            capsys):
+    """Under a low address-space limit the first thing to fail is a command's import of its
+    libraries, before its own guard: one line, exit code 1 (issue 60: a traceback before)."""
+    from flows import cli
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cli.app, "meta", out_of_memory)
+    monkeypatch.setattr(cli, "product_stdout_only", lambda: None)
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the process ran out of memory")
