@@ -274,7 +274,10 @@ def test_memory_running_out_while_a_command_loads_its_libraries_is_one_line(monk
     def out_of_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(cli.app, "meta", out_of_memory)
+    class Loading:  # the command line, failing as it imports a command's libraries
+        meta = staticmethod(out_of_memory)
+
+    monkeypatch.setattr(cli, "app", Loading)
     monkeypatch.setattr(cli, "product_stdout_only", lambda: None)
     with pytest.raises(SystemExit) as ended:
         cli.main()
