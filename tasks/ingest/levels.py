@@ -25,7 +25,6 @@ from typing import Protocol
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tasks.ingest.errors import MalformedSourceError
 from tasks.ingest.registers import RegisterReadingsError
@@ -91,7 +90,8 @@ _LEVELS_SQL = f"""
 WITH f AS (
     SELECT building_id::VARCHAR AS building_id, min(ts) AS lo, max(ts) AS hi,
            median(kwh) AS median, avg(kwh) AS mean, count(kwh) AS hours
-    FROM __wadiro_file_hours GROUP BY 1),
+    FROM __wadiro_file_hours
+    WHERE building_id::VARCHAR IN (SELECT unnest(?::VARCHAR[])) GROUP BY 1),
 s AS (
     SELECT f.building_id, median(m.kwh) AS median, avg(m.kwh) AS mean, count(m.kwh) AS hours
     FROM f JOIN meter_readings AS m ON m.building_id = f.building_id
@@ -150,35 +150,30 @@ file's buildings are judged a slice of whole buildings at a time (a 182 MB file'
 from 408 to 782 MB resident)."""
 
 
-def _slices(readings: pa.Table) -> list[pa.Table]:
-    """``readings`` in slices of whole buildings of about :data:`LEVEL_ROWS` hours each."""
-    if readings.num_rows <= LEVEL_ROWS:
-        return [readings]
-    ids = pc.cast(readings["building_id"], pa.string())
-    counts = pc.value_counts(ids)
+def _slices(con: duckdb.DuckDBPyConnection) -> list[list[str]]:
+    """The registered file hours' buildings in slices of about :data:`LEVEL_ROWS` hours."""
     slices, chosen, rows = [], [], 0
-    for value, count in zip(counts.field("values").to_pylist(),
-                            counts.field("counts").to_pylist(), strict=True):
-        chosen.append(value)
+    for building_id, count in con.execute(
+            "SELECT building_id::VARCHAR, count(*) FROM __wadiro_file_hours "
+            "GROUP BY 1 ORDER BY 1").fetchall():
+        chosen.append(building_id)
         rows += count
         if rows >= LEVEL_ROWS:
             slices.append(chosen)
             chosen, rows = [], 0
-    slices += [chosen] if chosen else []
-    return [readings.filter(pc.is_in(ids, pa.array(chosen, pa.string()))) for chosen in slices]
+    return slices + ([chosen] if chosen else [])
 
 
 def _levels(con: duckdb.DuckDBPyConnection, readings: pa.Table) -> list[_Level]:
     """Every building of the file's hours' (``readings``) :class:`_Level`, one aggregate per
-    slice of whole buildings (:data:`LEVEL_ROWS`), in building order."""
-    rows = []
-    for part in _slices(readings):
-        con.register("__wadiro_file_hours", part)
-        try:
-            rows += con.execute(_LEVELS_SQL).fetchall()
-        finally:
-            con.unregister("__wadiro_file_hours")
-    return sorted((_Level(*row) for row in rows), key=lambda level: level.building_id)
+    slice of whole buildings (:data:`LEVEL_ROWS`; the file's rows are filtered as they are
+    scanned, never copied), in building order."""
+    con.register("__wadiro_file_hours", readings)
+    try:
+        return [_Level(*row) for chosen in _slices(con)
+                for row in con.execute(_LEVELS_SQL, [chosen]).fetchall()]
+    finally:
+        con.unregister("__wadiro_file_hours")
 
 
 def _fleet(con: duckdb.DuckDBPyConnection, leave_out: list[str]) -> Yardstick | None:
