@@ -83,12 +83,21 @@ def series_order(codes: np.ndarray | None, t: np.ndarray) -> np.ndarray | None:
     return np.lexsort((t, codes))
 
 
+MIXED_MIN_STEPS = 12
+"""A series' own interval counts against the file's when it is the step of at least this many
+of its readings (half a day of hourly ones)."""
+
+
 def infer_interval(source: SourceRows, ts: pd.Series,
-                   series: pd.Series | np.ndarray | None) -> int:
+                   series: pd.Series | np.ndarray | None,
+                   names: pd.Series | None = None) -> int:
     """The file's interval in minutes: the most common step of 15, 30 or 60 minutes within a
     series (``series``: e.g. building ids or their codes, aligned with ``ts``; the shortest
     among equally common steps; other steps are gaps, or rows off the grid that
-    :func:`check_on_grid` names); 60 when no series has two timestamps."""
+    :func:`check_on_grid` names); 60 when no series has two timestamps. A file whose series
+    step by different intervals (a building read every 15 minutes beside an hourly one) is
+    refused naming one of each (``names``, aligned with ``ts``, names them): summed to hours by
+    one interval, the other's hours would all be incomplete."""
     codes, t = series_codes(series), _epoch_us(ts)
     order = series_order(codes, t)
     if order is not None:
@@ -98,6 +107,7 @@ def infer_interval(source: SourceRows, ts: pd.Series,
     keep = steps > 0
     if codes is not None:
         keep &= codes[1:] == codes[:-1]
+    at = np.flatnonzero(keep)  # a step from row i to i + 1 (sorted)
     steps = steps[keep]
     if steps.size == 0:
         return 60
@@ -107,7 +117,47 @@ def infer_interval(source: SourceRows, ts: pd.Series,
         raise MalformedSourceError(
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
             "readings every 15, 30 or 60 minutes are supported")
-    return SUPPORTED_MINUTES[int(np.argmax(counts))]
+    minutes = SUPPORTED_MINUTES[int(np.argmax(counts))]
+    if codes is not None:
+        rows = order if order is not None else np.arange(len(t))
+        _refuse_mixed_intervals(source, codes, at, steps, minutes, names, rows)
+    return minutes
+
+
+def _refuse_mixed_intervals(source: SourceRows, codes: np.ndarray, at: np.ndarray,
+                            steps: np.ndarray, minutes: int, names: pd.Series | None,
+                            rows: np.ndarray) -> None:
+    """Refuse when a series' own most common step is another supported interval than the
+    file's ``minutes``. ``codes``: each sorted row's series; ``at``: the sorted row each step
+    of ``steps`` starts from; ``rows``: the sorted rows' positions in the file."""
+    frame = pd.DataFrame({"code": codes[at], "minutes": steps // _US_PER_MINUTE})
+    frame = frame[frame["minutes"].isin(SUPPORTED_MINUTES)]
+    # each series' most common step (the shorter of equally common ones), when it is one of
+    # at least MIXED_MIN_STEPS steps: a few readings of a gappy series prove nothing
+    counts = (frame.groupby(["code", "minutes"]).size().rename("n").reset_index()
+              .sort_values(["code", "n", "minutes"], ascending=[True, False, True])
+              .drop_duplicates("code"))
+    counts = counts[counts["n"] >= MIXED_MIN_STEPS]
+    own = counts.set_index("code")["minutes"]
+    other = own[own != minutes]
+    if other.empty:
+        return
+
+    def name(code: int) -> str:
+        if names is None:
+            return f"series {code}"
+        row = int(rows[int(np.flatnonzero(codes == code)[0])])
+        return repr(names.iloc[row])
+
+    usual = own[own == minutes]
+    example = (f"{name(int(usual.index[0]))} every {minutes} minutes" if len(usual)
+               else f"most every {minutes} minutes")
+    raise MalformedSourceError(
+        f"{source.path}: its buildings are read at different intervals: {example}, "
+        f"{name(int(other.index[0]))} every {int(other.iloc[0])} minutes"
+        f"{f' (and {len(other) - 1} more)' if len(other) > 1 else ''}; summed to hours by one "
+        "interval, the others' hours would all be incomplete: send each interval in a file of "
+        "its own")
 
 
 def check_on_grid(source: SourceRows, column: str, ts: pd.Series, minutes: int) -> None:

@@ -272,7 +272,7 @@ def _instants(at: SourceRows, times: TimeReader, ts: pd.Series, codes: np.ndarra
     --timezone: a building's repeated hours paired), and its interval in minutes, once they
     are known to lie on the interval's grid and no building repeats one."""
     ts = times.utc(at, ts, options.ambiguous, buildings, "building")
-    minutes = infer_interval(at, ts, codes)
+    minutes = infer_interval(at, ts, codes, buildings)
     check_on_grid(at, "ts", ts, minutes)
     if buildings is None:
         check_unique(at, "ts", ts, None, "the timestamp")

@@ -17,8 +17,10 @@ Wall-clock times and clock changes (zone rules from :mod:`zoneinfo`):
 * a time the clocks skip (spring forward, e.g. 01:30 on 2024-03-31 in Europe/London) does not
   exist: an error naming the row;
 * a time the clocks pass twice (fall back, e.g. 01:30 on 2024-10-27 in Europe/London) that
-  appears twice for the same series (building or site), in file order: the first is the earlier
-  instant (summer time, 00:30 UTC), the second the later one (standard time, 01:30 UTC);
+  appears twice for the same series (building or site), in the series' time order: in a file
+  written oldest first the first is the earlier instant (summer time, 00:30 UTC), the second
+  the later one (standard time, 01:30 UTC); in a series written newest first (its rows mostly
+  going back in time) the other way round;
 * such a time that appears only once is refused, unless ``ambiguous`` says which instant it is:
   ``earliest`` (summer time) or ``latest`` (standard time). A third appearance is a duplicate.
 
@@ -157,7 +159,10 @@ class TimeReader:
                 f"{wall.iloc[i]:%Y-%m-%d %H:%M} occurs twice in {timezone} (the clocks go back "
                 f"over it) and appears once{whose}; give --ambiguous earliest (summer time, the "
                 f"earlier instant) or --ambiguous latest (standard time), or {_NO_OFFSET_HINT}")
-        earlier = np.where(paired, grouped.cumcount().to_numpy() == 0, ambiguous == "earliest")
+        # in a file written newest first, a series' first 01:30 is its standard-time one
+        first = np.where(_descending(wall, names).iloc[odd].to_numpy(), 1, 0)
+        earlier = np.where(paired, grouped.cumcount().to_numpy() == first,
+                           ambiguous == "earliest")
         utc.iloc[odd] = odd_wall.dt.tz_localize(zone, ambiguous=earlier).dt.tz_convert("UTC").array
         return utc.astype(_UTC_US)
 
@@ -275,3 +280,14 @@ class LocalTimeOptions(BaseModel):
                           dayfirst=self.dayfirst,
                           latest=pd.Timestamp.now("UTC") + timedelta(days=days_ahead),
                           latest_why=f"{what}: at most {days_ahead} days after today")
+
+
+def _descending(wall: pd.Series, names: pd.Series | None) -> pd.Series:
+    """Per row, whether its series (``names``, aligned; None: one series) is written newest
+    first: more of its consecutive rows step back in time than forward."""
+    frame = pd.DataFrame({"series": 0 if names is None else names.to_numpy(),
+                          "step": wall.reset_index(drop=True)})
+    steps = frame.groupby("series", sort=False)["step"].diff()
+    back = (steps < pd.Timedelta(0)).groupby(frame["series"], sort=False).transform("sum")
+    forward = (steps > pd.Timedelta(0)).groupby(frame["series"], sort=False).transform("sum")
+    return (back > forward).set_axis(wall.index)

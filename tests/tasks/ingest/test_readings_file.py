@@ -295,3 +295,22 @@ def test_a_file_written_in_slices_of_whole_buildings_writes_what_one_statement_w
         results.append((contents(warehouse), summary.readings, summary.replaced, summary.removed))
     assert results[0] == results[1]
     assert results[0][1:] == (14, 14, 1)  # b2's 12:00 lies in its range: removed
+
+
+def test_a_file_mixing_a_15_minute_building_and_an_hourly_one_is_refused(tmp_path):
+    """Summed to hours by the file's one interval, every hour of the other building was left
+    out as incomplete (issue 60's probe): refused, naming one building of each."""
+    lines = ["building_id,ts,kwh"]
+    lines += [f"quarter,2024-03-04T{h // 4:02d}:{15 * (h % 4):02d}:00Z,1.0" for h in range(96)]
+    lines += [f"hourly,2024-03-04T{h:02d}:00:00Z,4.0" for h in range(24)]
+    path = tmp_path / "mixed.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PipelineError, match=r"read at different intervals: 'quarter' every 15 "
+                       r"minutes, 'hourly' every 60 minutes; .* a file of its own"):
+        load_readings(path)
+    # five hourly readings are too few to be another interval: they are hours with quarters
+    # absent from the file, named as such (the rule before)
+    gappy = lines[:97] + [f"gappy,2024-03-04T{h:02d}:00:00Z,4.0" for h in range(5)]
+    path.write_text("\n".join(gappy) + "\n")
+    batch = load_readings(path)
+    assert (batch.readings.num_rows, batch.incomplete_hours) == (24, 5)

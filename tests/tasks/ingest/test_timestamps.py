@@ -63,6 +63,23 @@ def test_fall_back_hour_twice_in_order_is_summer_then_standard_time(tmp_path):
                    utc("2024-10-27 02:00")]
 
 
+def test_a_file_written_newest_first_reads_its_repeated_hour_the_other_way_round(tmp_path):
+    """Many exports list the newest reading first: the first 01:00 met is then the later one
+    (issue 60: the two hours' readings were stored swapped)."""
+    got = instants(tmp_path, ["2024-10-27 02:00", "2024-10-27 01:00", "2024-10-27 01:00",
+                              "2024-10-27 00:00"], timezone=LONDON)
+    assert got == [utc("2024-10-27 02:00"), utc("2024-10-27 01:00"), utc("2024-10-27 00:00"),
+                   utc("2024-10-26 23:00")]
+    # each series by its own order: a newest first, b oldest first
+    got = instants(tmp_path, ["2024-10-27 02:00", "2024-10-27 00:00", "2024-10-27 01:00",
+                              "2024-10-27 01:00", "2024-10-27 01:00", "2024-10-27 01:00",
+                              "2024-10-27 00:00", "2024-10-27 02:00"],
+                   series=["a", "b", "a", "b", "a", "b", "a", "b"], timezone=LONDON)
+    assert got == [utc("2024-10-27 02:00"), utc("2024-10-26 23:00"), utc("2024-10-27 01:00"),
+                   utc("2024-10-27 00:00"), utc("2024-10-27 00:00"), utc("2024-10-27 01:00"),
+                   utc("2024-10-26 23:00"), utc("2024-10-27 02:00")]
+
+
 def test_fall_back_pairs_are_counted_per_series(tmp_path):
     got = instants(tmp_path, ["2024-10-27 01:30", "2024-10-27 01:30", "2024-10-27 01:30",
                               "2024-10-27 01:30"], series=["a", "b", "a", "b"], timezone=LONDON)
