@@ -34,6 +34,7 @@ fleet look silent or stale.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import replace
 from datetime import timedelta
 from typing import Annotated, Literal
@@ -184,11 +185,18 @@ class TimeReader:
     def _dayfirst_layout(self, at: SourceRows, first: str) -> None:
         if _ISO_START.match(first):  # ISO 8601 (year first) is read as such
             return
-        layout = guess_datetime_format(first, dayfirst=True)
+        with warnings.catch_warnings():  # pandas warns when it reads the month first
+            warnings.simplefilter("ignore", UserWarning)
+            layout = guess_datetime_format(first, dayfirst=True)
         if layout is None:
             raise at.error(0, self.column,
                            f"cannot tell how {first!r} is written (--dayfirst); give "
                            "--time-format (e.g. '%d/%m/%Y %H:%M')")
+        if layout.find("%d") > layout.find("%m") >= 0:
+            raise at.error(0, self.column,
+                           f"{first!r} cannot be written day first (--dayfirst): its month "
+                           "comes first; leave out --dayfirst, or give --time-format (e.g. "
+                           "'%m/%d/%Y %H:%M')")
         self._layout, self._layout_from = layout, f"{at.where(0)}'s {first!r}"
 
     def _same_form(self, at: SourceRows, form: bool, each: np.ndarray,

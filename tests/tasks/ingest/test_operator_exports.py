@@ -170,6 +170,17 @@ def test_a_long_export_with_its_own_names_and_a_layout_that_does_not_fit(warehou
         load_readings(us, ReadingsOptions(columns=columns, time_format="%m/%d/%Y %H:%M", timezone="Europe/London"))
 
 
+def test_a_month_first_file_read_with_dayfirst_is_refused_without_a_raw_warning(tmp_path, recwarn):
+    """Its first date can only be month first (issue 60's probe: read month first silently,
+    with pandas' own warning, source path and line, on standard error)."""
+    path = write(tmp_path / "us.csv", "ts,b1\n09/30/2019 13:00,1\n10/01/2019 14:00,1\n")
+    with pytest.raises(PipelineError, match=r"line 2, column 'ts': '09/30/2019 13:00' cannot be "
+                                            r"written day first \(--dayfirst\): its month comes "
+                                            r"first; leave out --dayfirst"):
+        load_readings(path, ReadingsOptions(dayfirst=True, timezone="Europe/London"))
+    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
+
+
 def test_a_day_first_file_whose_later_row_is_written_otherwise_is_refused(tmp_path):
     path = write(tmp_path / "r.csv", "ts,b1\n05/02/2024 13:00,1\n2024-02-05 14:00,1\n")
     with pytest.raises(PipelineError, match=r"line 3, column 'ts': '2024-02-05 14:00' is not a timestamp written "
