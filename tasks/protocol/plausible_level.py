@@ -14,8 +14,9 @@ either way:
   G = over 150): real buildings span about a quarter to five times it, inside a factor of ten;
 * **the fleet** (a building without a declared size, or of a type not in the table): the range
   of the fleet's established buildings' levels (their 1st to 99th percentile, at least
-  :data:`MIN_FLEET` buildings), widened by the factor: a level ten times beyond every building
-  the operator holds;
+  :data:`MIN_FLEET` buildings, but within ten times their median), widened by the factor: a
+  level ten times beyond every building the operator holds, or a hundred times its median
+  building's, needs a declared size;
 * **its own history** (a forecast): the building's level over the usable hours before the
   forecast week.
 
@@ -163,13 +164,16 @@ def declared_yardstick(building_type: str | None,
 
 
 def fleet_yardstick(levels: Iterable[float]) -> Yardstick | None:
-    """The range of the fleet's established buildings' levels (kWh per hour; their 1st to 99th
-    percentile), ``None`` with fewer than :data:`MIN_FLEET` positive ones."""
+    """The range of the fleet's established buildings' levels (kWh per hour): their 1st to
+    99th percentile, but no further than :data:`ORDER_OF_MAGNITUDE` times from their median
+    (so a level more than a hundred times the median building's is never plausible without a
+    declared size, however large the fleet's largest: a 3.6 kWh/h meter's Wh read as kWh beside
+    an 830 kWh/h campus building); ``None`` with fewer than :data:`MIN_FLEET` positive ones."""
     values = np.asarray([v for v in levels if np.isfinite(v) and v > 0], dtype=float)
     if values.size < MIN_FLEET:
         return None
-    low, high = np.quantile(values, [0.01, 0.99])
-    return Yardstick(float(low), float(high),
+    low, median, high = (float(q) for q in np.quantile(values, [0.01, 0.5, 0.99]))
+    return Yardstick(max(low, median / ORDER_OF_MAGNITUDE), min(high, median * ORDER_OF_MAGNITUDE),
                      f"the fleet's {values.size:,} established buildings")
 
 

@@ -123,3 +123,14 @@ def test_a_new_building_is_judged_by_its_declared_size_else_the_fleet():
 def test_no_history_without_a_positive_level(level):
     assert history_yardstick(level) is None
     assert history_yardstick(12.0).source == "its own usable history"
+
+
+def test_a_meter_a_thousand_times_too_high_beside_a_campus_building_is_not_plausible():
+    """Issue 60's probe: twelve Cambridge buildings of 1.6 to 873 kWh/h (2019's means), a new
+    3.58 kWh/h office's Wh read as kWh. Against the 1st-99th percentile alone (ten times 868)
+    it passed; no further than ten times the median (33.4) from it, it is 10.7x 334."""
+    fleet = fleet_yardstick([1.6, 1.9, 11.4, 13.9, 20.3, 24.4, 42.4, 103.7, 149.6, 450.1, 848.5,
+                             872.8])
+    assert fleet.high == pytest.approx(334.0)
+    assert fleet.judge(3580.0) is not None
+    assert fleet.judge(3.58) is None and fleet.judge(872.8) is None  # its own buildings pass
