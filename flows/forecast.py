@@ -83,7 +83,9 @@ def forecast_weeks(weeks: list[date], settings: RunSettings, label: str) -> RunS
     engine, store, weeks = Engine.current(), _store(settings), check_mondays(weeks)
     if not STOP.polled:
         STOP.reset()  # a stop of an earlier run in this process is not this run's
-    with engine.compute(settings) as submit:  # torn down after the run is closed
+    # a signal from the moment the run's row may be written is a stop request the run's loop
+    # handles (the row closed as interrupted), not an interruption that leaves it running
+    with engine.compute(settings) as submit, STOP.polling():  # torn down after the run closes
         run = store.open_run(engine.run_id(), label, weeks, settings.buildings,
                              settings.forecast, settings.record(weeks, label))
         with store.writer(run, engine.warn, settings.write_every_s) as writer, \

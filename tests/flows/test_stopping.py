@@ -20,7 +20,7 @@ import pytest
 from flows.engine import run_flow
 from flows.forecast import backfill_flow
 from flows.settings import BackfillSettings
-from flows.stopping import GRACE_S, STOP, Stop
+from flows.stopping import GRACE_S, STOP, Stop, handle_stop_signals
 from tasks.errors import RunStoppedError
 from tasks.warehouse.connection import connect
 from tasks.warehouse.pending import RunWriter
@@ -83,6 +83,36 @@ def _stop_after_the_first_write(tmp_path, monkeypatch, prefect: bool) -> None:
     # the first batch (one building, both weeks) is written and counted; nothing else ran
     assert _runs(warehouse) == [("interrupted", 2, "interrupted by Ctrl-C (SIGINT)")]
     assert count_rows(warehouse, WRITTEN) == 2
+
+
+@pytest.mark.parametrize("moment", ["open", "close"])
+def test_ctrl_c_as_the_run_opens_or_closes_never_leaves_it_running(tmp_path, monkeypatch, moment):
+    """Issue 60's probe: Ctrl-C at the moment a run wrote its row, or its last results, left it
+    `running` (a KeyboardInterrupt outside the run's loop). The signal is a stop request from
+    the moment the row may be written to the moment the run is closed."""
+    from tasks.warehouse.run_store import RunStore
+
+    warehouse = make_warehouse(tmp_path / "w.duckdb", buildings=2)
+    target = (RunStore, "open_run") if moment == "open" else (RunWriter, "close")
+    original = getattr(*target)
+
+    def signalled(*args, **kwargs):
+        done = original(*args, **kwargs) if moment == "open" else None
+        os.kill(os.getpid(), signal.SIGINT)  # as the row is written / as the run closes
+        return done if moment == "open" else original(*args, **kwargs)
+
+    monkeypatch.setattr(*target, signalled)
+    settings = BackfillSettings(warehouse=str(warehouse), models=["seasonal_naive"],
+                                runner="threads", batch_size=1, max_in_flight=1)
+    try:
+        with handle_stop_signals():
+            run_flow(backfill_flow, prefect=False, start=WEEKS[0], end=WEEKS[0],
+                     settings=settings)
+    except (RunStoppedError, KeyboardInterrupt):
+        pass
+    (status, _, _), = _runs(warehouse)
+    assert status != "running" and status == ("interrupted" if moment == "open" else
+                                               "completed")
 
 
 def test_a_pool_broken_by_the_same_ctrl_c_records_the_run_interrupted(tmp_path, monkeypatch):
