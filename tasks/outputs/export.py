@@ -21,7 +21,8 @@ bounds are the hour's band split by the shape, not separately calibrated interva
 period. A portfolio's hour is split as the sum of its buildings' split forecasts.
 
 **As issued** (``as_of``): each building-week's latest vintage issued by then (the macro
-``published_as_of``), or each portfolio-week's (``portfolio_as_of``: the hourly total and
+``published_as_of``, written in the building's time zone of then), or each portfolio-week's
+(``portfolio_as_of``: the hourly total and
 bands the run wrote when it closed, and the time zone its rows were written in then). A
 portfolio's hour is split by the buildings that vintage summed, weighted by the forecasts of
 theirs it summed, as the latest portfolio's is by its buildings' latest forecasts. The
@@ -227,8 +228,9 @@ def _published(con: duckdb.DuckDBPyConnection,
     source, params = (("published_forecasts", []) if as_of is None
                       else ("published_as_of(?::TIMESTAMPTZ)", [as_of]))
     columns = [c[0] for c in con.execute(f"SELECT * FROM {source} LIMIT 0", params).description]
-    if "outcome" not in columns:
-        source = f"(SELECT *, NULL::VARCHAR AS outcome FROM {source})"
+    missing = [f"NULL::VARCHAR AS {c}" for c in ("outcome", "timezone") if c not in columns]
+    if missing:
+        source = f"(SELECT *, {', '.join(missing)} FROM {source})"
     return source, params
 
 
@@ -238,8 +240,10 @@ def _building_hours(con: duckdb.DuckDBPyConnection, buildings: Sequence[str], we
     by building and hour; the executed query, to be fetched."""
     source, source_params = _published(con, as_of)
     return con.execute(
-        f"""SELECT p.building_id, p.target_week, p.ts, p.model, p.outcome, b.timezone,
-                   hour(timezone(b.timezone, p.ts)) AS local_hour, {', '.join(VALUES)}
+        f"""SELECT p.building_id, p.target_week, p.ts, p.model, p.outcome,
+                   coalesce(p.timezone, b.timezone) AS timezone,
+                   hour(timezone(coalesce(p.timezone, b.timezone), p.ts)) AS local_hour,
+                   {', '.join(VALUES)}
             FROM {source} p JOIN buildings b USING (building_id)
             WHERE p.target_week = ? AND building_id IN (SELECT unnest(?::VARCHAR[]))
               AND p.outcome IS DISTINCT FROM '{HELD}'

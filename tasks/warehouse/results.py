@@ -268,6 +268,12 @@ def _add_vintages(con: duckdb.DuckDBPyConnection, issued: pa.Table | None, week:
              "run_id": pc.unique(rows["run_id"]).to_pylist()}
     _, n = replace_slice(con, "issued_forecasts", rows, Slice(where_in=where),
                          own_transaction=False)
+    # the zone the bid is exported in, as it was when issued (a building's may change later)
+    con.execute("""UPDATE issued_forecasts AS i SET timezone = b.timezone FROM buildings AS b
+                   WHERE i.building_id = b.building_id AND i.target_week = ?
+                     AND i.run_id IN (SELECT unnest(?::VARCHAR[]))
+                     AND i.building_id IN (SELECT unnest(?::VARCHAR[])) AND i.timezone IS NULL""",
+                [week, where["run_id"], buildings])
     return n
 
 

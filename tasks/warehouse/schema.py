@@ -229,7 +229,8 @@ RESULT_TABLES: dict[str, str] = {
         CREATE TABLE IF NOT EXISTS issued_forecasts ({_FORECAST_COLUMNS},
             issued_at    TIMESTAMPTZ NOT NULL,
             outcome      VARCHAR,
-            reason       VARCHAR
+            reason       VARCHAR,
+            timezone     VARCHAR
         )""",
     "validation_errors": """
         CREATE TABLE IF NOT EXISTS validation_errors (
@@ -280,11 +281,13 @@ the same hyperparameters and protocol, under ``--tuning reuse``).
 was chosen, its expected MAE relative to seasonal naive, its ``outcome`` ('learned': a learned
 model or a combination of at least two; 'persistence': a persistence forecast chosen over
 trusted learned models; 'degraded': a persistence forecast because no learned forecast could be
-trusted that week) and ``ensemble_members``, the models the week's ensemble combined,
+trusted that week; 'held': whatever was chosen, an order of magnitude off the building's level,
+so never bid: :mod:`~tasks.protocol.bid_check`) and ``ensemble_members``, the models the week's ensemble combined,
 comma-separated (NULL: no ensemble that week). ``issued_forecasts`` keeps every published
 forecast as it was issued, a vintage per (building, week, run), never deleted or rewritten by a
 later run: ``issued_at`` is when the run wrote it (UTC), ``model``, ``outcome`` and ``reason``
-those of its publication; the tables above hold the latest run's rows.
+those of its publication, ``timezone`` the building's then (the zone its bid was exported in);
+the tables above hold the latest run's rows.
 ``issued_portfolio_forecasts`` keeps each portfolio's hourly total and bands as a run issued
 them, a vintage per (portfolio, week, run), written when the run closes and never rewritten:
 the ``portfolio_forecasts`` columns a bid holds, the ``timezone`` its rows are exported in,
@@ -349,6 +352,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "n_held", "INTEGER"),
     ("runs", "host", "VARCHAR"),
     ("runs", "pid", "INTEGER"),
+    ("issued_forecasts", "timezone", "VARCHAR"),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
@@ -730,7 +734,7 @@ MACROS: dict[str, str] = {
     "published_as_of": """
         CREATE OR REPLACE MACRO published_as_of(as_of) AS TABLE
         SELECT building_id, target_week, ts, model, y_hat, y_lo_80, y_hi_80, y_lo_95, y_hi_95,
-               reason, run_id, issued_at, outcome
+               reason, run_id, issued_at, outcome, timezone
         FROM issued_forecasts
         WHERE issued_at <= as_of
         QUALIFY dense_rank() OVER (PARTITION BY building_id, target_week

@@ -127,3 +127,21 @@ def test_export_as_of_a_time_between_two_runs_gives_the_first_vintage(warehouse,
                    "--warehouse", str(warehouse))
     assert early.exit_code == 1 and "nothing is published by 2000-01-03 06:00" in early.output
     assert not (tmp_path / "none.csv").exists()
+
+
+def test_export_as_of_a_bid_keeps_the_zone_it_was_bid_in(warehouse, tmp_path):
+    """Issue 60's probe: after a building's time zone was changed, the bid exported as of its
+    time came out in the new zone (every period_start, local_time and timezone differed)."""
+    _run(warehouse, week=WEEK)
+    time.sleep(0.05)
+    after_bid = datetime.now(UTC)
+    bid, later = tmp_path / "bid.csv", tmp_path / "later.csv"
+    for out, resolution in ((bid, 30),):
+        assert invoke("export", "--out", str(out), "--week", str(WEEK), "--resolution",
+                      resolution, "--warehouse", str(warehouse)).exit_code == 0
+    with connect(warehouse) as con:
+        con.execute("UPDATE buildings SET timezone = 'Europe/Paris'")
+    done = invoke("export", "--out", str(later), "--week", str(WEEK), "--resolution", 30,
+                  "--as-of", after_bid.isoformat(), "--warehouse", str(warehouse))
+    assert done.exit_code == 0, done.output
+    assert later.read_bytes() == bid.read_bytes()

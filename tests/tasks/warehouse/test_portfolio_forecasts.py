@@ -417,7 +417,7 @@ def _republish_b0(con, run_id: str, shift: float) -> None:
     con.execute("UPDATE publications SET run_id = ? WHERE building_id = 'b0' AND target_week = ?",
                 [run_id, LAST])
     con.execute("INSERT INTO issued_forecasts SELECT * REPLACE (? AS run_id, y_hat + ? AS y_hat), "
-                "?::TIMESTAMPTZ, 'learned', 'test' FROM forecasts WHERE building_id = 'b0' "
+                "?::TIMESTAMPTZ, 'learned', 'test', NULL FROM forecasts WHERE building_id = 'b0' "
                 "AND target_week = ?", [run_id, shift, T2, LAST])
 
 
