@@ -206,8 +206,17 @@ def product_stdout_only() -> None:
 def main() -> None:
     """The ``wadiro`` executable. A Ctrl-C before a run has taken over the signal (while the
     command starts and imports its libraries) is one line and exit code 130 too, neither a
-    traceback nor a silent exit."""
+    traceback nor a silent exit, even where a library wraps the interrupt in an error of its
+    own."""
     product_stdout_only()
+    interrupted = []
+
+    def on_ctrl_c(signum: int, frame: object) -> None:  # Python's own, remembered
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where ignored
+        signal.signal(signal.SIGINT, on_ctrl_c)
     try:
         app.meta()
     except KeyboardInterrupt:
@@ -218,6 +227,11 @@ def main() -> None:
              "libraries); raise the memory limit (`ulimit -v`, the service's MemoryMax) or "
              "free memory", err=True)
         raise SystemExit(1) from None
+    except Exception:  # a library that wraps the interrupt in its own error while it loads
+        if not interrupted:  # (pydantic, as Prefect reads its settings): still Ctrl-C
+            raise
+        echo("error: interrupted by Ctrl-C (SIGINT)", err=True)
+        raise SystemExit(128 + signal.SIGINT) from None
 
 
 def _quiet_prefect() -> None:

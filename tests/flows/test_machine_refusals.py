@@ -284,8 +284,38 @@ def test_memory_running_out_while_a_command_loads_its_libraries_is_one_line(monk
 
     monkeypatch.setattr(cli, "app", Loading)
     monkeypatch.setattr(cli, "product_stdout_only", lambda: None)
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # keep this process's own
     with pytest.raises(SystemExit) as ended:
         cli.main()
     assert ended.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: the process ran out of memory")
+
+
+def test_ctrl_c_wrapped_by_a_library_as_the_command_loads_is_one_line(monkeypatch, capsys):
+    """Issue 60's probe: Ctrl-C as Prefect read its settings surfaced as pydantic's
+    serialization error wrapping the KeyboardInterrupt: a 20-line traceback and exit code 1."""
+    import os
+    import signal
+
+    from flows import cli
+
+    def loading(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt as interrupt:  # what a library makes of it
+            raise ValueError("Error calling function `_ser_model`: KeyboardInterrupt") from interrupt
+
+    class Loading:
+        meta = staticmethod(loading)
+
+    monkeypatch.setattr(cli, "app", Loading)
+    monkeypatch.setattr(cli, "product_stdout_only", lambda: None)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            cli.main()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert ended.value.code == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted by Ctrl-C (SIGINT)"
