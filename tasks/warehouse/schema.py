@@ -282,12 +282,12 @@ was chosen, its expected MAE relative to seasonal naive, its ``outcome`` ('learn
 model or a combination of at least two; 'persistence': a persistence forecast chosen over
 trusted learned models; 'degraded': a persistence forecast because no learned forecast could be
 trusted that week; 'held': whatever was chosen, an order of magnitude off the building's level,
-so never bid: :mod:`~tasks.protocol.bid_check`) and ``ensemble_members``, the models the week's ensemble combined,
-comma-separated (NULL: no ensemble that week). ``issued_forecasts`` keeps every published
-forecast as it was issued, a vintage per (building, week, run), never deleted or rewritten by a
-later run: ``issued_at`` is when the run wrote it (UTC), ``model``, ``outcome`` and ``reason``
-those of its publication, ``timezone`` the building's then (the zone its bid was exported in);
-the tables above hold the latest run's rows.
+so never bid: :mod:`~tasks.protocol.bid_check`) and ``ensemble_members``, the models the
+week's ensemble combined, comma-separated (NULL: no ensemble that week). ``issued_forecasts``
+keeps every published forecast as it was issued, a vintage per (building, week, run), never
+deleted or rewritten by a later run: ``issued_at`` is when the run wrote it (UTC), ``model``,
+``outcome`` and ``reason`` those of its publication, ``timezone`` the building's then (the zone
+its bid was exported in); the tables above hold the latest run's rows.
 ``issued_portfolio_forecasts`` keeps each portfolio's hourly total and bands as a run issued
 them, a vintage per (portfolio, week, run), written when the run closes and never rewritten:
 the ``portfolio_forecasts`` columns a bid holds, the ``timezone`` its rows are exported in,
