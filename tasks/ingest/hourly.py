@@ -2,8 +2,10 @@
 
 A timestamp labels the *start* of its interval (the warehouse's convention: each hour is stored
 at the UTC instant it starts). A file's interval is the most common step of 15, 30 or 60 minutes
-between consecutive timestamps of one series (a file with one timestamp per series is hourly),
-and every timestamp must lie on that grid of UTC instants (10:07 in an hourly file is refused).
+between consecutive timestamps of one series (a file with one timestamp per series is hourly);
+a building whose own steps are mostly another of them is read at its own (a 15-minute meter
+beside half-hourly ones in one export). Every timestamp must lie on its interval's grid of UTC
+instants (10:07 in an hourly file is refused).
 
 Units: ``kWh`` or ``Wh`` are the energy of the interval; ``kW`` is the average power over the
 interval, so its energy is kW x the interval in hours (4 quarter-hours of 10 kW are 10 kWh);
@@ -16,6 +18,7 @@ is not written at all (the file does not hold that hour; what is stored for it s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -84,20 +87,45 @@ def series_order(codes: np.ndarray | None, t: np.ndarray) -> np.ndarray | None:
 
 
 MIXED_MIN_STEPS = 12
-"""A series' own interval counts against the file's when it is the step of at least this many
-of its readings (half a day of hourly ones)."""
+"""A series is read at an interval of its own (other than the file's) when that is the step
+of at least this many of its readings (half a day of hourly ones): a few readings of a gappy
+series prove nothing, and keep the file's."""
 
 
-def infer_interval(source: SourceRows, ts: pd.Series,
-                   series: pd.Series | np.ndarray | None,
-                   names: pd.Series | None = None) -> int:
+@dataclass(frozen=True)
+class Intervals:
+    """A file's interval in minutes (``minutes``: the most common) and, where its series are
+    read at different ones (a building every 15 minutes beside hourly ones), each series'
+    own (``by_code``: indexed by the series' code; ``None`` when all are read at ``minutes``)."""
+
+    minutes: int
+    by_code: np.ndarray | None = None
+
+    @property
+    def mixed(self) -> bool:
+        return self.by_code is not None
+
+    def per_row(self, codes: np.ndarray | None) -> int | np.ndarray:
+        """Each row's interval (``codes``: the rows' series), or the one interval of a file
+        whose series share it."""
+        return self.minutes if self.by_code is None or codes is None else self.by_code[codes]
+
+    def of_series(self, names: list[str]) -> dict[str, int]:
+        """Each series' interval by name (``names``: indexed by code)."""
+        if self.by_code is None:
+            return {str(name): self.minutes for name in names}
+        return {str(name): int(self.by_code[k]) for k, name in enumerate(names)}
+
+
+def infer_intervals(source: SourceRows, ts: pd.Series,
+                    series: pd.Series | np.ndarray | None) -> Intervals:
     """The file's interval in minutes: the most common step of 15, 30 or 60 minutes within a
     series (``series``: e.g. building ids or their codes, aligned with ``ts``; the shortest
     among equally common steps; other steps are gaps, or rows off the grid that
-    :func:`check_on_grid` names); 60 when no series has two timestamps. A file whose series
-    step by different intervals (a building read every 15 minutes beside an hourly one) is
-    refused naming one of each (``names``, aligned with ``ts``, names them): summed to hours by
-    one interval, the other's hours would all be incomplete."""
+    :func:`check_on_grid` names); 60 when no series has two timestamps. A series whose own
+    most common step is another supported interval, in at least :data:`MIXED_MIN_STEPS` of
+    its steps, is read at that one (an MDM export often holds 15-minute meters beside
+    half-hourly ones): each series is summed to hours by its own interval."""
     codes, t = series_codes(series), _epoch_us(ts)
     order = series_order(codes, t)
     if order is not None:
@@ -110,7 +138,7 @@ def infer_interval(source: SourceRows, ts: pd.Series,
     at = np.flatnonzero(keep)  # a step from row i to i + 1 (sorted)
     steps = steps[keep]
     if steps.size == 0:
-        return 60
+        return Intervals(60)
     counts = [int(np.count_nonzero(steps == m * _US_PER_MINUTE)) for m in SUPPORTED_MINUTES]
     if max(counts) == 0:
         step = int(pd.Series(steps).mode().iloc[0])
@@ -118,57 +146,42 @@ def infer_interval(source: SourceRows, ts: pd.Series,
             f"{source.path}: timestamps are mostly {step / _US_PER_MINUTE:g} minutes apart; "
             "readings every 15, 30 or 60 minutes are supported")
     minutes = SUPPORTED_MINUTES[int(np.argmax(counts))]
-    if codes is not None:
-        rows = order if order is not None else np.arange(len(t))
-        _refuse_mixed_intervals(source, codes, at, steps, minutes, names, rows)
-    return minutes
+    if codes is None:
+        return Intervals(minutes)
+    return Intervals(minutes, _own_intervals(codes, at, steps, minutes))
 
 
-def _refuse_mixed_intervals(source: SourceRows, codes: np.ndarray, at: np.ndarray,
-                            steps: np.ndarray, minutes: int, names: pd.Series | None,
-                            rows: np.ndarray) -> None:
-    """Refuse when a series' own most common step is another supported interval than the
-    file's ``minutes``. ``codes``: each sorted row's series; ``at``: the sorted row each step
-    of ``steps`` starts from; ``rows``: the sorted rows' positions in the file."""
+def _own_intervals(codes: np.ndarray, at: np.ndarray, steps: np.ndarray,
+                   minutes: int) -> np.ndarray | None:
+    """Each series' interval, indexed by code, where some series' own most common step (the
+    shorter of equally common ones, of at least :data:`MIXED_MIN_STEPS` steps) is another
+    supported interval than the file's ``minutes``; ``None`` where none is. ``codes``: each
+    sorted row's series; ``at``: the sorted row each of ``steps`` starts from."""
     frame = pd.DataFrame({"code": codes[at], "minutes": steps // _US_PER_MINUTE})
     frame = frame[frame["minutes"].isin(SUPPORTED_MINUTES)]
-    # each series' most common step (the shorter of equally common ones), when it is one of
-    # at least MIXED_MIN_STEPS steps: a few readings of a gappy series prove nothing
     counts = (frame.groupby(["code", "minutes"]).size().rename("n").reset_index()
               .sort_values(["code", "n", "minutes"], ascending=[True, False, True])
               .drop_duplicates("code"))
-    counts = counts[counts["n"] >= MIXED_MIN_STEPS]
-    own = counts.set_index("code")["minutes"]
-    other = own[own != minutes]
-    if other.empty:
-        return
-
-    def name(code: int) -> str:
-        if names is None:
-            return f"series {code}"
-        row = int(rows[int(np.flatnonzero(codes == code)[0])])
-        return repr(names.iloc[row])
-
-    usual = own[own == minutes]
-    example = (f"{name(int(usual.index[0]))} every {minutes} minutes" if len(usual)
-               else f"most every {minutes} minutes")
-    raise MalformedSourceError(
-        f"{source.path}: its buildings are read at different intervals: {example}, "
-        f"{name(int(other.index[0]))} every {int(other.iloc[0])} minutes"
-        f"{f' (and {len(other) - 1} more)' if len(other) > 1 else ''}; summed to hours by one "
-        "interval, the others' hours would all be incomplete: send each interval in a file of "
-        "its own")
+    counts = counts[(counts["n"] >= MIXED_MIN_STEPS) & (counts["minutes"] != minutes)]
+    if counts.empty:
+        return None
+    own = np.full(int(codes.max()) + 1, minutes, dtype=np.int16)
+    own[counts["code"].to_numpy()] = counts["minutes"].to_numpy()
+    return own
 
 
-def check_on_grid(source: SourceRows, column: str, ts: pd.Series, minutes: int) -> None:
-    """Every instant starts an interval of ``minutes`` (on the UTC grid), else an error naming
-    the first row that does not."""
-    off = _epoch_us(ts) % (minutes * _US_PER_MINUTE) != 0
+def check_on_grid(source: SourceRows, column: str, ts: pd.Series,
+                  minutes: int | np.ndarray) -> None:
+    """Every instant starts an interval of ``minutes`` (on the UTC grid; an array: each row's
+    own, its building's), else an error naming the first row that does not."""
+    off = _epoch_us(ts) % (np.asarray(minutes, dtype=np.int64) * _US_PER_MINUTE) != 0
     if off.any():
         row = int(np.flatnonzero(off)[0])
-        what = "an hour" if minutes == 60 else f"a {minutes}-minute interval"
+        own = int(minutes if np.ndim(minutes) == 0 else minutes[row])
+        what = "an hour" if own == 60 else f"a {own}-minute interval"
+        whose = "the file's interval" if np.ndim(minutes) == 0 else "its building's interval"
         raise source.error(row, column, f"{ts.iloc[row]:%Y-%m-%d %H:%M:%S}Z is not the start "
-                           f"of {what} (the file's interval; timestamps label the start of each "
+                           f"of {what} ({whose}; timestamps label the start of each "
                            "interval on the UTC grid)")
 
 

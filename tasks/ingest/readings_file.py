@@ -56,9 +56,10 @@ from tasks.ingest.flagging import FlagReport, flag_new_hours
 from tasks.ingest.hourly import (
     EnergyUnit,
     HourlyFileOptions,
+    Intervals,
     check_on_grid,
     check_unique,
-    infer_interval,
+    infer_intervals,
     removed_note,
     sum_to_hours,
 )
@@ -145,12 +146,16 @@ class ReadingsOptions(HourlyFileOptions):
         right) before anything is written."""
         return self.unit == "register" and self.register_unit is None
 
-    def factor(self, minutes: int) -> float:
+    def factor(self, minutes: int | np.ndarray) -> float | np.ndarray:
         """What one value of the file is in kWh (a register's reading, with --unit register;
-        its own number when its unit is not given)."""
+        its own number when its unit is not given); ``minutes`` the interval (an array: each
+        row's, in a file whose buildings are read at different ones: so is a kW file's
+        factor)."""
         if self.unit == "register":
             return 1.0 if self.register_unit is None else REGISTER_UNIT_KWH[self.register_unit]
-        return {"kWh": 1.0, "Wh": 1e-3, "kW": minutes / 60.0}[self.unit]
+        if self.unit == "kW":
+            return minutes / 60.0
+        return {"kWh": 1.0, "Wh": 1e-3}[self.unit]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +163,7 @@ class ReadingsFindings:
     """What reading a meter export found: said by its batch and, once written, its summary."""
 
     interval_minutes: int
+    """The file's interval (its buildings' most common)."""
     partial_hours: int
     """Hours stored as missing because a sub-interval was blank while others had values."""
     implausible_values: int
@@ -166,6 +172,17 @@ class ReadingsFindings:
     registers: RegisterCounts | None = None
     """Rollovers, resets, jumps, noise and readings left out differencing a register; ``None``
     unless ``--unit register``."""
+    building_intervals: tuple[tuple[int, int], ...] = ()
+    """(interval in minutes, buildings read at it) of a file whose buildings are read at
+    different intervals, shortest first; empty when they share ``interval_minutes``."""
+
+    def every(self) -> str:
+        """What the summary says of the file's interval: nothing for hourly readings."""
+        if self.building_intervals:
+            return " from " + ", ".join(f"{n:,} building(s)' {m}-minute"
+                                        for m, n in self.building_intervals) + " readings"
+        minutes = self.interval_minutes
+        return "" if minutes == 60 else f" from {minutes}-minute readings"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,13 +224,14 @@ class ReadingsSummary(ReadingsFindings):
     """The hours judged implausible (kept, treated as missing until accepted)."""
 
     def line(self) -> str:
-        minutes = self.interval_minutes
+        minutes = ("sub-hourly" if self.building_intervals
+                   else f"{self.interval_minutes}-minute")
         notes = [f"{self.missing_readings:,} missing"]
         if self.partial_hours:
-            notes.append(f"{self.partial_hours:,} with a blank {minutes}-minute value stored "
+            notes.append(f"{self.partial_hours:,} with a blank {minutes} value stored "
                          "as missing")
         if self.incomplete_hours:
-            notes.append(f"{self.incomplete_hours:,} with a {minutes}-minute interval absent "
+            notes.append(f"{self.incomplete_hours:,} with a {minutes} interval absent "
                          "from the file not written")
         if self.implausible_values:
             notes.append(f"{self.implausible_values:,} implausible value(s) stored as missing")
@@ -221,8 +239,7 @@ class ReadingsSummary(ReadingsFindings):
             notes.append(self.registers.line())
         span = ("" if self.start is None or self.end is None else
                 f", {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC")
-        every = "" if minutes == 60 else f" from {minutes}-minute readings"
-        return (f"wrote {self.readings:,} hourly readings{every} ({'; '.join(notes)}) for "
+        return (f"wrote {self.readings:,} hourly readings{self.every()} ({'; '.join(notes)}) for "
                 f"{self.buildings:,} building(s){span}, replacing {self.replaced:,} stored"
                 f"{removed_note(self.removed)}{self.flags.note()}{rescored_note(self.rescored)}")
 
@@ -267,21 +284,22 @@ def _differences(
 
 
 def _instants(at: SourceRows, times: TimeReader, ts: pd.Series, codes: np.ndarray | None,
-              buildings: pd.Series | None, options: ReadingsOptions) -> tuple[pd.Series, int]:
+              buildings: pd.Series | None,
+              options: ReadingsOptions) -> tuple[pd.Series, Intervals]:
     """A file's timestamps (one per row) as UTC instants (wall-clock times, read only with
-    --timezone: a building's repeated hours paired), and its interval in minutes, once they
-    are known to lie on the interval's grid and no building repeats one."""
+    --timezone: a building's repeated hours paired), and its buildings' intervals, once they
+    are known to lie on their interval's grid and no building repeats one."""
     ts = times.utc(at, ts, options.ambiguous, buildings, "building")
-    minutes = infer_interval(at, ts, codes, buildings)
-    check_on_grid(at, "ts", ts, minutes)
+    intervals = infer_intervals(at, ts, buildings)  # indexed by the buildings' codes
+    check_on_grid(at, "ts", ts, intervals.per_row(codes))
     if buildings is None:
         check_unique(at, "ts", ts, None, "the timestamp")
     else:
         check_unique(at, "ts", ts, buildings.to_frame("building_id"), "building {building_id!r}")
-    return ts, minutes
+    return ts, intervals
 
 
-def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
+def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float | np.ndarray,
               options: ReadingsOptions, tally: Tally) -> tuple[np.ndarray, np.ndarray | None]:
     """Every value column's numbers (``columns``: the contract's name and the file's) in kWh
     per interval (a register's reading, with ``--unit register``; NaN = missing), one column
@@ -289,7 +307,8 @@ def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
     let go once converted; implausible values are refused, or stored as missing and counted in
     ``tally`` and, under ``--implausible missing``, marked in the second array. Energies above
     any hour's are left for :func:`_check_ceiling`, once the file is known not to be a
-    register."""
+    register. ``factor`` is an array (each row's) for a long kW file whose buildings are read
+    at different intervals: its powers are judged as the energy of an hour at that power."""
     register = options.unit == "register"
     bound = REGISTER_KWH if register else ENERGY_KWH
     n = cells.rows
@@ -299,12 +318,14 @@ def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
         first = 0
         for chunk in cells.values.pop(key).chunks:
             at = replace(cells.at, first_row=first)
+            lo, hi = k * n + first, k * n + first + len(chunk)
+            scale = factor if np.ndim(factor) == 0 else factor[lo:hi]
             values = check_column(chunk, bound, path=at.path, column=column,
-                                  lines=at.lines(np.arange(len(chunk))), scale=factor,
+                                  lines=at.lines(np.arange(len(chunk))),
+                                  scale=scale if np.ndim(scale) == 0 else 1.0,
                                   policy=options.implausible, tally=tally, label=at.row_label,
                                   ceiling=register)
-            lo, hi = k * n + first, k * n + first + len(chunk)
-            kwh[lo:hi] = values.to_numpy(zero_copy_only=False) * factor
+            kwh[lo:hi] = values.to_numpy(zero_copy_only=False) * scale
             if dropped is not None and values.null_count > chunk.null_count:
                 dropped[lo:hi] = (pc.is_null(values).to_numpy(zero_copy_only=False)
                                   & chunk.is_valid().to_numpy(zero_copy_only=False))
@@ -313,7 +334,7 @@ def _energies(cells: Cells, columns: list[tuple[str, str]], factor: float,
 
 
 def _check_ceiling(at: SourceRows, frame: pd.DataFrame, n: int, columns: list[tuple[str, str]],
-                   factor: float, options: ReadingsOptions, tally: Tally,
+                   factor: float | np.ndarray, options: ReadingsOptions, tally: Tally,
                    dropped: np.ndarray | None) -> pd.DataFrame:
     """Energies above :data:`~tasks.ingest.plausibility.ENERGY_KWH`'s top (``frame``'s rows
     are the file's, a wide file's columns one after the other, ``n`` rows each), judged once
@@ -328,9 +349,10 @@ def _check_ceiling(at: SourceRows, frame: pd.DataFrame, n: int, columns: list[tu
         first = int(np.flatnonzero(over)[0])
         k = first // n
         rows = np.flatnonzero(over[k * n:(k + 1) * n])
+        scale = float(factor if np.ndim(factor) == 0 else factor[first])
         raise implausible_error(at.path, at.row_label, int(at.lines(rows[:1])[0]),
-                                columns[k][1], float(kwh[first] / factor), ENERGY_KWH,
-                                rows.size, factor)
+                                columns[k][1], float(kwh[first] / scale), ENERGY_KWH,
+                                rows.size, scale)
     tally.implausible += int(over.sum())
     if dropped is not None:
         dropped |= over
@@ -376,9 +398,9 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
         columns = [("kwh", str(LONG_FILE.value_column("kwh", cells.columns)))]
     else:
         columns = [(name, name) for name in WIDE_FILE.other_columns(cells.columns)]
-    ts, minutes = _instants(at, times, cells.times.pop("ts"), codes, buildings, options)
+    ts, intervals = _instants(at, times, cells.times.pop("ts"), codes, buildings, options)
     tally = Tally()
-    factor = options.factor(minutes)
+    factor = options.factor(intervals.per_row(codes))
     kwh, dropped = _energies(cells, columns, factor, options, tally)
     if not long:
         buildings = pd.Series(pd.Categorical.from_codes(
@@ -387,30 +409,69 @@ def load_readings(path: str | Path, options: ReadingsOptions | None = None) -> R
                        ).dt.tz_localize("UTC")
     frame = pd.DataFrame({"building_id": buildings, "ts": ts, "kwh": kwh})
     del kwh, buildings, ts
-    registers, more = None, None
     if options.unit == "register":
         frame["row"] = np.tile(np.arange(n, dtype=np.int64), len(columns))
-        read = frame[["building_id", "kwh"]] if dropped is not None else None
-        frame, registers, more = _differences(at, frame, minutes, options,
-                                              columns[0][1] if long else None, tally)
-    else:
-        refuse_registers(at.path, frame, minutes, options.unit)
+    else:  # a register sent as energies is named as one before any energy is judged too high
+        for minutes, part in _by_interval(frame, intervals):
+            refuse_registers(at.path, part, minutes, options.unit)
         frame = _check_ceiling(at, frame, n, columns, factor, options, tally, dropped)
-        read = frame
+    parts = [_to_hours(at, part, minutes, options, columns[0][1] if long else None, tally)
+             for minutes, part in _by_interval(frame, intervals)]
     if dropped is not None and tally.implausible:
-        _refuse_emptied(at.path, read["building_id"], dropped, read["kwh"].to_numpy(),
-                        options, more)
-    del read
-    sub_hourly = recent_sub_hourly(frame, minutes)
-    hours, partial, incomplete = sum_to_hours(frame, minutes)
+        more = {b: k for part in parts for b, k in part.dropped.items()}
+        _refuse_emptied(at.path, frame["building_id"], dropped, frame["kwh"].to_numpy(),
+                        options, more if options.unit == "register" else None)
     del frame
+    hours = pd.concat([part.hours for part in parts], ignore_index=True)
     readings = pa.Table.from_pandas(hours, schema=READINGS_SCHEMA, preserve_index=False)
+    counts = [part.registers for part in parts if part.registers is not None]
+    mixed = (tuple((m, int((intervals.by_code == m).sum()))
+                   for m in np.unique(intervals.by_code)) if intervals.mixed else ())
     return ReadingsBatch(
         path=str(at.path), options=options, readings=readings,
         building_ids=tuple(sorted(str(b) for b in pd.unique(hours["building_id"]))),
-        interval_minutes=minutes, rows_read=n, partial_hours=partial,
+        interval_minutes=intervals.minutes, rows_read=n,
+        partial_hours=sum(part.partial for part in parts),
         implausible_values=tally.implausible, read_seconds=time.perf_counter() - began,
-        incomplete_hours=incomplete, registers=registers, sub_hourly=sub_hourly)
+        incomplete_hours=sum(part.incomplete for part in parts),
+        registers=RegisterCounts.total(counts) if counts else None,
+        sub_hourly=pa.concat_tables([part.sub_hourly for part in parts]),
+        building_intervals=mixed)
+
+
+@dataclass(frozen=True)
+class _IntervalHours:
+    """The hours of a file's buildings read at one interval (:func:`_to_hours`)."""
+
+    hours: pd.DataFrame
+    partial: int
+    incomplete: int
+    sub_hourly: pa.Table
+    registers: RegisterCounts | None
+    dropped: dict[str, int]
+    """A register's energies ``--implausible missing`` made missing, by building."""
+
+
+def _by_interval(frame: pd.DataFrame,
+                 intervals: Intervals) -> list[tuple[int, pd.DataFrame]]:
+    """``frame``'s rows by their building's interval (the whole frame where the buildings
+    share one): each is summed to hours by its own."""
+    if not intervals.mixed:
+        return [(intervals.minutes, frame)]
+    own = intervals.by_code[frame["building_id"].cat.codes.to_numpy()]
+    return [(int(m), frame[own == m]) for m in np.unique(own)]
+
+
+def _to_hours(at: SourceRows, frame: pd.DataFrame, minutes: int, options: ReadingsOptions,
+              column: str | None, tally: Tally) -> _IntervalHours:
+    """The hours of ``frame``'s buildings, all read every ``minutes``: a register's readings
+    differenced first (``column``: a long file's value column, named in its errors)."""
+    registers, dropped = None, {}
+    if options.unit == "register":
+        frame, registers, dropped = _differences(at, frame, minutes, options, column, tally)
+    sub_hourly = recent_sub_hourly(frame, minutes)
+    hours, partial, incomplete = sum_to_hours(frame, minutes)
+    return _IntervalHours(hours, partial, incomplete, sub_hourly, registers, dropped)
 
 
 def _by_buildings(readings: pa.Table) -> list[pa.Table]:

@@ -44,7 +44,7 @@ as missing (the noise is neither a reset nor two hours' energy in the next hour)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +89,11 @@ class RegisterCounts:
     """Small falls taken as meter noise (the two intervals around the reading: missing)."""
     left_out: int = 0
     """Readings that start no interval the file bounds (not written)."""
+
+    @classmethod
+    def total(cls, counts: list[RegisterCounts]) -> RegisterCounts:
+        """The counts of a file's registers read at different intervals, added up."""
+        return cls(**{f.name: sum(getattr(c, f.name) for c in counts) for f in fields(cls)})
 
     def line(self) -> str:
         """The summary's words for these counts."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 
@@ -297,19 +298,52 @@ def test_a_file_written_in_slices_of_whole_buildings_writes_what_one_statement_w
     assert results[0][1:] == (14, 14, 1)  # b2's 12:00 lies in its range: removed
 
 
-def test_a_file_mixing_a_15_minute_building_and_an_hourly_one_is_refused(tmp_path):
+def test_registers_read_at_different_intervals_are_differenced_and_summed_by_their_own(
+        warehouse, tmp_path):
+    """Two cumulative registers in one file, b1 read every 15 minutes and b2 every hour: each
+    interval's energy is the difference of its own readings, and the summary names both."""
+    start = pd.Timestamp("2024-03-04", tz="UTC")
+    quarters = [f"b1,{start + pd.Timedelta(minutes=15 * q):%Y-%m-%dT%H:%MZ},{1000 + 0.5 * q}"
+                for q in range(97)]
+    hourly = [f"b2,{start + pd.Timedelta(hours=h):%Y-%m-%dT%H:%MZ},{5000 + 3 * h}"
+              for h in range(25)]
+    text = "building_id,ts,kwh\n" + "\n".join(quarters + hourly) + "\n"
+    summary = ingest(warehouse, tmp_path, text, unit="register", register_unit="kWh")
+    assert set(kwh_by_hour(warehouse, "b1").values()) == {2.0}  # four quarters of 0.5 kWh
+    assert set(kwh_by_hour(warehouse, "b2").values()) == {3.0}
+    assert summary.readings == 48 and summary.registers.left_out == 2  # each one's last
+    assert "from 1 building(s)' 15-minute, 1 building(s)' 60-minute readings" in summary.line()
+
+
+def test_a_file_mixing_a_15_minute_building_and_an_hourly_one_sums_each_by_its_own(tmp_path):
     """Summed to hours by the file's one interval, every hour of the other building was left
-    out as incomplete (issue 60's probe): refused, naming one building of each."""
+    out as incomplete, then the file was refused (issue 60's probe): an MDM export holds 15-minute
+    meters beside hourly ones, so each building is summed by its own interval."""
     lines = ["building_id,ts,kwh"]
-    lines += [f"quarter,2024-03-04T{h // 4:02d}:{15 * (h % 4):02d}:00Z,1.0" for h in range(96)]
-    lines += [f"hourly,2024-03-04T{h:02d}:00:00Z,4.0" for h in range(24)]
+    lines += [f"quarter,2024-03-04T{h // 4:02d}:{15 * (h % 4):02d}:00Z,{1.0 + h % 4}"
+              for h in range(96)]
+    lines += [f"hourly,2024-03-04T{h:02d}:00:00Z,{4.0 + h}" for h in range(24)]
     path = tmp_path / "mixed.csv"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(PipelineError, match=r"read at different intervals: 'quarter' every 15 "
-                       r"minutes, 'hourly' every 60 minutes; .* a file of its own"):
+    batch = load_readings(path)
+    hours = batch.readings.to_pandas().set_index(["building_id", "ts"])["kwh"]
+    assert (batch.incomplete_hours, batch.partial_hours, len(hours)) == (0, 0, 48)
+    assert (hours.loc["quarter"] == 1 + 2 + 3 + 4).all()  # four quarters each
+    assert hours.loc["hourly"].tolist() == [4.0 + h for h in range(24)]
+    assert batch.building_intervals == ((15, 1), (60, 1))
+    # only the quarter-hour building's intervals are sub-hourly readings
+    assert set(batch.sub_hourly.column("building_id").to_pylist()) == {"quarter"}
+    # in kW each interval's energy is its power times its own length
+    kw = load_readings(path, ReadingsOptions(unit="kW")).readings.to_pandas()
+    kw = kw.set_index(["building_id", "ts"])["kwh"]
+    assert (kw.loc["quarter"] == (1 + 2 + 3 + 4) / 4).all()
+    assert kw.loc["hourly"].tolist() == [4.0 + h for h in range(24)]
+    # an hourly reading off the grid is still refused, naming its building's interval
+    path.write_text("\n".join(lines + ["hourly,2024-03-05T00:15:00Z,4.0"]) + "\n")
+    with pytest.raises(PipelineError, match=r"not the start of an hour \(its building's"):
         load_readings(path)
     # five hourly readings are too few to be another interval: they are hours with quarters
-    # absent from the file, named as such (the rule before)
+    # absent from the file, named as such
     gappy = lines[:97] + [f"gappy,2024-03-04T{h:02d}:00:00Z,4.0" for h in range(5)]
     path.write_text("\n".join(gappy) + "\n")
     batch = load_readings(path)
