@@ -1,30 +1,57 @@
-"""Prediction intervals by split conformal prediction.
+"""Forecast quantiles and prediction intervals by split conformal prediction.
 
-A model fitted on the history's first weeks forecasts its last week (the validation week); the
-absolute errors there calibrate the target week's intervals: for a level 1 - alpha the half
-width is the ceil((n + 1)(1 - alpha))-th smallest of the n absolute errors. Under
-exchangeability of the two weeks' errors this covers at least 1 - alpha of the target week's
-hours on average. Lower bounds never go below the physical floor (no negative energy).
+A model fitted on the history's first weeks forecasts its last week (the validation week); its
+signed errors there (actual minus forecast) calibrate the target week's quantiles: for a level
+tau the forecast plus the k-th smallest of the n errors, k = ceil((n + 1) tau) above the median
+and floor((n + 1) tau) below it (the median itself: the errors' median). Under exchangeability of
+the two weeks' errors an upper level then holds at least tau of the target week's hours at or
+below it and a lower level at most tau, so the band between two of them (the 80 % band: the 10
+and 90 % quantiles; the 95 % band: 2.5 and 97.5 %) covers at least its level on average. Errors
+need not be symmetric: a building whose load overshoots more than it falls short gets a longer
+upper tail.
 
-The levels are nested by construction: a wider level never uses a lower quantile of the errors
-than a narrower one (whatever quantiles an adaptation asks for, :func:`nested_quantiles`), so
-in every hour the 95 % lower bound <= the 80 % lower bound <= the forecast <= the 80 % upper
-bound <= the 95 % upper bound.
+The quantiles never cross, by construction: the levels actually used (adapted to what each level
+held in earlier weeks, :mod:`~tasks.protocol.track_record`) are made non-decreasing first, and
+the order statistics of one sample are then non-decreasing too; a level below the median is
+never above the forecast and one above it never below (a monotone clip), and none is below the
+physical floor (no negative energy). So in every hour the 95 % lower bound <= the 80 % lower
+bound <= the forecast <= the 80 % upper bound <= the 95 % upper bound.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-LEVELS: tuple[float, ...] = (0.80, 0.95)
+QUANTILES: tuple[float, ...] = (0.025, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.975)
+"""Quantile levels published with every forecast (a distribution an operator bids from)."""
+
+BANDS: dict[float, tuple[float, float]] = {0.80: (0.10, 0.90), 0.95: (0.025, 0.975)}
+"""Each published interval level and the pair of quantile levels that bound it."""
+
+LEVELS: tuple[float, ...] = tuple(BANDS)
 """Interval levels published with every forecast."""
 
 MIN_CALIBRATION = 24
-"""Fewer calibration errors than this give no interval (too few to rank)."""
+"""Fewer calibration errors than this give no quantile (too few to rank)."""
+
+
+def quantile_suffix(level: float, sep: str = "_") -> str:
+    """A quantile level's name in columns: ``q2_5`` for 0.025 in the warehouse (``sep="."``:
+    ``q2.5``, as an export names it), ``q10`` for 0.10."""
+    return "q" + f"{100 * level:.10g}".replace(".", sep)
+
+
+def quantile_name(level: float, sep: str = "_") -> str:
+    """A quantile level's forecast column: ``y_q2_5`` (``y_q2.5`` in an export), ``y_q10``."""
+    return "y_" + quantile_suffix(level, sep)
+
+
+QUANTILE_COLUMNS: tuple[str, ...] = tuple(quantile_name(level) for level in QUANTILES)
+"""The warehouse's quantile columns, lowest level first."""
 
 
 def half_width(errors: np.ndarray, level: float) -> float | None:
@@ -37,12 +64,25 @@ def half_width(errors: np.ndarray, level: float) -> float | None:
     return float(errors[min(rank, n) - 1])
 
 
+def error_quantile(sorted_errors: np.ndarray, level: float, side: float) -> float:
+    """The conformal quantile of signed errors (sorted, finite, at least one) at ``level``,
+    conservative on ``side``'s side of the median (``side``: the nominal level, which decides
+    whether the rank is rounded up or down; module docstring)."""
+    n = sorted_errors.size
+    if side == 0.5:
+        return float(np.median(sorted_errors))
+    rank = math.ceil((n + 1) * level) if side > 0.5 else math.floor((n + 1) * level)
+    return float(sorted_errors[min(max(rank, 1), n) - 1])
+
+
 @dataclass(frozen=True)
 class Intervals:
-    """Lower and upper bounds per level, each an array like the forecast."""
+    """A forecast's quantiles per level and its intervals' lower and upper bounds per interval
+    level (each an array like the forecast; an interval's bounds are two of the quantiles)."""
 
     lower: dict[float, np.ndarray] = field(default_factory=dict)
     upper: dict[float, np.ndarray] = field(default_factory=dict)
+    quantiles: dict[float, np.ndarray] = field(default_factory=dict)
 
     def bounds(self, level: float) -> tuple[np.ndarray, np.ndarray] | None:
         if level not in self.lower:
@@ -51,9 +91,9 @@ class Intervals:
 
 
 def nested_quantiles(used: Mapping[float, float]) -> dict[float, float]:
-    """Per nominal level, the quantile level to use, made non-decreasing in the nominal level:
-    a wider level takes at least a narrower one's quantile (an 80 % level adapted up to 0.99
-    after missed weeks lifts the 95 % level's to 0.99 too), so its band is never the narrower."""
+    """Per nominal level, the level to use, made non-decreasing in the nominal level: a higher
+    level takes at least a lower one's (a 10 % level adapted up to 0.30 after weeks below it
+    lifts the 25 % level's to 0.30 too), so their quantiles never cross."""
     nested, highest = {}, 0.0
     for level in sorted(used):
         highest = max(highest, float(used[level]))
@@ -63,25 +103,36 @@ def nested_quantiles(used: Mapping[float, float]) -> dict[float, float]:
 
 def conformal_intervals(
     y_hat: np.ndarray, calibration_errors: np.ndarray, *,
-    levels: Sequence[float] | Mapping[float, float] = LEVELS, floor: float = 0.0,
+    levels: Iterable[float] | Mapping[float, float] = QUANTILES, floor: float = 0.0,
 ) -> Intervals:
-    """Symmetric intervals around ``y_hat`` at each level, clipped below at ``floor``, nested
-    (module docstring).
+    """The quantiles of the forecast ``y_hat`` at each level (``calibration_errors``: actual
+    minus forecast in the validation week), clipped below at ``floor``, non-crossing and each
+    on its side of the forecast (module docstring), and the intervals they bound (:data:`BANDS`,
+    where both levels are given).
 
-    ``levels`` may map each nominal level to the quantile level actually used (adapted to the
-    coverage seen in earlier weeks); the intervals are keyed by the nominal level. A lower
-    bound is never above the forecast, even where a forecast below ``floor`` (a model without
-    one, forecasting a negative hour) leaves the floor above it.
+    ``levels`` may map each nominal level to the level actually used (adapted to what it held
+    in earlier weeks); everything is keyed by the nominal level. With fewer than
+    :data:`MIN_CALIBRATION` finite errors there is none.
     """
     y_hat = np.asarray(y_hat, dtype=float)
     used = levels if isinstance(levels, Mapping) else {level: level for level in levels}
+    errors = np.asarray(calibration_errors, dtype=float)
+    errors = np.sort(errors[np.isfinite(errors)])
     out = Intervals()
+    if errors.size < MIN_CALIBRATION:
+        return out
     for level, quantile in nested_quantiles(used).items():
-        width = half_width(calibration_errors, quantile)
-        if width is None:
-            continue
-        out.lower[level] = np.fmin(np.maximum(y_hat - width, floor), y_hat)
-        out.upper[level] = np.maximum(y_hat + width, floor)
+        value = y_hat + error_quantile(errors, quantile, level)
+        if level < 0.5:
+            value = np.fmin(value, y_hat)
+        elif level > 0.5:
+            value = np.fmax(value, y_hat)
+        out.quantiles[level] = np.maximum(value, floor)
+    for band, (low, high) in BANDS.items():
+        if low in out.quantiles and high in out.quantiles:
+            # a forecast below ``floor`` (a model without one) keeps its lower bound at most it
+            out.lower[band] = np.fmin(out.quantiles[low], y_hat)
+            out.upper[band] = out.quantiles[high]
     return out
 
 
@@ -96,3 +147,26 @@ def coverage(
         return None
     inside = (y_true[mask] >= lower[mask]) & (y_true[mask] <= upper[mask])
     return float(inside.mean()), float(np.mean(upper[mask] - lower[mask]))
+
+
+def pinball_loss(y_true: np.ndarray, quantile: np.ndarray, level: float) -> float | None:
+    """Mean pinball (quantile) loss of ``quantile`` at ``level`` against the actuals, over the
+    hours where both exist (``None`` when there is none): ``level * (y - q)`` where the actual
+    is above the quantile, ``(1 - level) * (q - y)`` where below. Averaged over a grid of levels
+    it estimates half the CRPS of the forecast distribution."""
+    y_true, quantile = np.asarray(y_true, dtype=float), np.asarray(quantile, dtype=float)
+    mask = np.isfinite(y_true) & np.isfinite(quantile)
+    if not mask.any():
+        return None
+    diff = y_true[mask] - quantile[mask]
+    return float(np.mean(np.maximum(level * diff, (level - 1.0) * diff)))
+
+
+def share_below(y_true: np.ndarray, quantile: np.ndarray) -> float | None:
+    """Share of hours whose actual is at or below ``quantile`` (a calibrated level ``tau``
+    holds ``tau`` of them), over the hours where both exist (``None`` when there is none)."""
+    y_true, quantile = np.asarray(y_true, dtype=float), np.asarray(quantile, dtype=float)
+    mask = np.isfinite(y_true) & np.isfinite(quantile)
+    if not mask.any():
+        return None
+    return float(np.mean(y_true[mask] <= quantile[mask]))

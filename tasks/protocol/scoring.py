@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tasks.protocol.intervals import Intervals, coverage
+from tasks.protocol.intervals import Intervals, coverage, pinball_loss, share_below
 
 VIOLATION_TOLERANCE_KWH = 1e-6
 """y_hat below -tolerance is a violation of y_hat >= 0 (absorbs solver feasibility tolerance)."""
@@ -30,6 +30,17 @@ class Scores:
     """Per interval level: the share of scored hours whose actual lies inside the interval."""
     interval_width: dict[float, float] = field(default_factory=dict)
     """Per interval level: the mean width of the interval over the scored hours."""
+    quantile_below: dict[float, float] = field(default_factory=dict)
+    """Per quantile level: the share of scored hours whose actual is at or below the quantile
+    (its calibration: a level tau should hold tau of them)."""
+    pinball: dict[float, float] = field(default_factory=dict)
+    """Per quantile level: the mean pinball loss over the scored hours (kWh)."""
+
+    @property
+    def pinball_mean(self) -> float | None:
+        """The mean of the levels' pinball losses: the forecast distribution's score (an
+        estimate of half its CRPS on the levels' grid); ``None`` without quantiles."""
+        return float(np.mean(list(self.pinball.values()))) if self.pinball else None
 
 
 def count_violations(y_hat: np.ndarray, lower: float = 0.0) -> int:
@@ -50,7 +61,8 @@ def score_forecast(
     intervals: Intervals | None = None,
 ) -> Scores:
     """MAE and RMSE over the hours where both the actual and the forecast exist, and the
-    coverage and width of each prediction interval.
+    coverage and width of each prediction interval, and each quantile's calibration and
+    pinball loss.
 
     Missing actuals are excluded, never treated as zero. With no scorable hour the errors are
     ``None`` and ``n_hours`` is 0, so a week without actuals (a live forecast) still records its
@@ -68,6 +80,11 @@ def score_forecast(
         scored = coverage(y_true, lower, intervals.upper[level])
         if scored is not None:
             covered[level], width[level] = scored
+    below, pinball = {}, {}
+    for level, quantile in (intervals.quantiles if intervals else {}).items():
+        share = share_below(y_true, quantile)
+        if share is not None:
+            below[level], pinball[level] = share, pinball_loss(y_true, quantile, level)
     return Scores(
         mae=mean_absolute(error),
         rmse=float(np.sqrt(np.mean(error**2))) if n else None,
@@ -77,4 +94,6 @@ def score_forecast(
         mean_actual=float(np.mean(y_true[mask])) if n else None,
         interval_coverage=covered,
         interval_width=width,
+        quantile_below=below,
+        pinball=pinball,
     )

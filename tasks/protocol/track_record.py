@@ -2,10 +2,13 @@
 
 Known when a week's forecast is issued (those weeks are over), it serves twice: the
 publication step weighs each model's recent MAE against seasonal naive's, and each model's
-intervals adapt their level to the coverage they missed (adaptive conformal inference, after
-Gibbs and Candes 2021): a model whose 80 % intervals covered only 72 % of the hours in its last
-weeks uses the 88 % quantile of its validation errors this week, and one that over-covered
-narrows them, so coverage tracks the nominal level when the weeks are not exchangeable.
+quantiles adapt their level to what they held (adaptive conformal inference, after Gibbs and
+Candes 2021): a model whose 90 % quantile had only 84 % of the hours at or below it in its last
+weeks uses the 96 % quantile of its validation errors this week, and one whose 10 % quantile
+held 16 % uses the 4 %, so each level's calibration tracks its nominal level when the weeks are
+not exchangeable. A week scored before quantiles were (only its intervals' coverage is known)
+counts for the levels that bound an interval, its missed coverage split evenly between the
+two tails.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from datetime import date
 
 import numpy as np
 
-from tasks.protocol.intervals import nested_quantiles
+from tasks.protocol.intervals import BANDS, QUANTILES, nested_quantiles
 from tasks.protocol.models import SEASONAL_NAIVE
 
 RECORD_WEEKS = 8
@@ -26,16 +29,30 @@ run says otherwise, the publication step)."""
 MIN_RECORD_WEEKS = 2
 """Fewer earlier weeks than this are not a record."""
 
-LEVEL_RANGE = (0.5, 0.99)
-"""The adapted interval levels stay within these."""
+LEVEL_RANGE = (0.005, 0.995)
+"""The adapted quantile levels stay within these (and on their nominal level's side of the
+median)."""
 
 
 @dataclass(frozen=True)
 class WeekScore:
-    """One model's MAE in one earlier week, and its intervals' coverage there per level."""
+    """One model's MAE in one earlier week, its intervals' coverage there per level and the
+    share of hours at or below each of its quantiles."""
 
     mae: float
     coverage: Mapping[float, float] = field(default_factory=dict)
+    below: Mapping[float, float] = field(default_factory=dict)
+
+    def held(self, level: float) -> float | None:
+        """The share of hours at or below the quantile at ``level``; for a week scored before
+        quantiles were, read from the coverage of the interval it bounds (module docstring)."""
+        if level in self.below:
+            return self.below[level]
+        for band, (low, high) in BANDS.items():
+            if level in (low, high) and band in self.coverage:
+                missed = (1.0 - self.coverage[band]) / 2
+                return missed if level == low else 1.0 - missed
+        return None
 
 
 TrackRecord = Mapping[date, Mapping[str, WeekScore]]
@@ -62,24 +79,31 @@ def track_ratio(model: str, record: TrackRecord,
 
 
 def adapted_levels(model: str, record: TrackRecord | None,
-                   levels: Iterable[float]) -> dict[float, float]:
-    """Per nominal interval level, the level to use this week: the nominal one plus the mean
-    coverage ``model`` missed in its recent weeks (minus what it over-covered), never below a
-    narrower level's (each level adapts on its own record, so after a step the 80 % level can
-    have missed more than the 95 % one: :func:`~tasks.protocol.intervals.nested_quantiles`)."""
+                   levels: Iterable[float] = QUANTILES) -> dict[float, float]:
+    """Per nominal quantile level, the level to use this week: the nominal one plus what
+    ``model``'s quantile fell short of holding in its recent weeks (minus what it held too
+    many), kept on its side of the median and never below a lower level's (each level adapts
+    on its own record, so after a step a lower level can have risen past a higher one:
+    :func:`~tasks.protocol.intervals.nested_quantiles`)."""
     adapted = {}
     for level in levels:
-        seen = [scores[model].coverage[level] for scores in _recent(record or {})
-                if model in scores and level in scores[model].coverage]
+        seen = [held for scores in _recent(record or {}) if model in scores
+                for held in [scores[model].held(level)] if held is not None]
         shift = level - float(np.mean(seen)) if len(seen) >= MIN_RECORD_WEEKS else 0.0
-        adapted[level] = float(np.clip(level + shift, *LEVEL_RANGE))
+        low, high = LEVEL_RANGE
+        if level < 0.5:
+            high = 0.5
+        elif level > 0.5:
+            low = 0.5
+        adapted[level] = float(np.clip(level + shift, low, high))
     return nested_quantiles(adapted)
 
 
 def week_scores(outcomes: Iterable[object]) -> dict[str, WeekScore]:
     """What a finished week adds to the record: each scored model's MAE and coverage."""
     return {
-        o.model: WeekScore(o.scores.mae, dict(o.scores.interval_coverage))
+        o.model: WeekScore(o.scores.mae, dict(o.scores.interval_coverage),
+                           dict(o.scores.quantile_below))
         for o in outcomes
         if o.status == "ok" and o.scores is not None and o.scores.mae is not None
     }

@@ -29,7 +29,7 @@ from tasks.protocol.forecasting import (
     StoredParams,
     epoch_us,
 )
-from tasks.protocol.intervals import LEVELS
+from tasks.protocol.intervals import LEVELS, QUANTILES, quantile_name, quantile_suffix
 from tasks.protocol.track_record import WeekScore
 from tasks.warehouse.connection import transaction
 from tasks.warehouse.rescoring import level_pct
@@ -95,6 +95,10 @@ def result_tables(results: Sequence[BuildingWeekResult], run_id: str) -> dict[st
                    for level in LEVELS},
                 **{f"width_{level_pct(level)}": s.interval_width.get(level, np.nan)
                    for level in LEVELS},
+                "pinball_mean": np.nan if s.pinball_mean is None else s.pinball_mean,
+                **{f"{kind}_{quantile_suffix(level)}": values.get(level, np.nan)
+                   for kind, values in (("below", s.quantile_below), ("pinball", s.pinball))
+                   for level in QUANTILES},
             })
             forecasts.append((res, out))
     tables = {table: _arrow_rows(rows[table]) for table in RESULT_SLICE_TABLES if rows[table]}
@@ -181,6 +185,8 @@ def _forecasts_table(forecasts: Sequence[tuple[BuildingWeekResult, ModelOutcome]
     for level in LEVELS:
         columns[f"y_lo_{level_pct(level)}"] = _floats(_bound(out, level, 0) for _, out in forecasts)
         columns[f"y_hi_{level_pct(level)}"] = _floats(_bound(out, level, 1) for _, out in forecasts)
+    for level in QUANTILES:
+        columns[quantile_name(level)] = _floats(_quantile(out, level) for _, out in forecasts)
     return pa.table(columns)
 
 
@@ -209,6 +215,12 @@ def _bound(out: ModelOutcome, level: float, side: int) -> np.ndarray:
     """An outcome's lower (``side`` 0) or upper (1) bound at ``level``; NaN if it has none."""
     bounds = out.intervals.bounds(level)
     return np.full(len(out.y_hat), np.nan) if bounds is None else bounds[side]
+
+
+def _quantile(out: ModelOutcome, level: float) -> np.ndarray:
+    """An outcome's quantile at ``level``; NaN if it has none."""
+    quantile = out.intervals.quantiles.get(level)
+    return np.full(len(out.y_hat), np.nan) if quantile is None else quantile
 
 
 def write_results(
@@ -402,19 +414,22 @@ def _id_range(ids: Sequence[str]) -> list[str | None]:
 def load_track_record(
     con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], before: date, weeks: int
 ) -> dict[str, dict[date, dict[str, WeekScore]]]:
-    """Per building, each model's MAE and interval coverage in each of the ``weeks`` scored
-    target weeks before ``before``: the building's recent record."""
+    """Per building, each model's MAE, interval coverage and quantiles' calibration in each of
+    the ``weeks`` scored target weeks before ``before``: the building's recent record."""
     coverage = ", ".join(f"coverage_{level_pct(level)}" for level in LEVELS)
+    below = ", ".join(f"below_{quantile_suffix(level)}" for level in QUANTILES)
     rows = con.execute(
         f"""
-        SELECT building_id, target_week, model, mae, {coverage} FROM scores
+        SELECT building_id, target_week, model, mae, {coverage}, {below} FROM scores
         WHERE n_hours > 0 AND target_week < ? AND target_week >= ?
           AND building_id IN (SELECT unnest(?::VARCHAR[]))
         """,
         [before, before - timedelta(weeks=weeks), list(building_ids)],
     ).fetchall()
     record: dict[str, dict[date, dict[str, WeekScore]]] = defaultdict(lambda: defaultdict(dict))
-    for building_id, week, model, mae, *covered in rows:
+    for building_id, week, model, mae, *shares in rows:
+        covered, held = shares[:len(LEVELS)], shares[len(LEVELS):]
         record[building_id][week][model] = WeekScore(
-            mae, {level: c for level, c in zip(LEVELS, covered, strict=True) if c is not None})
+            mae, {level: c for level, c in zip(LEVELS, covered, strict=True) if c is not None},
+            {level: b for level, b in zip(QUANTILES, held, strict=True) if b is not None})
     return {b: dict(weeks_) for b, weeks_ in record.items()}

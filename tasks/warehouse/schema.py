@@ -23,6 +23,7 @@ import hashlib
 
 import duckdb
 
+from tasks.protocol.intervals import QUANTILE_COLUMNS, QUANTILES, quantile_suffix
 from tasks.protocol.publication import HELD
 from tasks.protocol.scoring import VIOLATION_TOLERANCE_KWH
 from tasks.warehouse.portfolio_sql import (
@@ -110,7 +111,18 @@ _FORECAST_COLUMNS = """
             y_hi_80      DOUBLE,
             y_lo_95      DOUBLE,
             y_hi_95      DOUBLE"""
-"""The columns of an hourly forecast: ``forecasts``' and, with its issue, ``issued_forecasts``'."""
+"""The columns of an hourly forecast: ``forecasts``' and, with its issue, ``issued_forecasts``'
+(and last, in both, :data:`_QUANTILE_DDL`)."""
+
+_QUANTILE_DDL = "".join(f""",
+            {column:<12} DOUBLE""" for column in QUANTILE_COLUMNS)
+"""A forecast's quantile columns, added after the first release (so last in each table)."""
+
+QUANTILE_SCORE_COLUMNS: tuple[str, ...] = (
+    "pinball_mean",
+    *(f"{kind}_{quantile_suffix(level)}" for kind in ("below", "pinball") for level in QUANTILES))
+"""The ``scores`` columns of a forecast's quantiles: the mean pinball loss over the levels, each
+level's share of hours at or below it, each level's pinball loss."""
 
 RESULT_TABLES: dict[str, str] = {
     "runs": """
@@ -156,7 +168,7 @@ RESULT_TABLES: dict[str, str] = {
             n_flagged_hours          INTEGER
         )""",
     "forecasts": f"""
-        CREATE TABLE IF NOT EXISTS forecasts ({_FORECAST_COLUMNS}
+        CREATE TABLE IF NOT EXISTS forecasts ({_FORECAST_COLUMNS}{_QUANTILE_DDL}
         )""",
     "scores": """
         CREATE TABLE IF NOT EXISTS scores (
@@ -173,7 +185,8 @@ RESULT_TABLES: dict[str, str] = {
             coverage_80         DOUBLE,
             coverage_95         DOUBLE,
             width_80            DOUBLE,
-            width_95            DOUBLE
+            width_95            DOUBLE,""" + ",".join(f"""
+            {column:<19} DOUBLE""" for column in QUANTILE_SCORE_COLUMNS) + """
         )""",
     "tuning_trials": """
         CREATE TABLE IF NOT EXISTS tuning_trials (
@@ -230,7 +243,7 @@ RESULT_TABLES: dict[str, str] = {
             issued_at    TIMESTAMPTZ NOT NULL,
             outcome      VARCHAR,
             reason       VARCHAR,
-            timezone     VARCHAR
+            timezone     VARCHAR{_QUANTILE_DDL}
         )""",
     "validation_errors": """
         CREATE TABLE IF NOT EXISTS validation_errors (
@@ -241,7 +254,7 @@ RESULT_TABLES: dict[str, str] = {
             error        DOUBLE NOT NULL,
             run_id       VARCHAR NOT NULL
         )""",
-    "issued_portfolio_forecasts": """
+    "issued_portfolio_forecasts": f"""
         CREATE TABLE IF NOT EXISTS issued_portfolio_forecasts (
             portfolio_id          VARCHAR NOT NULL,
             target_week           DATE NOT NULL,
@@ -257,7 +270,7 @@ RESULT_TABLES: dict[str, str] = {
             n_record_weeks        BIGINT NOT NULL,
             timezone              VARCHAR,
             run_id                VARCHAR NOT NULL,
-            issued_at             TIMESTAMPTZ NOT NULL
+            issued_at             TIMESTAMPTZ NOT NULL{_QUANTILE_DDL}
         )""",
     "issued_portfolio_buildings": """
         CREATE TABLE IF NOT EXISTS issued_portfolio_buildings (
@@ -353,10 +366,22 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "host", "VARCHAR"),
     ("runs", "pid", "INTEGER"),
     ("issued_forecasts", "timezone", "VARCHAR"),
+    *((table, column, "DOUBLE") for table in ("forecasts", "issued_forecasts")
+      for column in QUANTILE_COLUMNS),
+    *(("scores", column, "DOUBLE") for column in QUANTILE_SCORE_COLUMNS),
+    *(("issued_portfolio_forecasts", column, "DOUBLE") for column in QUANTILE_COLUMNS),
 )
 """Columns added after the first release: a warehouse made before gets them on first use
 (always appended last, so the table's column order matches the DDL above)."""
 
+
+_QUANTILE_LIST = ", ".join(f"{{alias}}{column}" for column in QUANTILE_COLUMNS)
+"""The quantile columns, as a SQL list (``.format(alias="f.")``)."""
+
+_VINTAGE_PINBALL = "(" + " + ".join(
+    f"avg(greatest({level} * (m.kwh - i.{column}), ({level} - 1) * (m.kwh - i.{column})))"
+    for level, column in zip(QUANTILES, QUANTILE_COLUMNS, strict=True)) + f") / {len(QUANTILES)}"
+"""SQL: a vintage's mean pinball loss over its quantile levels (NULL without quantiles)."""
 
 PUBLISHED = "published"
 """The leaderboard's name for the published forecast (whichever model each building-week used)."""
@@ -673,10 +698,11 @@ VIEWS: dict[str, str] = {
         LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
         WHERE f.y_hat < -{VIOLATION_TOLERANCE_KWH}""",
     # The one forecast per building-week an operator uses, with its intervals and model.
-    "published_forecasts": """
+    "published_forecasts": f"""
         CREATE OR REPLACE VIEW published_forecasts AS
         SELECT f.building_id, f.target_week, f.ts, p.model, f.y_hat,
-               f.y_lo_80, f.y_hi_80, f.y_lo_95, f.y_hi_95, p.reason, p.run_id, p.outcome
+               f.y_lo_80, f.y_hi_80, f.y_lo_95, f.y_hi_95, p.reason, p.run_id, p.outcome,
+               {_QUANTILE_LIST.format(alias="f.")}
         FROM publications p
         JOIN forecasts f USING (building_id, target_week, model)""",
     # Every vintage of every published forecast, scored against the readings stored now:
@@ -688,7 +714,8 @@ VIEWS: dict[str, str] = {
         FROM (SELECT i.building_id, i.target_week, i.run_id, i.issued_at, i.model, i.outcome,
                      count(m.kwh)                      AS n_hours,
                      avg(abs(i.y_hat - m.kwh))          AS mae,
-                     sqrt(avg((i.y_hat - m.kwh) ^ 2))   AS rmse
+                     sqrt(avg((i.y_hat - m.kwh) ^ 2))   AS rmse,
+                     {_VINTAGE_PINBALL}                 AS pinball_mean
               FROM issued_forecasts i
               LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
               GROUP BY ALL)""",
@@ -731,10 +758,10 @@ VIEWS: dict[str, str] = {
 MACROS: dict[str, str] = {
     # What was published at a time: per building-week, the latest vintage issued at or before
     # ``as_of`` (SELECT * FROM published_as_of(TIMESTAMPTZ '2024-10-28 06:00+00')).
-    "published_as_of": """
+    "published_as_of": f"""
         CREATE OR REPLACE MACRO published_as_of(as_of) AS TABLE
         SELECT building_id, target_week, ts, model, y_hat, y_lo_80, y_hi_80, y_lo_95, y_hi_95,
-               reason, run_id, issued_at, outcome, timezone
+               reason, run_id, issued_at, outcome, timezone, {_QUANTILE_LIST.format(alias="")}
         FROM issued_forecasts
         WHERE issued_at <= as_of
         QUALIFY dense_rank() OVER (PARTITION BY building_id, target_week

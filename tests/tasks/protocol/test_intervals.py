@@ -1,11 +1,21 @@
-"""Split-conformal intervals: the half width by hand, and coverage on seeded synthetic series."""
+"""Split-conformal quantiles and intervals: ranks by hand, pinball by hand, and calibration on
+seeded synthetic series."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tasks.protocol.intervals import conformal_intervals, coverage, half_width
+from tasks.protocol.intervals import (
+    QUANTILES,
+    conformal_intervals,
+    coverage,
+    error_quantile,
+    half_width,
+    pinball_loss,
+    quantile_name,
+    share_below,
+)
 
 
 def test_half_width_is_the_conformal_rank_of_the_absolute_errors():
@@ -17,27 +27,78 @@ def test_half_width_is_the_conformal_rank_of_the_absolute_errors():
     assert half_width(np.r_[errors, np.nan], 0.80) == 33.0  # missing errors are left out
 
 
-def test_bounds_never_go_below_the_floor():
-    out = conformal_intervals(np.array([0.5, 5.0]), np.full(50, 2.0))
+def test_a_quantile_is_the_conformal_rank_of_the_signed_errors_rounded_away_from_the_median():
+    errors = np.arange(-20.0, 20.0)  # n = 40, the k-th smallest is k - 21
+    # above the median ceil(41 tau): 0.9 -> 37, 0.975 -> 40; below floor(41 tau): 0.1 -> 4,
+    # 0.025 -> 1; the median is the errors' own
+    assert error_quantile(errors, 0.90, 0.90) == 16.0
+    assert error_quantile(errors, 0.975, 0.975) == 19.0
+    assert error_quantile(errors, 0.10, 0.10) == -17.0
+    assert error_quantile(errors, 0.025, 0.025) == -20.0
+    assert error_quantile(errors, 0.50, 0.50) == -0.5
+    out = conformal_intervals(np.array([100.0]), errors[::-1])  # any order
+    assert {level: float(q[0]) for level, q in out.quantiles.items()} == {
+        0.025: 80.0, 0.05: 81.0, 0.10: 83.0, 0.25: 89.0, 0.50: 99.5, 0.75: 110.0, 0.90: 116.0,
+        0.95: 118.0, 0.975: 119.0}
+    # the bands are the quantile pairs
+    assert [float(b[0]) for b in out.bounds(0.80)] == [83.0, 116.0]
+    assert [float(b[0]) for b in out.bounds(0.95)] == [80.0, 119.0]
+    assert conformal_intervals(np.array([1.0]), errors[:20]).quantiles == {}  # too few
+
+
+def test_quantiles_never_go_below_the_floor_nor_cross_the_forecast():
+    errors = np.where(np.arange(50) % 2, -2.0, 2.0)
+    out = conformal_intervals(np.array([0.5, 5.0]), errors)
     lower, upper = out.bounds(0.8)
     np.testing.assert_array_equal(lower, [0.0, 3.0])
     np.testing.assert_array_equal(upper, [2.5, 7.0])
+    # a model that always fell short by 2: its lower levels sit at the forecast, not above it
+    out = conformal_intervals(np.array([5.0]), np.full(50, 2.0))
+    assert out.quantiles[0.025][0] == out.quantiles[0.25][0] == 5.0
+    assert out.quantiles[0.5][0] == out.quantiles[0.975][0] == 7.0
 
 
-@pytest.mark.parametrize("noise", ["normal", "laplace"])
-def test_coverage_on_a_seeded_synthetic_series_is_close_to_nominal(noise):
-    """A week of calibration errors, then the next week, 400 times over: the 80 % and 95 %
-    intervals cover 80 % and 95 % of the hours on average (conformal guarantees at least that,
-    and at most that plus 1/(n+1))."""
+def test_pinball_and_share_below_by_hand():
+    y = np.array([10.0, 0.0, np.nan])
+    q = np.array([8.0, 2.0, 5.0])
+    # 0.9 * (10 - 8) = 1.8 above; (1 - 0.9) * (2 - 0) = 0.2 below; the missing hour left out
+    assert pinball_loss(y, q, 0.9) == pytest.approx(1.0)
+    assert pinball_loss(y, q, 0.1) == pytest.approx((0.1 * 2 + 0.9 * 2) / 2)
+    assert share_below(y, q) == 0.5
+    assert pinball_loss(np.array([np.nan]), np.array([1.0]), 0.5) is None
+    assert share_below(np.array([np.nan]), np.array([1.0])) is None
+
+
+def test_quantile_columns_are_named_by_percent():
+    assert [quantile_name(level) for level in QUANTILES] == [
+        "y_q2_5", "y_q5", "y_q10", "y_q25", "y_q50", "y_q75", "y_q90", "y_q95", "y_q97_5"]
+    assert quantile_name(0.025, ".") == "y_q2.5"
+
+
+@pytest.mark.parametrize("noise", ["normal", "laplace", "gamma"])
+def test_calibration_on_a_seeded_synthetic_series_is_close_to_nominal(noise):
+    """A week of calibration errors, then the next week, 400 times over: each quantile holds
+    its level of the hours on average, and the 80 % and 95 % intervals cover 80 % and 95 %,
+    for skewed errors too (gamma: a long upper tail)."""
     rng = np.random.default_rng(7)
-    draw = getattr(rng, noise)
+
+    def draw(size):
+        if noise == "gamma":
+            return rng.gamma(1.5, 1.0, size) - 1.5
+        return getattr(rng, noise)(0.0, 1.0, size)
+
     covered = {0.8: [], 0.95: []}
+    held = {level: [] for level in QUANTILES}
     for _ in range(400):
         signal = 10 + 5 * np.sin(np.arange(168) * 2 * np.pi / 24)
-        calibration = draw(0.0, 1.0, 168)
-        actual = signal + draw(0.0, 1.0, 168)
+        calibration = draw(168)
+        actual = signal + draw(168)
         out = conformal_intervals(signal, calibration, floor=-np.inf)
         for level in covered:
             covered[level].append(coverage(actual, *out.bounds(level))[0])
+        for level in QUANTILES:
+            held[level].append(share_below(actual, out.quantiles[level]))
     assert np.mean(covered[0.8]) == pytest.approx(0.80, abs=0.015)
     assert np.mean(covered[0.95]) == pytest.approx(0.95, abs=0.01)
+    for level in QUANTILES:
+        assert np.mean(held[level]) == pytest.approx(level, abs=0.012), level

@@ -78,11 +78,13 @@ def test_an_issued_forecast_with_the_same_params_is_the_validation_forecast(ware
     svr = _outcome(result, "svr")
     assert svr.status == "ok" and svr.validation_source == "issued"
     assert svr.validation_mae == pytest.approx(1.5)
-    # every validation error is -1.5, so each interval is the forecast +- 1.5 (above the floor 0)
+    # every validation error is -1.5 (it forecast 1.5 too much): every quantile is the forecast
+    # less 1.5 (above the floor 0), and those above the median are held at the forecast
     lo, hi = svr.intervals.bounds(0.8)
     inside = lo > 0
-    np.testing.assert_allclose((hi - svr.y_hat)[inside], 1.5)
     np.testing.assert_allclose((svr.y_hat - lo)[inside], 1.5)
+    np.testing.assert_allclose(hi, svr.y_hat)
+    np.testing.assert_allclose(svr.intervals.quantiles[0.5][inside], (svr.y_hat - 1.5)[inside])
     # a model without an issued forecast is fitted on the weeks before the validation week
     assert _outcome(result, "wadiro_linreg").validation_source == "refit"
 

@@ -76,17 +76,24 @@ def test_the_track_record_weighs_in_once_there_are_two_weeks():
     assert track_ratio("gp", {**old, **record})[1] == 8
 
 
-def test_interval_levels_adapt_to_the_coverage_missed_in_earlier_weeks():
+def test_quantile_levels_adapt_to_what_they_held_in_earlier_weeks():
     week = date(2019, 4, 1)
-    record = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.8: c, 0.95: 0.97})}
-              for k, c in ((1, 0.70), (2, 0.74))}
-    levels = adapted_levels("gp", record, (0.8, 0.95))
-    assert levels[0.8] == pytest.approx(0.8 + (0.8 - 0.72))  # under-covered: wider
-    assert levels[0.95] == pytest.approx(0.95 - 0.02)  # over-covered: narrower
-    assert adapted_levels("svr", record, (0.8,)) == {0.8: 0.8}  # no record of its own
-    assert adapted_levels("gp", dict(list(record.items())[:1]), (0.8,)) == {0.8: 0.8}
-    bad = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.95: 0.5})} for k in (1, 2)}
-    assert adapted_levels("gp", bad, (0.95,)) == {0.95: 0.99}  # capped
+    record = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {}, {0.9: b, 0.1: 0.08})}
+              for k, b in ((1, 0.84), (2, 0.86))}
+    levels = adapted_levels("gp", record)
+    assert levels[0.9] == pytest.approx(0.9 + (0.9 - 0.85))  # held too few: higher
+    assert levels[0.1] == pytest.approx(0.1 + (0.1 - 0.08))  # held too many: higher too
+    assert levels[0.5] == 0.5 and levels[0.975] == 0.975  # no record of their own
+    assert adapted_levels("svr", record)[0.9] == 0.9  # no record of its own
+    assert adapted_levels("gp", dict(list(record.items())[:1]))[0.9] == 0.9  # one week
+    bad = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {}, {0.975: 0.5})} for k in (1, 2)}
+    assert adapted_levels("gp", bad)[0.975] == 0.995  # capped
+    # weeks scored before quantiles: the 80 % band covered 72 % on average, 14 % below and
+    # above it, so its 10 and 90 % levels move 4 points outwards
+    old = {week - timedelta(weeks=k): {"gp": WeekScore(1.0, {0.8: c})}
+           for k, c in ((1, 0.70), (2, 0.74))}
+    levels = adapted_levels("gp", old)
+    assert (levels[0.1], levels[0.9]) == (pytest.approx(0.06), pytest.approx(0.94))
 
 
 def test_a_learned_choice_is_learned_and_persistence_over_trusted_models_is_not_degraded():

@@ -416,9 +416,10 @@ def _republish_b0(con, run_id: str, shift: float) -> None:
     writes it: its publication and its vintage."""
     con.execute("UPDATE publications SET run_id = ? WHERE building_id = 'b0' AND target_week = ?",
                 [run_id, LAST])
-    con.execute("INSERT INTO issued_forecasts SELECT * REPLACE (? AS run_id, y_hat + ? AS y_hat), "
-                "?::TIMESTAMPTZ, 'learned', 'test', NULL FROM forecasts WHERE building_id = 'b0' "
-                "AND target_week = ?", [run_id, shift, T2, LAST])
+    con.execute("INSERT INTO issued_forecasts BY NAME SELECT * REPLACE (? AS run_id, "
+                "y_hat + ? AS y_hat), ?::TIMESTAMPTZ AS issued_at, 'learned' AS outcome, "
+                "'test' AS reason FROM forecasts WHERE building_id = 'b0' AND target_week = ?",
+                [run_id, shift, T2, LAST])
 
 
 def test_a_vintage_is_the_view_as_issued_and_a_later_run_adds_its_own(random_fleet, tmp_path):
