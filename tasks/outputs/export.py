@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 
 from tasks.errors import PipelineError
 from tasks.outputs.output_files import OUTPUT_MEMORY, csv_text, open_beside
-from tasks.protocol.intervals import LEVELS
+from tasks.protocol.intervals import LEVELS, QUANTILE_COLUMNS, QUANTILES, quantile_name
 from tasks.protocol.publication import HELD
 from tasks.warehouse.catalog import has_table
 from tasks.warehouse.connection import connect
@@ -75,8 +75,12 @@ FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 """File extensions written, and as what."""
 
 BOUNDS = tuple(f"y_{side}_{round(100 * level)}" for level in LEVELS for side in ("lo", "hi"))
-VALUES = ("y_hat", *BOUNDS)
+VALUES = ("y_hat", *BOUNDS, *QUANTILE_COLUMNS)
 """The columns split over an hour's periods."""
+
+EXPORTED_NAMES = {quantile_name(level): quantile_name(level, ".") for level in QUANTILES}
+"""A file names each quantile by its percent (``y_q2.5``, ``y_q97.5``); the warehouse's columns
+cannot hold the point (``y_q2_5``)."""
 
 
 class ExportError(PipelineError, ValueError):
@@ -172,7 +176,8 @@ def _frame(rows: pd.DataFrame, key: str, minutes: int, extra: Sequence[str]) -> 
         key: rows["key"], "target_week": pd.to_datetime(rows["target_week"]).dt.date,
         "period_start": iso, "period_start_utc": ts, "local_time": wall, **settlement,
         "timezone": rows["timezone"], "minutes": minutes,
-        **{c: rows[c] for c in extra}, **{c: rows[c] for c in VALUES},
+        **{c: rows[c] for c in extra},
+        **{EXPORTED_NAMES.get(c, c): rows[c] for c in VALUES},
     })
 
 

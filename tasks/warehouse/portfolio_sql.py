@@ -7,16 +7,19 @@ of that hour; ``n_buildings`` says how many were summed and ``n_buildings_expect
 the portfolio holds, so a building without a forecast is counted, never silently dropped. A
 publication :data:`HELD` (never to be bid) is summed nowhere.
 
-**Intervals: split conformal prediction on summed residuals.** Summing the buildings' bands
-assumes their errors move together in every hour and is far too wide; treating them as
-independent is too narrow. Instead each past hour's errors are first *summed over the
-portfolio's buildings* (an hour in which they err together gives a large sum, one in which they
-cancel a small one), so the sums carry the correlation between buildings, and the bands are the
-split-conformal quantiles of those sums (as each building's own intervals are of its errors,
-:mod:`~tasks.protocol.intervals`): for a level 1 - alpha the half width is the
-ceil((n + 1)(1 - alpha))-th smallest of the n absolute summed errors (Vovk, Gammerman and
-Shafer, *Algorithmic Learning in a Random World*, 2005; Lei et al., *Distribution-free
-predictive inference for regression*, JASA 2018). The past hours of a target week W are
+**Quantiles and intervals: split conformal prediction on summed residuals.** Summing the
+buildings' bands assumes their errors move together in every hour and is far too wide; treating
+them as independent is too narrow. Instead each past hour's signed errors (actual minus
+forecast) are first *summed over the portfolio's buildings* (an hour in which they err together
+gives a large sum, one in which they cancel a small one), so the sums carry the correlation
+between buildings, and the portfolio's quantiles are the split-conformal quantiles of those
+sums (as each building's own are of its errors, :mod:`~tasks.protocol.intervals`): for a level
+tau the total plus the k-th smallest of the n summed errors, k = ceil((n + 1) tau) above the
+median and floor((n + 1) tau) below it (Vovk, Gammerman and Shafer, *Algorithmic Learning in a
+Random World*, 2005; Lei et al., *Distribution-free predictive inference for regression*, JASA
+2018), never crossing, each on its side of the total; the 80 % and 95 % intervals are the
+10/90 % and 2.5/97.5 % pairs. A portfolio's quantiles are those of its total, never sums of its
+buildings' quantiles. The past hours of a target week W are
 
 * its *validation week*: the errors of each building's published model on the week before W,
   forecast from the weeks before that (``validation_errors``), known as soon as W is forecast,
@@ -28,7 +31,7 @@ The buildings summed are those with a published forecast of W (others do not ent
 An hour counts when the buildings with an error at that hour carry at least
 :data:`MIN_PRESENT_SHARE` of the week's forecast energy; its sum is then scaled up to the whole
 (the missing buildings are assumed to err like the others, in proportion to their size). Fewer
-than :data:`MIN_CALIBRATION` such hours give no interval. Lower bounds never go below zero.
+than :data:`MIN_CALIBRATION` such hours give no quantile. None goes below zero.
 
 The views read the stored rows when queried: scores follow late or corrected readings at once
 (as building scores are re-scored on ingest), and so does the track record of the weeks after
@@ -45,8 +48,17 @@ import duckdb
 import pandas as pd
 
 from tasks.errors import PipelineError
-from tasks.protocol.intervals import LEVELS, MIN_CALIBRATION
+from tasks.protocol.intervals import (
+    BANDS,
+    LEVELS,
+    MIN_CALIBRATION,
+    QUANTILE_COLUMNS,
+    QUANTILES,
+    quantile_name,
+    quantile_suffix,
+)
 from tasks.warehouse.catalog import has_table
+from tasks.warehouse.quantile_sql import quantile_scores_sql
 from tasks.warehouse.usable import USABLE_READINGS
 
 ALL = "all"
@@ -200,14 +212,16 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
     reach inside the SQL's shared parts). With ``chosen_portfolios`` only the portfolios of a
     first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
     buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
-    widths = ",\n".join(
-        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN min(error) FILTER (
-                WHERE rank = least(CAST(ceil((n + 1) * {level!r}) AS BIGINT), n)) END
-                AS half_{_pct(level)}""" for level in LEVELS)
-    bounds = ",\n".join(  # (greatest() skips a NULL: a band that is not there stays NULL)
-        f"""CASE WHEN w.half_{_pct(level)} IS NOT NULL
-                 THEN greatest(h.y_hat - w.half_{_pct(level)}, 0.0) END AS y_lo_{_pct(level)},
-            h.y_hat + w.half_{_pct(level)} AS y_hi_{_pct(level)}""" for level in LEVELS)
+    offsets = ",\n".join(
+        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN {_error_quantile(level)} END
+                AS e_{quantile_suffix(level)}""" for level in QUANTILES)
+    quantiles = ",\n".join(  # (greatest() skips a NULL: a quantile that is not there stays NULL)
+        f"""CASE WHEN w.e_{quantile_suffix(level)} IS NOT NULL THEN greatest({
+                _on_its_side(f"h.y_hat + w.e_{quantile_suffix(level)}", level)}, 0.0) END
+                AS {quantile_name(level)}""" for level in QUANTILES)
+    bands = ", ".join(f"{quantile_name(low)} AS y_lo_{_pct(band)}, "
+                      f"{quantile_name(high)} AS y_hi_{_pct(band)}"
+                      for band, (low, high) in BANDS.items())
     errors = "validation_errors" if validation else _NO_VALIDATION
     ctes = _portfolio_ctes(named=named, issued=issued, outcomes=outcomes,
                            record_weeks=record_weeks, chosen_weeks=chosen_weeks,
@@ -247,7 +261,7 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         ),
         calibration AS (
             SELECT c.portfolio_id, c.target_week, c.issued_week,
-                   abs(c.error * t.weight / c.weight) AS error
+                   c.error * t.weight / c.weight AS error
             FROM (SELECT * FROM validation UNION ALL SELECT * FROM record) c
             JOIN total t USING (portfolio_id, target_week)
             WHERE c.weight >= {MIN_PRESENT_SHARE} * t.weight AND t.weight > 0
@@ -262,18 +276,42 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
             SELECT portfolio_id, target_week,
                    any_value(n) AS n_calibration_hours,
                    count(DISTINCT issued_week) AS n_record_weeks,
-                   {widths}
+                   {offsets}
             FROM ranked
             GROUP BY portfolio_id, target_week
+        ),
+        distribution AS (
+            SELECT h.portfolio_id, h.target_week, h.ts, h.y_hat,
+                   h.n_buildings, e.n_buildings_expected, h.actual_kwh, h.buildings_width_80,
+                   coalesce(w.n_calibration_hours, 0) AS n_calibration_hours,
+                   coalesce(w.n_record_weeks, 0) AS n_record_weeks,
+                   {quantiles}
+            FROM hourly h
+            JOIN expected e USING (portfolio_id)
+            LEFT JOIN widths w USING (portfolio_id, target_week)
         )
-        SELECT h.portfolio_id, h.target_week, h.ts, h.y_hat,
-               {bounds},
-               h.n_buildings, e.n_buildings_expected, h.actual_kwh, h.buildings_width_80,
-               coalesce(w.n_calibration_hours, 0) AS n_calibration_hours,
-               coalesce(w.n_record_weeks, 0) AS n_record_weeks
-        FROM hourly h
-        JOIN expected e USING (portfolio_id)
-        LEFT JOIN widths w USING (portfolio_id, target_week)"""
+        SELECT portfolio_id, target_week, ts, y_hat, {bands},
+               n_buildings, n_buildings_expected, actual_kwh, buildings_width_80,
+               n_calibration_hours, n_record_weeks, {", ".join(QUANTILE_COLUMNS)}
+        FROM distribution"""
+
+
+def _error_quantile(level: float) -> str:
+    """SQL: the conformal quantile at ``level`` of a group's ranked signed errors (``error``,
+    ``rank``, ``n``), as :func:`~tasks.protocol.intervals.error_quantile` ranks them: rounded up
+    above the median, down below it, the median itself the errors'."""
+    if level == 0.5:
+        return "median(error)"
+    rounding = "ceil" if level > 0.5 else "floor"
+    return (f"min(error) FILTER (WHERE rank = least(greatest(CAST({rounding}((n + 1) * "
+            f"{level!r}) AS BIGINT), 1), n))")
+
+
+def _on_its_side(value: str, level: float) -> str:
+    """SQL: a quantile ``value`` kept on its level's side of the forecast ``h.y_hat``."""
+    if level == 0.5:
+        return value
+    return f"{'least' if level < 0.5 else 'greatest'}({value}, h.y_hat)"
 
 
 def portfolio_timezones_sql(named: bool = True) -> str:
@@ -322,8 +360,9 @@ def portfolio_scores_sql(forecasts: str = "portfolio_forecasts") -> str:
     total is known (``n_hours``; 0 before the week's readings arrive): MAE, RMSE and the mean
     actual (kWh), the MAE in % of the mean actual, the intervals' coverage and mean width, the
     buildings' own 80 % bands added up (``buildings_width_80``: the width the portfolio's band
-    replaces), and what calibrated the intervals. ``forecasts`` is the relation (or subquery)
-    holding the ``portfolio_forecasts`` rows."""
+    replaces), each quantile's calibration and pinball loss and their mean
+    (:mod:`~tasks.warehouse.quantile_sql`), and what calibrated the intervals. ``forecasts`` is
+    the relation (or subquery) holding the ``portfolio_forecasts`` rows."""
     coverage = ",\n".join(
         f"""favg(CASE WHEN actual_kwh BETWEEN y_lo_{_pct(level)} AND y_hi_{_pct(level)}
                      THEN 1.0 ELSE 0.0 END) FILTER (WHERE scored AND y_lo_{_pct(level)} IS NOT NULL)
@@ -341,6 +380,7 @@ def portfolio_scores_sql(forecasts: str = "portfolio_forecasts") -> str:
                    / nullif(favg(actual_kwh) FILTER (WHERE scored), 0) AS mae_pct,
                {coverage},
                favg(buildings_width_80) FILTER (WHERE scored) AS buildings_width_80,
+               {quantile_scores_sql("actual_kwh", scored="scored")},
                min(n_buildings) AS min_buildings,
                any_value(n_buildings_expected) AS n_buildings_expected,
                any_value(n_calibration_hours) AS n_calibration_hours,

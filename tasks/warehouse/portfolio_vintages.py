@@ -27,7 +27,7 @@ from datetime import date, datetime
 
 import duckdb
 
-from tasks.protocol.intervals import LEVELS
+from tasks.protocol.intervals import LEVELS, QUANTILE_COLUMNS
 from tasks.warehouse.portfolio_sql import (
     PORTFOLIO_CHUNK,
     portfolio_forecasts_sql,
@@ -35,6 +35,7 @@ from tasks.warehouse.portfolio_sql import (
     portfolio_summed_sql,
     portfolio_timezones_sql,
 )
+from tasks.warehouse.quantile_sql import quantile_scores_sql
 from tasks.warehouse.usable import USABLE_READINGS
 
 _PCTS = tuple(round(100 * level) for level in LEVELS)
@@ -42,7 +43,7 @@ BANDS = tuple(f"y_{side}_{pct}" for pct in _PCTS for side in ("lo", "hi"))
 
 VINTAGE_COLUMNS = ("portfolio_id", "target_week", "ts", "y_hat", *BANDS, "n_buildings",
                    "n_buildings_expected", "n_calibration_hours", "n_record_weeks", "timezone",
-                   "run_id", "issued_at")
+                   "run_id", "issued_at", *QUANTILE_COLUMNS)
 """The columns of ``issued_portfolio_forecasts``, in order."""
 
 
@@ -68,9 +69,11 @@ def insert_vintage_sql() -> str:
     ``issued_portfolio_forecasts``. Placeholders, in order: the run, the issue time, the
     portfolios and the weeks computed (lists), the pairs (two lists), the portfolios again
     (their time zones)."""
-    values = ", ".join(f"f.{column}" for column in VINTAGE_COLUMNS[:-3])
+    made = ("timezone", "run_id", "issued_at")  # not the view's
+    values = ", ".join(f"f.{column}" for column in VINTAGE_COLUMNS if column not in made)
     return f"""
-        INSERT INTO issued_portfolio_forecasts ({', '.join(VINTAGE_COLUMNS)})
+        INSERT INTO issued_portfolio_forecasts
+            ({', '.join(c for c in VINTAGE_COLUMNS if c not in made)}, {', '.join(made)})
         SELECT {values}, z.timezone, ?::VARCHAR, ?::TIMESTAMPTZ
         FROM ({portfolio_forecasts_sql(chosen_weeks=True, chosen_portfolios=True)}) f
         JOIN {_PAIRS} t USING (portfolio_id, target_week)
@@ -155,8 +158,9 @@ def portfolio_vintage_scores_sql() -> str:
     of the usable readings stored now of the buildings that vintage summed
     (``issued_portfolio_buildings``; not the portfolio's members today, nor the buildings a
     later vintage summed), known once every one of them has that hour's reading. ``n_hours``
-    (0 until then), ``mae``, ``rmse``, ``mean_actual`` (kWh), and the share of those hours
-    inside its 80 % and 95 % bands as issued."""
+    (0 until then), ``mae``, ``rmse``, ``mean_actual`` (kWh), the share of those hours
+    inside its 80 % and 95 % bands as issued, and its quantiles' calibration and pinball loss
+    (:mod:`~tasks.warehouse.quantile_sql`)."""
     coverage = ",\n".join(
         f"""favg(CASE WHEN a.actual_kwh BETWEEN v.y_lo_{pct} AND v.y_hi_{pct} THEN 1.0
                           ELSE 0.0 END)
@@ -180,7 +184,8 @@ def portfolio_vintage_scores_sql() -> str:
                      favg(abs(v.y_hat - a.actual_kwh)) AS mae,
                      sqrt(favg((v.y_hat - a.actual_kwh) ^ 2)) AS rmse,
                      favg(a.actual_kwh) AS mean_actual,
-                     {coverage}
+                     {coverage},
+                     {quantile_scores_sql("a.actual_kwh", "v.")}
               FROM issued_portfolio_forecasts v
               LEFT JOIN actual a USING (portfolio_id, target_week, run_id, ts)
               GROUP BY v.portfolio_id, v.target_week, v.run_id, v.issued_at)"""

@@ -32,6 +32,7 @@ from tasks.warehouse.portfolio_sql import (
     portfolio_scores_sql,
 )
 from tasks.warehouse.portfolio_vintages import portfolio_as_of_sql, portfolio_vintage_scores_sql
+from tasks.warehouse.quantile_sql import quantile_scores_sql
 from tasks.warehouse.usable import USABLE_READINGS
 
 INPUT_TABLES: dict[str, str] = {
@@ -378,11 +379,6 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 _QUANTILE_LIST = ", ".join(f"{{alias}}{column}" for column in QUANTILE_COLUMNS)
 """The quantile columns, as a SQL list (``.format(alias="f.")``)."""
 
-_VINTAGE_PINBALL = "(" + " + ".join(
-    f"avg(greatest({level} * (m.kwh - i.{column}), ({level} - 1) * (m.kwh - i.{column})))"
-    for level, column in zip(QUANTILES, QUANTILE_COLUMNS, strict=True)) + f") / {len(QUANTILES)}"
-"""SQL: a vintage's mean pinball loss over its quantile levels (NULL without quantiles)."""
-
 PUBLISHED = "published"
 """The leaderboard's name for the published forecast (whichever model each building-week used)."""
 
@@ -715,7 +711,7 @@ VIEWS: dict[str, str] = {
                      count(m.kwh)                      AS n_hours,
                      avg(abs(i.y_hat - m.kwh))          AS mae,
                      sqrt(avg((i.y_hat - m.kwh) ^ 2))   AS rmse,
-                     {_VINTAGE_PINBALL}                 AS pinball_mean
+                     {quantile_scores_sql("m.kwh", "i.", mean="avg")}
               FROM issued_forecasts i
               LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
               GROUP BY ALL)""",

@@ -278,8 +278,8 @@ def _as_issued(warehouse, tmp_path):
     copy.write_bytes(warehouse.read_bytes())
     with connect(copy) as con:
         con.execute("SET threads = 1")
-        con.execute("INSERT INTO issued_forecasts SELECT f.*, ?::TIMESTAMPTZ, 'learned', 't', "
-                    "NULL FROM forecasts f", [ISSUED])
+        con.execute("INSERT INTO issued_forecasts BY NAME SELECT f.*, ?::TIMESTAMPTZ AS "
+                    "issued_at, 'learned' AS outcome, 't' AS reason FROM forecasts f", [ISSUED])
         con.execute("INSERT INTO validation_errors SELECT building_id, target_week, model, "
                     "ts - INTERVAL 7 DAY, sin(epoch(ts) / 3600.0), run_id FROM forecasts")
         assert write_portfolio_vintages(con, "r", ISSUED) == 167 + 168 + 169  # `all`, 3 weeks

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.protocol.intervals import half_width
+from tasks.protocol.intervals import QUANTILE_COLUMNS, QUANTILES, conformal_intervals, quantile_name
 from tasks.warehouse.connection import connect
 from tasks.warehouse.portfolio_sql import (
     MIN_PRESENT_SHARE,
@@ -24,6 +24,9 @@ from tasks.warehouse.portfolio_sql import (
 from tasks.warehouse.portfolio_vintages import VINTAGE_COLUMNS, write_portfolio_vintages
 from tasks.warehouse.schema import ensure_schema
 from tests.rows import FORECAST_COLUMNS, insert_rows
+
+VINTAGE_ROWS = [c for c in VINTAGE_COLUMNS if c not in ("timezone", "run_id", "issued_at")]
+"""The columns of a vintage that are the view's."""
 
 W0 = date(2024, 1, 1)
 HOURS = 168
@@ -67,7 +70,8 @@ def _write(path, *, buildings, portfolios, published, readings, validation):
 
 
 def _reference(buildings, portfolios, published, readings, validation) -> pd.DataFrame:
-    """What the docs say, in plain Python: one row per (portfolio, week, hour)."""
+    """What the docs say, in plain Python: one row per (portfolio, week, hour); the quantiles
+    of the summed errors by the buildings' own Python (:mod:`tasks.protocol.intervals`)."""
     members = {"all": list(buildings), **portfolios}
     out = []
     for p, mem in members.items():
@@ -96,10 +100,11 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                     s[1] += weight[b]
             for error, present, source in by_source.values():
                 if present >= MIN_PRESENT_SHARE * total:
-                    samples.append(abs(error * total / present))
+                    samples.append(error * total / present)
                     if source is not None:
                         record_weeks.add(source)
-            halves = {lv: half_width(np.array(samples), lv) for lv in (0.8, 0.95)}
+            totals = np.sum([published[b, week] for b in summed], axis=0)
+            distribution = conformal_intervals(totals, np.array(samples), floor=0.0)
             for h, t in enumerate(_week_hours(week)):
                 y = sum(published[b, week][h] for b in summed)
                 actual = ([readings.get(b, {}).get(t) for b in summed])
@@ -107,10 +112,13 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                        "n_buildings": len(summed), "n_buildings_expected": len(mem),
                        "actual_kwh": None if None in actual else sum(actual),
                        "n_calibration_hours": len(samples), "n_record_weeks": len(record_weeks)}
-                for lv, half in halves.items():
-                    pct = round(100 * lv)
-                    row[f"y_lo_{pct}"] = None if half is None else max(y - half, 0.0)
-                    row[f"y_hi_{pct}"] = None if half is None else y + half
+                for level in QUANTILES:
+                    q = distribution.quantiles.get(level)
+                    row[quantile_name(level)] = None if q is None else float(q[h])
+                for band in (0.8, 0.95):
+                    bounds = distribution.bounds(band)
+                    row[f"y_lo_{round(100 * band)}"] = None if bounds is None else bounds[0][h]
+                    row[f"y_hi_{round(100 * band)}"] = None if bounds is None else bounds[1][h]
                 out.append(row)
     return pd.DataFrame(out)
 
@@ -162,7 +170,8 @@ def test_the_view_equals_the_plain_recomputation(random_fleet):
     merged = view.merge(expected.assign(ts=pd.to_datetime(expected["ts"], utc=True)), on=key,
                         suffixes=("", "_ref"))
     assert len(merged) == len(view)
-    for column in ("y_hat", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95", "actual_kwh"):
+    for column in ("y_hat", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95", "actual_kwh",
+                   *QUANTILE_COLUMNS):
         got, want = merged[column].astype(float), merged[f"{column}_ref"].astype(float)
         assert np.allclose(got, want, rtol=1e-12, atol=1e-9, equal_nan=True), column
     for column in ("n_buildings", "n_buildings_expected", "n_calibration_hours", "n_record_weeks"):
@@ -224,10 +233,11 @@ def test_errors_that_cancel_give_a_band_of_no_width(tmp_path):
 
 def test_errors_that_move_together_give_the_sum_of_the_bands(tmp_path):
     row = _paired(tmp_path, 1.0)
-    one = half_width(np.linspace(-3.0, 3.0, HOURS), 0.95)
-    rank = math.ceil((HOURS + 1) * 0.95)  # the 160th smallest |2e|
-    assert one == pytest.approx(sorted(np.abs(np.linspace(-3.0, 3.0, HOURS)))[rank - 1])
-    assert row["y_hi_95"] - row["y_hat"] == pytest.approx(2 * one)
+    one = np.sort(np.linspace(-3.0, 3.0, HOURS))  # a building's own signed errors
+    rank = math.ceil((HOURS + 1) * 0.975)  # the 165th smallest of 168
+    assert row["y_hi_95"] - row["y_hat"] == pytest.approx(2 * one[rank - 1])
+    rank = math.floor((HOURS + 1) * 0.025)  # the 4th smallest
+    assert row["y_lo_95"] - row["y_hat"] == pytest.approx(2 * one[rank - 1])
 
 
 def test_published_hours_are_read_from_the_publications_own_vintage(random_fleet, tmp_path):
@@ -391,7 +401,7 @@ def test_a_held_publication_is_left_out_of_the_sums(random_fleet, tmp_path):
                     "AND target_week = ?", list(held))
         view = read_portfolio_forecasts(con)
         write_portfolio_vintages(con, "r", T1)
-        issued = con.execute(f"SELECT {', '.join(VINTAGE_COLUMNS[:-3])} FROM "
+        issued = con.execute(f"SELECT {', '.join(VINTAGE_ROWS)} FROM "
                              "issued_portfolio_forecasts ORDER BY portfolio_id, target_week, "
                              "ts").df()
     expected = _reference(**{**facts, "published": _without(facts["published"], held)})
@@ -443,7 +453,7 @@ def test_a_vintage_is_the_view_as_issued_and_a_later_run_adds_its_own(random_fle
         latest = read_portfolio_forecasts(con, ["all"], [LAST])
         at_first = con.execute("SELECT * FROM portfolio_as_of(?) ORDER BY ALL", [T1]).df()
         at_second = con.execute("SELECT * FROM portfolio_as_of(?) ORDER BY ALL", [T2]).df()
-    columns = list(VINTAGE_COLUMNS[:-3])
+    columns = list(VINTAGE_ROWS)
     pd.testing.assert_frame_equal(first[columns], view[columns], check_dtype=False)
     assert (first["run_id"] == "r").all() and (first["issued_at"] == T1).all()
     assert (first["timezone"] == "UTC").all()
