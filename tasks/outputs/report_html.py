@@ -40,6 +40,7 @@ from tasks.outputs.manager_summary import (
     recent_accuracy,
     week_label,
 )
+from tasks.protocol.intervals import QUANTILE_COLUMNS, QUANTILES, quantile_name, quantile_suffix
 from tasks.warehouse.portfolio_sql import calibration_rows, portfolio_ids, read_portfolio_scores
 from tasks.warehouse.quality import DataQuality, data_quality
 from tasks.warehouse.schema import (
@@ -178,16 +179,34 @@ def _name_inside(ax: Axes, name: str, detail: str = "") -> None:
                 bbox={**box, "edgecolor": "none"})
 
 
+FAN = ((0.025, 0.975, "#deebf7"), (0.05, 0.95, "#c6dbef"), (0.10, 0.90, "#9ecae1"),
+       (0.25, 0.75, "#6baed6"))
+"""The fan of a forecast's quantiles, outermost first: each pair of levels shaded, darker inward
+(the 95, 90, 80 and 50 % central intervals)."""
+
+
+def _has_quantiles(frame: pd.DataFrame) -> bool:
+    return all(quantile_name(level) in frame for pair in FAN for level in pair[:2]) and bool(
+        frame[quantile_name(0.025)].notna().any())
+
+
 def _band_plot(frame: pd.DataFrame, name: str, detail: str, timezone_name: str,
                actual: str | None) -> str:
-    """A forecast with its 80 % and 95 % bands (and the actual, when ``actual`` names its
-    column), over local time, as PNG data."""
+    """A forecast with the fan of its quantiles (its 80 % and 95 % bands where it has none:
+    a week forecast by an earlier release), and the actual when ``actual`` names its column,
+    over local time, as PNG data."""
     fig, ax = _figure()
     ts = frame["ts"].dt.tz_convert(timezone_name).dt.tz_localize(None)
-    ax.fill_between(ts, frame["y_lo_95"], frame["y_hi_95"], color="#c6dbef", label="95 % band",
-                    step="mid")
-    ax.fill_between(ts, frame["y_lo_80"], frame["y_hi_80"], color="#8fb8de", label="80 % band",
-                    step="mid")
+    if _has_quantiles(frame):
+        for low, high, color in FAN:
+            ax.fill_between(ts, frame[quantile_name(low)], frame[quantile_name(high)],
+                            color=color, step="mid",
+                            label=f"{100 * (high - low):.0f} % ({100 * low:g}-{100 * high:g} %)")
+    else:
+        ax.fill_between(ts, frame["y_lo_95"], frame["y_hi_95"], color="#c6dbef",
+                        label="95 % band", step="mid")
+        ax.fill_between(ts, frame["y_lo_80"], frame["y_hi_80"], color="#8fb8de",
+                        label="80 % band", step="mid")
     ax.plot(ts, frame["y_hat"], label="published forecast", **PUBLISHED_STYLE)
     if actual is not None and frame[actual].notna().any():
         ax.plot(ts, frame[actual], label="actual", **ACTUAL_STYLE)
@@ -225,10 +244,12 @@ def _zone(con: duckdb.DuckDBPyConnection, building_id: str | None = None) -> str
 def _building_plot(con: duckdb.DuckDBPyConnection, building_id: str) -> tuple[str, str] | None:
     """The building's latest published weeks: forecast, intervals and actuals, as PNG data and
     a caption; ``None`` without a published forecast."""
-    frame = con.execute(
+    viewed = {c[0] for c in con.execute("SELECT * FROM published_forecasts LIMIT 0").description}
+    quantiles = "".join(f"p.{c}, " for c in QUANTILE_COLUMNS if c in viewed)  # (none: a view
+    frame = con.execute(  # an earlier release made, read without writing since)
         f"""
         SELECT p.ts, p.target_week, p.model, p.y_hat, p.y_lo_80, p.y_hi_80, p.y_lo_95, p.y_hi_95,
-               m.kwh AS actual
+               {quantiles}m.kwh AS actual
         FROM published_forecasts p
         LEFT JOIN {USABLE_READINGS} m USING (building_id, ts)
         WHERE p.building_id = ? AND p.target_week IN (
@@ -311,10 +332,12 @@ def _manager_forecast(con: duckdb.DuckDBPyConnection, week: object) -> list[str]
     out.append(_table(_kwh(shown, ["week_kwh", "peak_kwh", "peak 80 % low", "peak 80 % high"]),
                       row_class=dict.fromkeys(portfolios["portfolio_id"], "portfolio")))
     out.append("<p class='note'>A portfolio's forecast is the sum of its buildings' published "
-               "forecasts; its bands come from the portfolio's own summed errors (its buildings "
-               "err partly together, partly apart), so they are narrower than its buildings' "
-               "bands added up. <b>buildings</b> counts those with a forecast of the week against "
-               f"those the portfolio holds. Peak hours in {html.escape(zone)} time.</p>")
+               "forecasts; its distribution (the fan: the 2.5 to 97.5 % quantiles of its total, "
+               "the 80 % band its 10 and 90 % ones) comes from the portfolio's own summed errors "
+               "(its buildings err partly together, partly apart), so it is narrower than its "
+               "buildings' bands added up. <b>buildings</b> counts those with a forecast of the "
+               f"week against those the portfolio holds. Peak hours in {html.escape(zone)} "
+               "time.</p>")
     for portfolio in portfolios["portfolio_id"].head(PORTFOLIO_PLOTS):
         frame = hours[hours["portfolio_id"] == portfolio]
         row = portfolios[portfolios["portfolio_id"] == portfolio].iloc[0]
@@ -394,6 +417,23 @@ def _calibration_section(scores: pd.DataFrame) -> list[str]:
             _table(shown, row_class=dict.fromkeys(table["portfolio_id"], "portfolio"))]
 
 
+def _distribution_section(board: pd.DataFrame) -> list[str]:
+    """Each model's forecast distribution: its mean pinball loss against seasonal naive's, and
+    each quantile level's share of the scored hours at or below it."""
+    if board.empty or "pinball_mean" not in board or board["pinball_mean"].isna().all():
+        return []  # (no column: a leaderboard view an earlier release made)
+    below = [f"below_{quantile_suffix(level)}" for level in QUANTILES]
+    shown = board[["model", "pinball_mean", "pinball_vs_naive", *below]].rename(
+        columns={c: f"{100 * level:g} %" for c, level in zip(below, QUANTILES, strict=True)})
+    return ["<h2>Forecast distributions: pinball loss and calibration</h2>",
+            "<p class='note'><b>pinball_mean</b>: the mean pinball loss of the quantiles "
+            "(kWh; lower is better), <b>pinball_vs_naive</b> over last week's load's "
+            "(seasonal naive with its own quantiles) on the building-weeks both have; each "
+            "level's column is the share of scored hours at or below that quantile: a "
+            "calibrated 90 % quantile holds 0.90.</p>",
+            _table(shown, row_class={"published": "published", "seasonal_naive": "naive"})]
+
+
 def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | None = None,
                   *, n_plots: int = 6, quality: DataQuality | None = None,
                   portfolio_scores: pd.DataFrame | None = None) -> str:
@@ -444,6 +484,7 @@ def render_report(con: duckdb.DuckDBPyConnection, buildings: Sequence[str] | Non
         "<h2>Forecast hours below zero</h2>",
         _table(violations) if not violations.empty
         else "<p>No forecast hour below zero.</p>",
+        *_distribution_section(board),
         *_calibration_section(scores),
         "<h2>Meter data quality</h2>",
         *_quality_section(quality),

@@ -379,6 +379,12 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 _QUANTILE_LIST = ", ".join(f"{{alias}}{column}" for column in QUANTILE_COLUMNS)
 """The quantile columns, as a SQL list (``.format(alias="f.")``)."""
 
+_POOLED_BELOW = ",\n                   ".join(
+    f"sum(below_{quantile_suffix(level)} * n_hours) / nullif(sum(n_hours) FILTER (WHERE "
+    f"below_{quantile_suffix(level)} IS NOT NULL), 0) AS below_{quantile_suffix(level)}"
+    for level in QUANTILES)
+"""SQL: each quantile level's share of the scored hours at or below it, pooled over weeks."""
+
 PUBLISHED = "published"
 """The leaderboard's name for the published forecast (whichever model each building-week used)."""
 
@@ -392,7 +398,11 @@ def leaderboard_sql(run_filter: bool = False) -> str:
     were scored on, ``beats_naive_share`` the share of those where it was better. Violations
     deviation is relative to the learned model with the fewest test violations;
     ``seasonal_naive`` and the published forecast are left out of that comparison, and the
-    deviation is NULL when the best model has no violation at all.
+    deviation is NULL when the best model has no violation at all. ``pinball_mean`` is the
+    mean over building-weeks of the quantiles' mean pinball loss (kWh), ``pinball_vs_naive``
+    the model's over seasonal naive's on the building-weeks both have one, and ``below_q...``
+    each quantile level's share of all scored hours at or below it (a calibrated level ``tau``
+    holds ``tau``).
     """
     condition = "n_hours > 0" + (" AND run_id = ?" if run_filter else "")
     return f"""
@@ -405,7 +415,8 @@ def leaderboard_sql(run_filter: bool = False) -> str:
             WHERE p.outcome IS DISTINCT FROM '{HELD}'
         ),
         naive AS (
-            SELECT building_id, target_week, mae AS naive_mae FROM s WHERE model = 'seasonal_naive'
+            SELECT building_id, target_week, mae AS naive_mae, pinball_mean AS naive_pinball
+            FROM s WHERE model = 'seasonal_naive'
         ),
         per_model AS (
             SELECT model,
@@ -422,7 +433,12 @@ def leaderboard_sql(run_filter: bool = False) -> str:
                    sum(n_violations)                     AS test_violations,
                    sum(n_train_violations)               AS train_violations,
                    avg(coverage_80)                      AS coverage_80,
-                   avg(coverage_95)                      AS coverage_95
+                   avg(coverage_95)                      AS coverage_95,
+                   avg(pinball_mean)                     AS pinball_mean,
+                   sum(pinball_mean) FILTER (WHERE naive_pinball IS NOT NULL)
+                       / nullif(sum(naive_pinball) FILTER (WHERE pinball_mean IS NOT NULL), 0)
+                                                         AS pinball_vs_naive,
+                   {_POOLED_BELOW}
             FROM scored LEFT JOIN naive USING (building_id, target_week)
             GROUP BY model
         )
