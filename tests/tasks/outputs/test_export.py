@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tasks.outputs.export import EXPORTED_NAMES
+from tasks.protocol.intervals import QUANTILES, quantile_name
 from tasks.warehouse.connection import connect
 from tasks.warehouse.intra_hour import recent_sub_hourly, write_sub_hourly
 from tasks.warehouse.portfolio_vintages import write_portfolio_vintages
@@ -81,6 +83,10 @@ def warehouse(tmp_path_factory):
                 insert_rows(con, "forecasts", FORECAST_COLUMNS,
                             [[b, "gp", week, t.to_pydatetime(), v, "r", v - 1 / 3, v + 2 / 3,
                               max(v - 3, 0), v + 3] for t, v in zip(hours, y)])
+        # quantiles between the bands, a kWh apart, non-crossing
+        con.execute("UPDATE forecasts SET " + ", ".join(
+            f"{quantile_name(level)} = y_hat + {offset}" for level, offset in zip(
+                QUANTILES, (-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0), strict=True)))
         con.execute(f"{ADD_BUILDING} (?, 's', 'Europe/London', 'GB', NULL, NULL, 't')",
                     [FORMULA])
     return path
@@ -104,14 +110,14 @@ def test_half_hours_per_week_and_hour_sums(warehouse, tmp_path, week, hours):
                    "--buildings", f"{SHAPED},{HOURLY}")
     assert rows.groupby("building_id").size().tolist() == [2 * hours, 2 * hours]
     rows["hour"] = pd.to_datetime(rows["period_start_utc"], utc=True).dt.floor("h")
-    sums = rows.groupby(["building_id", "hour"], as_index=False)[
-        ["y_hat", "y_lo_80", "y_hi_95"]].sum()
-    published = _published(warehouse, week)
+    split = ["y_hat", "y_lo_80", "y_hi_95", "y_q2.5", "y_q50", "y_q97.5"]
+    sums = rows.groupby(["building_id", "hour"], as_index=False)[split].sum()
+    published = _published(warehouse, week).rename(columns=EXPORTED_NAMES)
     published["hour"] = published["ts"].dt.tz_convert("UTC")
-    joined = sums.merge(published[["building_id", "hour", "y_hat", "y_lo_80", "y_hi_95"]],
+    joined = sums.merge(published[["building_id", "hour", *split]],
                         on=["building_id", "hour"], suffixes=("", "_hour"))
     assert len(joined) == 2 * hours
-    for column in ("y_hat", "y_lo_80", "y_hi_95"):
+    for column in split:  # every quantile split over the periods like the forecast
         assert np.abs(joined[column] - joined[f"{column}_hour"]).max() <= 1e-9
 
 
@@ -174,6 +180,13 @@ def test_the_hourly_export_reads_back_as_published_forecasts(warehouse, tmp_path
     assert (instants.to_numpy() == published["ts"].dt.tz_convert("UTC").to_numpy()).all()
     for column in ("y_hat", "y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"):
         assert (rows[column].to_numpy() == published[column].to_numpy()).all(), column
+    # a column per quantile level, named by its percent, after the bands
+    names = [quantile_name(level, ".") for level in QUANTILES]
+    assert names == ["y_q2.5", "y_q5", "y_q10", "y_q25", "y_q50", "y_q75", "y_q90", "y_q95",
+                     "y_q97.5"]
+    assert list(rows.columns[-len(names):]) == names
+    for level, name in zip(QUANTILES, names, strict=True):
+        assert (rows[name].to_numpy() == published[quantile_name(level)].to_numpy()).all()
     assert (rows["model"] == published["model"]).all()
     # the autumn Sunday's 01:00 comes twice, once in summer time, once in winter time
     repeated = rows[(rows["building_id"] == SHAPED) & (rows["local_time"] == "2024-10-27 01:00")]
@@ -325,7 +338,8 @@ def test_a_portfolio_as_issued_is_exported_as_it_was_then(warehouse, tmp_path, m
                         "--as-of", "2024-04-08 07:00")  # London: 06:00 UTC
     assert latest != then and as_bid == then and wall_clock == then
     rows = pd.read_csv(tmp_path / "bid.csv")
-    assert rows[["y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95"]].notna().all().all()
+    assert rows[["y_lo_80", "y_hi_80", "y_lo_95", "y_hi_95", "y_q2.5", "y_q50", "y_q97.5"]].notna(
+    ).all().all()
     early = invoke("export", "--out", tmp_path / "x.csv", "--warehouse", copy, "--portfolios",
                    "all", "--as-of", "2024-04-08 06:59")
     assert early.exit_code == 1 and "no portfolio forecast is kept as issued by" in early.output

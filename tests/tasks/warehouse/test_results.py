@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import StoredParams, forecast_building_week
+from tasks.protocol.intervals import QUANTILES, quantile_suffix
 from tasks.warehouse.batches import load_jobs
 from tasks.warehouse.connection import connect
 from tasks.warehouse.results import load_stored_params, result_tables, write_results
@@ -197,9 +198,18 @@ def test_rescore_fills_in_actuals_that_arrived_later(warehouse, tmp_path):
         assert rescore_forecasts(con, WEEK) == 0  # nothing new the second time
         mae, rmse, n = con.execute("SELECT mae, rmse, n_hours FROM scores WHERE model = 'svr' "
                                    "AND building_id = 'synthetic_b00000'").fetchone()
+        quantiles = con.execute("SELECT * FROM scores WHERE model = 'svr' AND building_id = "
+                                "'synthetic_b00000'").df().iloc[0]
     np.testing.assert_array_equal(live.outcomes[0].y_hat, res.outcomes[0].y_hat)
     assert n == expected.n_hours
     assert mae == pytest.approx(expected.mae) and rmse == pytest.approx(expected.rmse)
+    # the quantiles' calibration and pinball loss, rescored in SQL, are Python's
+    assert set(expected.pinball) == set(QUANTILES)
+    for level in QUANTILES:
+        suffix = quantile_suffix(level)
+        assert quantiles[f"below_{suffix}"] == pytest.approx(expected.quantile_below[level])
+        assert quantiles[f"pinball_{suffix}"] == pytest.approx(expected.pinball[level])
+    assert quantiles["pinball_mean"] == pytest.approx(expected.pinball_mean)
 
 
 def test_rescore_of_some_buildings_touches_only_theirs_and_agrees_with_a_full_rescore(
