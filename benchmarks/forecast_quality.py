@@ -67,6 +67,18 @@ from pathlib import Path
 import lightgbm
 import numpy as np
 import pandas as pd
+from _distribution_peers import (
+    CONFORMAL_SUFFIX,
+    LGBM_QUANTILE,
+    N_WINDOWS,
+    NAIVE_EMPIRICAL,
+    conformal_quantiles,
+    distribution_scores,
+    lightgbm_quantiles,
+    mlforecast_inputs,
+    naive_empirical,
+    window_errors,
+)
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
@@ -75,7 +87,7 @@ from tasks.ingest.portfolios_file import load_portfolios, write_portfolios
 from tasks.protocol.batch import BuildingJob, run_batch
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.features import build_features, holiday_dates
-from tasks.protocol.intervals import LEVELS
+from tasks.protocol.intervals import LEVELS, MIN_CALIBRATION, QUANTILES, quantile_suffix
 from tasks.protocol.models import MODELS, SEASONAL_NAIVE
 from tasks.protocol.weeks import mondays_between
 from tasks.protocol.windows import Window, build_window, window_load_range
@@ -98,6 +110,8 @@ REFERENCE_52W = "gbr_reference_52w"
 LGBM_52W = "lgbm_reference_52w"
 PEERS = {REFERENCE: 12, REFERENCE_52W: 52, LGBM_52W: 52}
 """The peers and the weeks of history each trains on."""
+PROBABILISTIC_PEERS = (LGBM_QUANTILE, NAIVE_EMPIRICAL, *(f"{p}{CONFORMAL_SUFFIX}" for p in PEERS))
+"""The peers that forecast a distribution (:mod:`_distribution_peers`)."""
 PUBLISHED = "published"
 COMBINATIONS = tuple(name for name, spec in MODELS.items() if spec.combination)
 """Not single models: what "the best single model" is compared without."""
@@ -163,23 +177,44 @@ def peer_window(features: pd.DataFrame, week: date, timezone: str, weeks: int) -
                         min_fit_fraction=0.5 * 11 / (weeks - 1))
 
 
+def hist_gbr(window: Window) -> np.ndarray:
+    """The forecast of ``window``'s target week by scikit-learn's gradient boosting (absolute
+    loss, default settings)."""
+    X, y = window.xy("train")
+    model = HistGradientBoostingRegressor(loss="absolute_error", random_state=0).fit(X, y)
+    return model.predict(window.xy("test")[0])
+
+
 def reference_forecasts(
     hours: pd.DataFrame, timezone: str, holidays: tuple[str, str | None], week: date,
-) -> dict[str, np.ndarray]:
-    """Each peer's forecast of ``week`` (a peer whose window is unusable is left out)."""
+    test_ts: pd.DatetimeIndex | None = None,
+) -> dict[str, tuple[np.ndarray, dict[float, np.ndarray] | None]]:
+    """Each peer's forecast of ``week`` and, for the probabilistic peers, its quantiles
+    (:mod:`_distribution_peers`; ``test_ts``: the week's hours, for last week's load's); a peer
+    whose window is unusable is left out."""
     features = build_features(hours, timezone=timezone, holiday_country=holidays[0],
                               holiday_subdiv=holidays[1], feature_set="paper_lags")
     out = {}
     for name, weeks in PEERS.items():
-        window = peer_window(features, week, timezone, weeks)
+        def window_of(target: date, weeks: int = weeks) -> Window:
+            return peer_window(features, target, timezone, weeks)
+
+        window = window_of(week)
         if not window.ok:
             continue
+        fit_predict = mlforecast_lightgbm if name == LGBM_52W else hist_gbr
+        y_hat = fit_predict(window)
+        out[name] = (y_hat, None)
+        errors = window_errors(fit_predict, window_of, week)
+        if errors.size >= MIN_CALIBRATION:
+            out[name + CONFORMAL_SUFFIX] = (y_hat, conformal_quantiles(y_hat, errors))
         if name == LGBM_52W:
-            out[name] = mlforecast_lightgbm(window)
-            continue
-        X, y = window.xy("train")
-        model = HistGradientBoostingRegressor(loss="absolute_error", random_state=0).fit(X, y)
-        out[name] = model.predict(window.xy("test")[0])
+            quantiles = lightgbm_quantiles(window)
+            out[LGBM_QUANTILE] = (quantiles[0.5], quantiles)
+    if test_ts is not None:
+        naive = naive_empirical(hours.set_index("ts")["kwh"], test_ts)
+        if naive is not None:
+            out[NAIVE_EMPIRICAL] = naive
     return out
 
 
@@ -191,21 +226,12 @@ def mlforecast_lightgbm(window: Window) -> np.ndarray:
     standardised by the training hours' mean and deviation (the lags of a scaled series are the
     scaled lags), the calendar is the local hour and weekday as integers, and the forecast is
     scaled back."""
-    def inputs(part: str) -> tuple[np.ndarray, np.ndarray]:
-        frame = getattr(window, part)
-        local = pd.DatetimeIndex(frame["ts"]).tz_convert(window.timezone)
-        lags = frame[["kwh_lag_168", "kwh_lag_336"]].to_numpy(np.float64)
-        exogenous = frame[["is_holiday_or_weekend", "temperature_c", "irradiance_wm2",
-                           "wind_speed_ms"]].to_numpy(np.float64)
-        return (np.column_stack([(lags - mean) / scale, local.hour, local.day_of_week, exogenous]),
-                frame["kwh"].to_numpy(np.float64))
-
     y_train = window.train["kwh"].to_numpy(np.float64)
     mean, scale = float(y_train.mean()), float(y_train.std()) or 1.0
-    X, y = inputs("train")
+    X, y = mlforecast_inputs(window, "train", mean, scale)
     model = lightgbm.LGBMRegressor(objective="l1", random_state=0, verbosity=-1, n_jobs=1)
     model.fit(X, (y - mean) / scale)
-    return model.predict(inputs("test")[0]) * scale + mean
+    return model.predict(mlforecast_inputs(window, "test", mean, scale)[0]) * scale + mean
 
 
 def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFrame,
@@ -240,6 +266,9 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
                       "validation_errors": out.validation_errors} if keep_forecasts else {})
             rows.append({"building_id": res.building_id, "week": res.week, "model": out.model,
                          "mae": s.mae, "violations": s.n_violations, **extra,
+                         "n_hours": s.n_hours,
+                         "pinball": np.nan if s.pinball_mean is None else s.pinball_mean,
+                         **{f"below_{lv}": s.quantile_below.get(lv, np.nan) for lv in QUANTILES},
                          **{f"coverage_{round(100 * lv)}": s.interval_coverage.get(lv)
                             for lv in LEVELS},
                          **{f"width_{round(100 * lv)}": s.interval_width.get(lv) for lv in LEVELS}})
@@ -252,16 +281,20 @@ def run_building(job: BuildingJob, config: ForecastConfig, peer_hours: pd.DataFr
             continue
         start, _ = window_load_range(res.week, info.timezone, history_weeks=52,
                                      feature_set="paper_lags")
+        start -= timedelta(weeks=N_WINDOWS)  # the conformal peers' earlier windows
         recent = peer_hours[(peer_hours["ts"] >= start - timedelta(days=1))
                             & (peer_hours["ts"] < res.test_ts.max() + timedelta(days=1))]
         peers = reference_forecasts(recent.reset_index(drop=True), info.timezone,
-                                    (info.holiday_country, info.holiday_subdiv), res.week)
+                                    (info.holiday_country, info.holiday_subdiv), res.week,
+                                    res.test_ts)
         scored = np.isfinite(truth)
-        for name, forecast in peers.items():
+        for name, (forecast, quantiles) in peers.items():
             if scored.any():
                 rows.append({"building_id": res.building_id, "week": res.week, "model": name,
-                             "mae": float(np.mean(np.abs(forecast[scored] - truth[scored]))),
+                             "mae": float(np.nanmean(np.abs(forecast[scored] - truth[scored]))),
                              "violations": int(np.sum(forecast < -1e-6)),
+                             "n_hours": int(scored.sum()),
+                             **(distribution_scores(truth, quantiles) if quantiles else {}),
                              **({"y_hat": forecast, "ts": res.test_ts.to_numpy(),
                                  "actual": truth} if keep_forecasts else {})})
     return rows, cpu, tables
@@ -280,9 +313,33 @@ def holiday_weeks(weeks: list[date]) -> set[date]:
             if any(np.datetime64(w + timedelta(days=k), "D") in days for k in range(5))}
 
 
+def calibration(frame: pd.DataFrame) -> dict[float, float]:
+    """Each quantile level's share of the scored hours at or below it, pooled over the rows
+    (weighted by their scored hours); NaN for a level no row has."""
+    out = {}
+    for level in QUANTILES:
+        column = f"below_{level}"
+        if column not in frame:
+            out[level] = np.nan
+            continue
+        known = frame[frame[column].notna()]
+        weights = known["n_hours"].astype(float)
+        out[level] = (float((known[column] * weights).sum() / weights.sum())
+                      if weights.sum() else np.nan)
+    return out
+
+
+def worst_level(shares: dict[float, float]) -> float:
+    """The largest miss of a level's share from the level, in percentage points."""
+    misses = [abs(share - level) for level, share in shares.items() if np.isfinite(share)]
+    return 100 * max(misses) if misses else np.nan
+
+
 def summarise(rows: pd.DataFrame, holidays: set[date]) -> pd.DataFrame:
-    naive = rows[rows["model"] == SEASONAL_NAIVE][["building_id", "week", "mae"]]
-    paired = rows.merge(naive.rename(columns={"mae": "naive_mae"}), on=["building_id", "week"])
+    naive = rows[rows["model"] == SEASONAL_NAIVE][["building_id", "week", "mae"]
+                                                  + (["pinball"] if "pinball" in rows else [])]
+    paired = rows.merge(naive.rename(columns={"mae": "naive_mae", "pinball": "naive_pinball"}),
+                        on=["building_id", "week"])
     paired = paired[paired["mae"].notna() & paired["naive_mae"].notna()]
     paired["holiday"] = paired["week"].isin(holidays)
 
@@ -304,8 +361,19 @@ def summarise(rows: pd.DataFrame, holidays: set[date]) -> pd.DataFrame:
             "coverage_80": frame.get("coverage_80", pd.Series(dtype=float)).mean(),
             "coverage_95": frame.get("coverage_95", pd.Series(dtype=float)).mean(),
             "width_80": frame.get("width_80", pd.Series(dtype=float)).mean(),
+            "pinball_vs_naive": _pinball_ratio(frame),
+            "calib_worst_pts": worst_level(calibration(frame)),
         })
     return pd.DataFrame(table).sort_values("mae_vs_naive").reset_index(drop=True)
+
+
+def _pinball_ratio(frame: pd.DataFrame) -> float:
+    """The model's summed mean pinball loss over seasonal naive's, on the building-weeks both
+    have one."""
+    if "pinball" not in frame or "naive_pinball" not in frame:
+        return np.nan
+    both = frame[frame["pinball"].notna() & frame["naive_pinball"].notna()]
+    return both["pinball"].sum() / both["naive_pinball"].sum() if len(both) else np.nan
 
 
 def goals(table: pd.DataFrame) -> dict[str, float]:
@@ -314,8 +382,19 @@ def goals(table: pd.DataFrame) -> dict[str, float]:
     ratio = by["mae_vs_naive"]
     strongest = min((name for name in PEERS if name in ratio), key=ratio.get, default=None)
     peer = ratio[strongest] if strongest else np.nan
-    singles = ratio.drop([PUBLISHED, *PEERS, *COMBINATIONS], errors="ignore")
+    singles = ratio.drop([PUBLISHED, *PEERS, *PROBABILISTIC_PEERS, *COMBINATIONS],
+                         errors="ignore")
+    pinball = by["pinball_vs_naive"] if "pinball_vs_naive" in by else pd.Series(dtype=float)
+    probabilistic = [name for name in PROBABILISTIC_PEERS if np.isfinite(pinball.get(name, np.nan))]
+    strongest_distribution = min(probabilistic, key=pinball.get, default=None)
     return {
+        "strongest probabilistic peer": strongest_distribution,
+        "published pinball / strongest probabilistic peer": (
+            pinball.get(PUBLISHED, np.nan) / pinball[strongest_distribution]
+            if strongest_distribution else np.nan),
+        "published pinball / seasonal naive's": pinball.get(PUBLISHED, np.nan),
+        "published calibration, worst level (points)": by["calib_worst_pts"].get(PUBLISHED)
+        if "calib_worst_pts" in by else np.nan,
         "strongest peer": strongest,
         "published / strongest peer": ratio[PUBLISHED] / peer,
         "published / best single model": ratio[PUBLISHED] / singles.min(),
@@ -332,8 +411,10 @@ def portfolio_goals(coverage: pd.DataFrame | None) -> dict[str, float]:
     if coverage is None:
         return {}
     every = coverage[coverage["weeks"] == PORTFOLIO_WEEKS[0][0]].set_index("portfolio_id")
-    return {f"portfolio 95 % coverage, {name}": every["coverage_95"].get(name, np.nan)
-            for name in (ALL, THIRD)}
+    return {**{f"portfolio 95 % coverage, {name}": every["coverage_95"].get(name, np.nan)
+               for name in (ALL, THIRD)},
+            **{f"portfolio calibration, worst level (points), {name}":
+               every["calib_worst_pts"].get(name, np.nan) for name in (ALL, THIRD)}}
 
 
 def evaluate_year(year: int, archive: Path, buildings: list[str], weeks: list[date],
@@ -386,9 +467,32 @@ def portfolio_scores(warehouse: Path, folder: Path, buildings: list[str], weeks:
 
 def portfolio_coverage(scores: pd.DataFrame) -> pd.DataFrame:
     """Per portfolio, over the scored hours: the 80 % and 95 % bands' coverage, pooled over
-    every week and over the first weeks alone (no earlier published week calibrated them)."""
+    every week and over the first weeks alone (no earlier published week calibrated them), and
+    over every week its quantiles' largest miss of their level (points) and mean pinball loss
+    (kWh)."""
     rows = calibration_rows(scores, PORTFOLIO_WEEKS)
-    return rows[["portfolio_id", "weeks", "n_weeks", "n_hours", "coverage_80", "coverage_95"]]
+    rows = rows[["portfolio_id", "weeks", "n_weeks", "n_hours", "coverage_80", "coverage_95"]]
+    scored = scores[scores["n_hours"] > 0]
+    distribution = {}
+    for portfolio, frame in scored.groupby("portfolio_id"):
+        shares = calibration(frame.rename(columns={f"below_{quantile_suffix(lv)}": f"below_{lv}"
+                                                   for lv in QUANTILES}))
+        distribution[portfolio] = {"calib_worst_pts": worst_level(shares),
+                                   "pinball": frame["pinball_mean"].mean()}
+    every = rows["weeks"] == PORTFOLIO_WEEKS[0][0]
+    for column in ("calib_worst_pts", "pinball"):
+        rows[column] = np.where(every, rows["portfolio_id"].map(
+            {p: d[column] for p, d in distribution.items()}), np.nan)
+    return rows
+
+
+def calibration_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per quantile level (columns, in %), the published forecast's and each probabilistic
+    peer's share of the scored hours at or below it."""
+    shown = [PUBLISHED, SEASONAL_NAIVE, *PROBABILISTIC_PEERS]
+    return pd.DataFrame({model: {f"{100 * lv:g} %": share for lv, share in
+                                 calibration(rows[rows["model"] == model]).items()}
+                         for model in shown if (rows["model"] == model).any()}).T
 
 
 def main() -> None:
@@ -499,6 +603,8 @@ def main() -> None:
               f"{cpu / max(1, n_run):.1f} s (the peers' not included; {n_warm_up} warm-up weeks "
               f"run before, not scored){phases_note(len(runs))}\n", flush=True)
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nquantiles: each level's share of the scored hours at or below it\n"
+              + calibration_table(rows).to_string(float_format=lambda v: f"{v:.3f}"))
         if len(runs) > 1:
             print("\n" + pd.DataFrame({
                 f"phase {phase}": goals(summarise(rows[rows["phase"] == phase],
