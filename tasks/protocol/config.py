@@ -41,6 +41,7 @@ from tasks.protocol.features import (
     FEATURES,
     get_feature_set,
 )
+from tasks.protocol.intervals import QuantileScale
 from tasks.protocol.models import (
     BOOSTING_MODELS,
     DAY_TYPE_NAIVE,
@@ -402,6 +403,11 @@ class ForecastConfig(BaseModel):
         "seasonal naive over the building's last --ensemble-record-weeks scored weeks to the "
         "power -ensemble_power; a member without two such weeks weighs as one at 1.0).",
     )
+    quantile_scale: QuantileScale = Field(
+        "constant",
+        description="How each forecast's quantiles rank its validation week's errors: constant "
+        "(as they are: the same offsets from the forecast in every hour) or hour_of_day (each "
+        "relative to its hour of the day's typical error, scaled back by the target hour's).")
     ensemble_power: float = Field(
         4.0, gt=0, description="The power of the inverse-error weights (higher: the members "
         "with the better record weigh more).")

@@ -47,7 +47,7 @@ from tasks.protocol.features import (
     build_features,
 )
 from tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart, base_name
-from tasks.protocol.intervals import Intervals, conformal_intervals
+from tasks.protocol.intervals import Intervals, QuantileScale, conformal_intervals
 from tasks.protocol.models import MODELS
 from tasks.protocol.publication import (
     Candidate,
@@ -206,7 +206,8 @@ def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
     return _errors(validation, y_hat - issued.level_shift)
 
 
-def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) -> ModelOutcome:
+def _persistence_outcome(name: str, window: Window, record: TrackRecord | None,
+                         scale: QuantileScale = "constant") -> ModelOutcome:
     """A persistence forecast (seasonal naive, day-type naive), its intervals from its
     validation week."""
     column = MODELS[name].persistence
@@ -217,7 +218,9 @@ def _persistence_outcome(name: str, window: Window, record: TrackRecord | None) 
                             error="no load at the same hours in the last four weeks")
     calibration = window.validation if len(window.validation) else window.history
     errors = (calibration[LABEL] - calibration[column]).to_numpy(dtype=np.float64)
-    intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record))
+    intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record),
+                                    scale=scale, calibration_ts=pd.DatetimeIndex(calibration[TS]),
+                                    target_ts=pd.DatetimeIndex(window.test[TS]))
     scored = np.isfinite(errors)
     return ModelOutcome(
         model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
@@ -327,7 +330,9 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
             outcome.y_hat = np.fmax(outcome.y_hat, floor)  # the floor holds after the shift
     outcome.intervals = conformal_intervals(
         outcome.y_hat, errors.to_numpy() - outcome.level_shift,
-        levels=adapted_levels(name, record), floor=0.0 if floor is None else floor)
+        levels=adapted_levels(name, record), floor=0.0 if floor is None else floor,
+        scale=fitter.config.quantile_scale, calibration_ts=pd.DatetimeIndex(errors.index),
+        target_ts=test.ts)
     # a model projected onto its floor breaks it on no training row: no need to predict them
     outcome.scores = score_forecast(
         test.load, outcome.y_hat,
@@ -496,7 +501,9 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     errors = (actual.reindex(forecasts.index) - combined).dropna()
     _, y_test = window.xy("test")
     outcome.intervals = conformal_intervals(
-        y_hat, errors.to_numpy(), levels=adapted_levels(name, record), floor=0.0)
+        y_hat, errors.to_numpy(), levels=adapted_levels(name, record), floor=0.0,
+        scale=config.quantile_scale, calibration_ts=pd.DatetimeIndex(errors.index),
+        target_ts=pd.DatetimeIndex(window.test[TS]))
     outcome.scores = score_forecast(y_test, y_hat, intervals=outcome.intervals)
     outcome.y_hat, outcome.validation_errors = y_hat, errors
     outcome.validation_mae = mean_absolute(errors)
@@ -758,7 +765,8 @@ def forecast_building_week(
             if name in outcomes:
                 result.outcomes.append(outcomes[name])
         elif MODELS[name].persistence is not None:
-            result.outcomes.append(_persistence_outcome(name, window, track_record))
+            result.outcomes.append(_persistence_outcome(name, window, track_record,
+                                                        config.quantile_scale))
     week_known = _week(window)
     for name in config.models:  # combinations, once what they combine is known
         if MODELS[name].combination:

@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+import pandas as pd
 
 QUANTILES: tuple[float, ...] = (0.025, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.975)
 """Quantile levels published with every forecast (a distribution an operator bids from)."""
@@ -37,6 +39,21 @@ LEVELS: tuple[float, ...] = tuple(BANDS)
 
 MIN_CALIBRATION = 24
 """Fewer calibration errors than this give no quantile (too few to rank)."""
+
+QuantileScale = Literal["constant", "hour_of_day"]
+"""How the calibration errors are scaled before they are ranked: ``constant`` (not at all: every
+hour of the target week gets the same offsets from its forecast) or ``hour_of_day`` (each error
+divided by its hour of the day's typical size, the quantiles multiplied back by the target
+hour's: wide in the hours a building's load varies, narrow at night; normalized conformal
+prediction, Papadopoulos et al. 2008, Lei et al. 2018)."""
+
+SCALE_NEIGHBOURS = 1
+"""An hour of the day's typical error size is the mean absolute error of it and this many hours
+on each side (over the calibration week's days): 21 errors from a week."""
+
+SCALE_FLOOR = 0.25
+"""No hour's typical error size is below this share of the mean absolute error (a night whose
+errors were all tiny in one week is not certain the next)."""
 
 
 def quantile_suffix(level: float, sep: str = "_") -> str:
@@ -101,9 +118,30 @@ def nested_quantiles(used: Mapping[float, float]) -> dict[float, float]:
     return nested
 
 
+def hour_of_day_scales(errors: np.ndarray, calibration_ts: pd.DatetimeIndex,
+                       target_ts: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Each calibration hour's and each target hour's typical error size: the mean absolute
+    calibration error of its UTC hour of the day and :data:`SCALE_NEIGHBOURS` hours on each
+    side, at least :data:`SCALE_FLOOR` of the mean absolute error (positive: never 0)."""
+    magnitude = np.abs(np.asarray(errors, dtype=float))
+    finite = np.isfinite(magnitude)
+    hours = np.asarray(calibration_ts.hour)
+    total = np.bincount(hours[finite], magnitude[finite], minlength=24)
+    count = np.bincount(hours[finite], minlength=24).astype(float)
+    window = np.arange(-SCALE_NEIGHBOURS, SCALE_NEIGHBOURS + 1)
+    near_total = sum(np.roll(total, k) for k in window)
+    near_count = sum(np.roll(count, k) for k in window)
+    overall = float(magnitude[finite].mean()) if finite.any() else 0.0
+    typical = np.where(near_count > 0, near_total / np.maximum(near_count, 1), overall)
+    typical = np.maximum(typical, max(SCALE_FLOOR * overall, np.finfo(float).tiny))
+    return typical[hours], typical[np.asarray(target_ts.hour)]
+
+
 def conformal_intervals(
     y_hat: np.ndarray, calibration_errors: np.ndarray, *,
     levels: Iterable[float] | Mapping[float, float] = QUANTILES, floor: float = 0.0,
+    scale: QuantileScale = "constant", calibration_ts: pd.DatetimeIndex | None = None,
+    target_ts: pd.DatetimeIndex | None = None,
 ) -> Intervals:
     """The quantiles of the forecast ``y_hat`` at each level (``calibration_errors``: actual
     minus forecast in the validation week), clipped below at ``floor``, non-crossing and each
@@ -112,17 +150,24 @@ def conformal_intervals(
 
     ``levels`` may map each nominal level to the level actually used (adapted to what it held
     in earlier weeks); everything is keyed by the nominal level. With fewer than
-    :data:`MIN_CALIBRATION` finite errors there is none.
+    :data:`MIN_CALIBRATION` finite errors there is none. ``scale`` ``hour_of_day`` (with the
+    errors' UTC hours ``calibration_ts`` and the forecast's ``target_ts``) ranks the errors
+    relative to their hour of the day's typical size (:data:`QuantileScale`).
     """
     y_hat = np.asarray(y_hat, dtype=float)
     used = levels if isinstance(levels, Mapping) else {level: level for level in levels}
     errors = np.asarray(calibration_errors, dtype=float)
+    size = np.ones_like(y_hat)
+    if scale == "hour_of_day" and calibration_ts is not None and target_ts is not None:
+        own, size = hour_of_day_scales(errors, pd.DatetimeIndex(calibration_ts),
+                                       pd.DatetimeIndex(target_ts))
+        errors = errors / own
     errors = np.sort(errors[np.isfinite(errors)])
     out = Intervals()
     if errors.size < MIN_CALIBRATION:
         return out
     for level, quantile in nested_quantiles(used).items():
-        value = y_hat + error_quantile(errors, quantile, level)
+        value = y_hat + size * error_quantile(errors, quantile, level)
         if level < 0.5:
             value = np.fmin(value, y_hat)
         elif level > 0.5:

@@ -4,6 +4,7 @@ seeded synthetic series."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tasks.protocol.intervals import (
@@ -12,6 +13,7 @@ from tasks.protocol.intervals import (
     coverage,
     error_quantile,
     half_width,
+    hour_of_day_scales,
     pinball_loss,
     quantile_name,
     share_below,
@@ -102,3 +104,30 @@ def test_calibration_on_a_seeded_synthetic_series_is_close_to_nominal(noise):
     assert np.mean(covered[0.95]) == pytest.approx(0.95, abs=0.01)
     for level in QUANTILES:
         assert np.mean(held[level]) == pytest.approx(level, abs=0.012), level
+
+
+def test_hour_of_day_scaling_calibrates_the_day_and_the_night_each():
+    """Errors three times as large by day as at night: ranked as they are, the quantiles are
+    too narrow by day and too wide at night; ranked relative to their hour of the day's size,
+    each level holds its share in both (400 weeks, seeded)."""
+    rng = np.random.default_rng(11)
+    ts = pd.date_range("2024-03-04", periods=168, freq="h", tz="UTC")
+    day = (ts.hour >= 8) & (ts.hour < 18)
+    size = np.where(day, 3.0, 1.0)
+    held = {scale: {part: [] for part in ("day", "night")} for scale in ("constant", "hour_of_day")}
+    for _ in range(400):
+        calibration = size * rng.normal(0.0, 1.0, 168)
+        actual = 50.0 + size * rng.normal(0.0, 1.0, 168)
+        for scale in held:
+            out = conformal_intervals(np.full(168, 50.0), calibration, floor=-np.inf,
+                                      scale=scale, calibration_ts=ts,
+                                      target_ts=ts + pd.Timedelta(weeks=1))
+            for part, mask in (("day", day), ("night", ~day)):
+                held[scale][part].append(share_below(actual[mask], out.quantiles[0.9][mask]))
+    assert np.mean(held["hour_of_day"]["day"]) == pytest.approx(0.9, abs=0.02)
+    assert np.mean(held["hour_of_day"]["night"]) == pytest.approx(0.9, abs=0.02)
+    assert np.mean(held["constant"]["day"]) < 0.85 < 0.97 < np.mean(held["constant"]["night"])
+    # the scales by hand: a week of errors 2 at 10:00 UTC and 1 elsewhere
+    errors = np.where(ts.hour == 10, 2.0, 1.0)
+    own, target = hour_of_day_scales(errors, ts, ts[:3])
+    assert own[10] == pytest.approx((1 + 2 + 1) / 3) and own[0] == 1.0
