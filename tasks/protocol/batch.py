@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from tasks.protocol.bid_check import bid_problem, history_range
 from tasks.protocol.config import ForecastConfig
+from tasks.protocol.features import LABEL, TS
 from tasks.protocol.forecasting import (
     BuildingWeekResult,
     IssuedForecast,
@@ -75,6 +76,11 @@ class BuildingJob:
     """The hours (epoch microseconds, UTC) of ``hours`` whose reading an ingest flagged as
     implausible and no operator accepted: missing (NaN) in ``hours`` already; counted here
     so that the building-week's record and publication can say so."""
+    recent_forecasts: dict[tuple[date, str], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict)
+    """(target week, model) -> the model's stored forecast of that week before the first
+    target week (hours in epoch microseconds, ``y_hat``): with ``hours``, its recent errors,
+    which calibrate its quantiles beside its validation week."""
     fleet: Yardstick | None = None
     """The fleet's levels (read only when the building is new before the first target week):
     what a new building's forecast is judged against when it declared no size."""
@@ -123,10 +129,12 @@ def run_batch(jobs: list[BuildingJob], config: ForecastConfig, label: str = "", 
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     threadpool_limits(limits=1)
     for job in jobs:
-        record = dict(job.track_record)
         stored = dict(job.stored_params)
         issued = {min(job.weeks, default=None): job.issued}  # by the week that validates on it
         history = dict(job.issued_history)
+        load = pd.Series(job.hours[LABEL].to_numpy(np.float64),
+                         index=epoch_us(job.hours[TS])) if len(job.hours) else pd.Series()
+        record = _with_errors(job.track_record, job.recent_forecasts, load)
         for week in sorted(job.weeks):
             try:
                 result = forecast_building_week(
@@ -142,14 +150,15 @@ def run_batch(jobs: list[BuildingJob], config: ForecastConfig, label: str = "", 
             _count_flagged(result, job, config)
             _hold_implausible(result, job, config)
             results.append(result)
-            # Once this week is over its scores are known: the next weeks may use them.
-            record[week] = week_scores(result.outcomes)
+            # Once this week is over its scores and errors are known: the next weeks may use them.
+            hours = epoch_us(result.test_ts)
+            record[week] = week_scores(result.outcomes, hours,
+                                       load.reindex(hours).to_numpy(np.float64))
             # ... and a tuning done this week is the one the next weeks reuse.
             stored.update({o.model: StoredParams(o.params, week) for o in result.outcomes
                            if o.status == "ok" and o.tuned_week == week and o.trials})
             # ... and its forecasts are what the next week's validation week was issued (not
             # when the week left a weather input out: its models are not the usual ones).
-            hours = epoch_us(result.test_ts)
             issued[week + timedelta(weeks=1)] = {
                 o.model: IssuedForecast(dict(o.params), hours, np.asarray(o.y_hat, np.float64),
                                         o.level_shift)
@@ -167,6 +176,23 @@ def run_batch(jobs: list[BuildingJob], config: ForecastConfig, label: str = "", 
             if outcome.model != published:
                 outcome.validation_errors = None
     return results
+
+
+def _with_errors(record: dict[date, dict[str, WeekScore]],
+                 forecasts: dict[tuple[date, str], tuple[np.ndarray, np.ndarray]],
+                 load: pd.Series) -> dict[date, dict[str, WeekScore]]:
+    """The loaded track record with each week's hourly errors (``load``, by epoch microsecond,
+    minus the stored forecast of it, over the hours with a reading)."""
+    out = {week: dict(scores) for week, scores in record.items()}
+    for (week, model), (hours, y_hat) in forecasts.items():
+        score = out.get(week, {}).get(model)
+        if score is None:
+            continue
+        actual = load.reindex(hours).to_numpy(np.float64)
+        keep = np.isfinite(actual) & np.isfinite(y_hat)
+        out[week][model] = replace(score, hours=hours[keep],
+                                   errors=(actual[keep] - y_hat[keep]).astype(np.float32))
+    return out
 
 
 def flagged_note(history: int, target: int) -> str:

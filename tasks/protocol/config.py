@@ -404,10 +404,14 @@ class ForecastConfig(BaseModel):
         "power -ensemble_power; a member without two such weeks weighs as one at 1.0).",
     )
     quantile_scale: QuantileScale = Field(
-        "constant",
+        "hour_of_day",
         description="How each forecast's quantiles rank its validation week's errors: constant "
         "(as they are: the same offsets from the forecast in every hour) or hour_of_day (each "
         "relative to its hour of the day's typical error, scaled back by the target hour's).")
+    quantile_record_weeks: int = Field(
+        8, ge=0, le=52,
+        description="Scored weeks of a model's own hourly errors pooled with its validation "
+        "week's to calibrate its quantiles (0: the validation week alone).")
     ensemble_power: float = Field(
         4.0, gt=0, description="The power of the inverse-error weights (higher: the members "
         "with the better record weigh more).")

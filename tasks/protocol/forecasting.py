@@ -47,7 +47,7 @@ from tasks.protocol.features import (
     build_features,
 )
 from tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart, base_name
-from tasks.protocol.intervals import Intervals, QuantileScale, conformal_intervals
+from tasks.protocol.intervals import Intervals, conformal_intervals
 from tasks.protocol.models import MODELS
 from tasks.protocol.publication import (
     Candidate,
@@ -58,7 +58,7 @@ from tasks.protocol.publication import (
 )
 from tasks.protocol.scoring import Scores, mean_absolute, score_forecast
 from tasks.protocol.seeding import stable_seed
-from tasks.protocol.track_record import TrackRecord, adapted_levels, track_ratio
+from tasks.protocol.track_record import TrackRecord, adapted_levels, recent_errors, track_ratio
 from tasks.protocol.tuning import TrialRecord, TuningFailedError, tune_together
 from tasks.protocol.windows import (
     MIN_VALIDATION_HOURS,
@@ -206,8 +206,26 @@ def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
     return _errors(validation, y_hat - issued.level_shift)
 
 
+def _quantiles(name: str, y_hat: np.ndarray, errors: np.ndarray, errors_ts: Any,
+               target_ts: Any, record: TrackRecord | None, config: ForecastConfig,
+               floor: float = 0.0) -> Intervals:
+    """A model's quantiles of the target week: split-conformal from its validation week's
+    ``errors`` (at the UTC hours ``errors_ts``) pooled with its errors in its last
+    ``config.quantile_record_weeks`` scored weeks (a week's sample misses the tails of the next:
+    pooled, each level holds its share within a point on the development year), each level
+    adapted to what it held (:mod:`~tasks.protocol.intervals`)."""
+    hours, past = recent_errors(name, record, config.quantile_record_weeks)
+    calibration = np.concatenate([np.asarray(errors, dtype=float), past])
+    calibration_ts = pd.DatetimeIndex(errors_ts).append(pd.DatetimeIndex(
+        pd.to_datetime(hours, unit="us", utc=True)))
+    return conformal_intervals(y_hat, calibration, levels=adapted_levels(name, record),
+                               floor=floor, scale=config.quantile_scale,
+                               calibration_ts=calibration_ts,
+                               target_ts=pd.DatetimeIndex(target_ts))
+
+
 def _persistence_outcome(name: str, window: Window, record: TrackRecord | None,
-                         scale: QuantileScale = "constant") -> ModelOutcome:
+                         config: ForecastConfig) -> ModelOutcome:
     """A persistence forecast (seasonal naive, day-type naive), its intervals from its
     validation week."""
     column = MODELS[name].persistence
@@ -218,9 +236,7 @@ def _persistence_outcome(name: str, window: Window, record: TrackRecord | None,
                             error="no load at the same hours in the last four weeks")
     calibration = window.validation if len(window.validation) else window.history
     errors = (calibration[LABEL] - calibration[column]).to_numpy(dtype=np.float64)
-    intervals = conformal_intervals(y_hat, errors, levels=adapted_levels(name, record),
-                                    scale=scale, calibration_ts=pd.DatetimeIndex(calibration[TS]),
-                                    target_ts=pd.DatetimeIndex(window.test[TS]))
+    intervals = _quantiles(name, y_hat, errors, calibration[TS], window.test[TS], record, config)
     scored = np.isfinite(errors)
     return ModelOutcome(
         model=name, status="ok", params={}, tuned_week=window.week, y_hat=y_hat,
@@ -328,11 +344,9 @@ def _forecast(name: str, fitter: Fitter, errors: pd.Series, outcome: ModelOutcom
         outcome.y_hat = outcome.y_hat + outcome.level_shift
         if floor is not None:
             outcome.y_hat = np.fmax(outcome.y_hat, floor)  # the floor holds after the shift
-    outcome.intervals = conformal_intervals(
-        outcome.y_hat, errors.to_numpy() - outcome.level_shift,
-        levels=adapted_levels(name, record), floor=0.0 if floor is None else floor,
-        scale=fitter.config.quantile_scale, calibration_ts=pd.DatetimeIndex(errors.index),
-        target_ts=test.ts)
+    outcome.intervals = _quantiles(name, outcome.y_hat, errors.to_numpy() - outcome.level_shift,
+                                   errors.index, test.ts, record, fitter.config,
+                                   floor=0.0 if floor is None else floor)
     # a model projected onto its floor breaks it on no training row: no need to predict them
     outcome.scores = score_forecast(
         test.load, outcome.y_hat,
@@ -500,10 +514,8 @@ def _ensemble_outcome(name: str, window: Window, week: _Week, outcomes: list[Mod
     combined = combine_members(forecasts.to_numpy().T, weights, config.ensemble_method)
     errors = (actual.reindex(forecasts.index) - combined).dropna()
     _, y_test = window.xy("test")
-    outcome.intervals = conformal_intervals(
-        y_hat, errors.to_numpy(), levels=adapted_levels(name, record), floor=0.0,
-        scale=config.quantile_scale, calibration_ts=pd.DatetimeIndex(errors.index),
-        target_ts=pd.DatetimeIndex(window.test[TS]))
+    outcome.intervals = _quantiles(name, y_hat, errors.to_numpy(), errors.index,
+                                   window.test[TS], record, config)
     outcome.scores = score_forecast(y_test, y_hat, intervals=outcome.intervals)
     outcome.y_hat, outcome.validation_errors = y_hat, errors
     outcome.validation_mae = mean_absolute(errors)
@@ -765,8 +777,7 @@ def forecast_building_week(
             if name in outcomes:
                 result.outcomes.append(outcomes[name])
         elif MODELS[name].persistence is not None:
-            result.outcomes.append(_persistence_outcome(name, window, track_record,
-                                                        config.quantile_scale))
+            result.outcomes.append(_persistence_outcome(name, window, track_record, config))
     week_known = _week(window)
     for name in config.models:  # combinations, once what they combine is known
         if MODELS[name].combination:

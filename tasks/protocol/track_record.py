@@ -42,6 +42,12 @@ class WeekScore:
     mae: float
     coverage: Mapping[float, float] = field(default_factory=dict)
     below: Mapping[float, float] = field(default_factory=dict)
+    hours: np.ndarray | None = None
+    """The week's scored hours (epoch microseconds, UTC), with ``errors``."""
+    errors: np.ndarray | None = None
+    """Actual minus the forecast as issued, per hour of ``hours`` (float32): with the
+    validation week's errors, what the model's next quantiles are calibrated on
+    (:func:`recent_errors`)."""
 
     def held(self, level: float) -> float | None:
         """The share of hours at or below the quantile at ``level``; for a week scored before
@@ -99,11 +105,34 @@ def adapted_levels(model: str, record: TrackRecord | None,
     return nested_quantiles(adapted)
 
 
-def week_scores(outcomes: Iterable[object]) -> dict[str, WeekScore]:
-    """What a finished week adds to the record: each scored model's MAE and coverage."""
-    return {
-        o.model: WeekScore(o.scores.mae, dict(o.scores.interval_coverage),
-                           dict(o.scores.quantile_below))
-        for o in outcomes
-        if o.status == "ok" and o.scores is not None and o.scores.mae is not None
-    }
+def recent_errors(model: str, record: TrackRecord | None,
+                  weeks: int = RECORD_WEEKS) -> tuple[np.ndarray, np.ndarray]:
+    """``model``'s hourly errors (actual minus its forecast as issued) in its last ``weeks``
+    scored weeks with errors kept, and their hours (epoch microseconds); empty arrays for none
+    (or ``weeks`` 0)."""
+    kept = [scores[model] for scores in _recent(record or {}, weeks) if weeks > 0
+            and model in scores and scores[model].errors is not None]
+    if not kept:
+        return np.empty(0, np.int64), np.empty(0)
+    return (np.concatenate([w.hours for w in kept]),
+            np.concatenate([w.errors for w in kept]).astype(np.float64))
+
+
+def week_scores(outcomes: Iterable[object], hours: np.ndarray | None = None,
+                actual: np.ndarray | None = None) -> dict[str, WeekScore]:
+    """What a finished week adds to the record: each scored model's MAE, coverage and
+    quantiles' calibration, and with the week's ``hours`` (epoch microseconds) and their
+    ``actual`` load its hourly errors (the scored hours only)."""
+    scored = None if actual is None else np.isfinite(actual)
+    record = {}
+    for o in outcomes:
+        if o.status != "ok" or o.scores is None or o.scores.mae is None:
+            continue
+        errors = None
+        if scored is not None and o.y_hat is not None and len(o.y_hat) == len(actual):
+            keep = scored & np.isfinite(o.y_hat)
+            errors = (actual[keep] - np.asarray(o.y_hat)[keep]).astype(np.float32)
+        record[o.model] = WeekScore(
+            o.scores.mae, dict(o.scores.interval_coverage), dict(o.scores.quantile_below),
+            None if errors is None else np.asarray(hours)[keep], errors)
+    return record

@@ -33,6 +33,7 @@ from tasks.warehouse.meter_flags import load_flagged_hours
 from tasks.warehouse.results import (
     load_issued_forecasts,
     load_issued_history,
+    load_recent_forecasts,
     load_stored_params,
     load_track_record,
 )
@@ -64,6 +65,8 @@ def load_jobs(
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
                   if reuse else {})
         record = load_track_record(con, ids, weeks[0], max(RECORD_WEEKS, config.record_weeks))
+        recent = load_recent_forecasts(
+            con, ids, weeks[0] - timedelta(weeks=config.quantile_record_weeks), weeks[0])
         history = (load_issued_history(con, ids, config.base_models,
                                        weeks[0] - timedelta(weeks=config.history_weeks),
                                        weeks[0]) if config.base_models else {})
@@ -72,7 +75,7 @@ def load_jobs(
         BuildingJob(info=infos[bid], hours=frame, weeks=tuple(weeks),
                     stored_params=stored.get(bid, {}), track_record=record.get(bid, {}),
                     issued=issued.get(bid, {}), issued_history=history.get(bid, {}),
-                    fleet=fleet,
+                    recent_forecasts=recent.get(bid, {}), fleet=fleet,
                     **({"flagged_hours": flagged[bid]} if bid in flagged else {}))
         for bid, frame in hours.items()
     ]

@@ -402,6 +402,39 @@ def load_issued_history(
     return dict(history)
 
 
+def load_recent_forecasts(
+    con: duckdb.DuckDBPyConnection, building_ids: Iterable[str], start: date, end: date,
+) -> dict[str, dict[tuple[date, str], tuple[np.ndarray, np.ndarray]]]:
+    """Per building, every model's stored forecast of each target week from ``start`` up to
+    ``end`` (excluded): (week, model) -> (its hours in epoch microseconds, ``y_hat`` as float32).
+    With the readings of those weeks, a model's recent errors: what its quantiles are
+    calibrated on beside its validation week (:func:`~tasks.protocol.track_record.
+    recent_errors`)."""
+    ids = list(building_ids)
+    if not ids or start >= end:
+        return {}
+    table = con.sql(
+        """
+        SELECT building_id, target_week, model, epoch_us(ts) AS hour, y_hat FROM forecasts
+        WHERE target_week >= ? AND target_week < ? AND y_hat IS NOT NULL
+          AND building_id IN (SELECT unnest(?::VARCHAR[])) AND building_id BETWEEN ? AND ?
+        ORDER BY building_id, target_week, model, ts
+        """, params=[start, end, ids, *_id_range(ids)]).to_arrow_table()
+    if table.num_rows == 0:
+        return {}
+    keys = table.select(["building_id", "target_week", "model"]).to_pandas()
+    hours = table.column("hour").to_numpy()
+    y_hat = table.column("y_hat").to_numpy().astype(np.float32)
+    starts = np.flatnonzero(np.r_[True, (keys.iloc[1:].to_numpy() != keys.iloc[:-1].to_numpy())
+                                  .any(axis=1)])
+    ends = np.r_[starts[1:], len(keys)]
+    recent: dict[str, dict[tuple[date, str], tuple[np.ndarray, np.ndarray]]] = defaultdict(dict)
+    for lo, hi in zip(starts, ends, strict=True):
+        building_id, week, model = keys.iloc[lo]
+        recent[building_id][(week, model)] = (hours[lo:hi], y_hat[lo:hi])
+    return dict(recent)
+
+
 def _id_range(ids: Sequence[str]) -> list[str | None]:
     """The first and last of ``ids``: the range beside an ``IN`` list of buildings lets DuckDB
     skip the row groups of other buildings. With the list alone a read scanned, and DuckDB
