@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from tasks.ingest.synthetic_fleet import FleetSpec, ingest_synthetic
 from tasks.protocol.config import ForecastConfig
-from tasks.protocol.forecasting import StoredParams, forecast_building_week
+from tasks.protocol.forecasting import StoredParams, epoch_us, forecast_building_week
 from tasks.protocol.intervals import QUANTILES, quantile_suffix
 from tasks.warehouse.batches import load_jobs
 from tasks.warehouse.connection import connect
@@ -450,3 +450,38 @@ def test_a_batch_that_starts_with_a_failed_building_week_keeps_the_others_hour_c
     assert rows == {"synthetic_b00000": None,
                     "synthetic_b00001": done.coverage["n_test_hours"]}
     assert done.coverage["n_test_hours"] == 167
+
+
+def test_a_job_s_record_carries_each_model_s_errors_of_its_stored_forecasts(warehouse,
+                                                                            tmp_path):
+    """The week after a written week: its job's record holds, per model, that week's hourly
+    errors, the readings minus the stored forecast (what its quantiles pool with its
+    validation week)."""
+    import shutil
+
+    from tasks.protocol.batch import _with_errors
+    from tasks.warehouse.results import load_recent_forecasts
+
+    path = tmp_path / "w.duckdb"
+    shutil.copy(warehouse, path)
+    config = ForecastConfig(models=("wadiro_linreg", "seasonal_naive"), trials=2)
+    res = _run(path, "synthetic_b00000", config)
+    with connect(path) as con:
+        write_results(con, [res], run_id="r", models=config.models)
+        recent = load_recent_forecasts(con, ["synthetic_b00000", "synthetic_b00001"],
+                                       WEEK - timedelta(weeks=1), WEEK + timedelta(weeks=1))
+        actual = con.execute("SELECT epoch_us(ts), kwh FROM meter_readings WHERE building_id = "
+                             "'synthetic_b00000'").df().set_index("epoch_us(ts)")["kwh"]
+    assert set(recent) == {"synthetic_b00000"}
+    assert set(recent["synthetic_b00000"]) == {(WEEK, m) for m in config.models}
+    [job] = load_jobs(path, ["synthetic_b00000"], [WEEK + timedelta(weeks=1)], config)
+    assert set(job.recent_forecasts) == {(WEEK, m) for m in config.models}
+    load = pd.Series(job.hours["kwh"].to_numpy(float),
+                     index=epoch_us(job.hours["ts"]))
+    record = _with_errors(job.track_record, job.recent_forecasts, load)
+    for outcome in res.outcomes:
+        score = record[WEEK][outcome.model]
+        forecast = pd.Series(outcome.y_hat, index=epoch_us(res.test_ts))
+        expected = (actual.reindex(score.hours) - forecast.reindex(score.hours)).to_numpy()
+        np.testing.assert_allclose(score.errors, expected, rtol=1e-6, atol=1e-4)
+        assert len(score.errors) == outcome.scores.n_hours
