@@ -226,8 +226,8 @@ def _quantiles(name: str, y_hat: np.ndarray, errors: np.ndarray, errors_ts: Any,
 
 def _persistence_outcome(name: str, window: Window, record: TrackRecord | None,
                          config: ForecastConfig) -> ModelOutcome:
-    """A persistence forecast (seasonal naive, day-type naive), its intervals from its
-    validation week."""
+    """A persistence forecast (seasonal naive, day-type naive), its quantiles from its
+    validation week and record (:func:`_quantiles`)."""
     column = MODELS[name].persistence
     _, y_test = window.xy("test")
     y_hat = window.test[column].to_numpy(dtype=np.float64)
