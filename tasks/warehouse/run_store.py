@@ -28,6 +28,7 @@ from tasks.warehouse.provenance import code_version
 from tasks.warehouse.rescoring import rescore_forecasts
 from tasks.warehouse.runs import (
     ABANDONED,
+    STAGED,
     NotForecast,
     RunSummary,
     close_abandoned_runs,
@@ -98,7 +99,7 @@ class RunStore:
         with connect(self.warehouse, wait_s=self.lock_wait_s) as con:
             ensure_schema(con)
             ids = fleet_building_ids(con, buildings)
-            close_abandoned_runs(con)
+            close_abandoned_runs(con, staged_runs(self.warehouse))
             record_run_start(con, run_id=run_id, flow=label, parameters=parameters,
                              code_version=code_version(), weeks=weeks)
         earlier = tuple(staged for staged in staged_runs(self.warehouse) if staged != run_id)
@@ -163,9 +164,15 @@ class RunStore:
                 f"{later['n_held']}, {later['host']}, {later['pid']}, started_at "
                 "FROM runs ORDER BY started_at DESC LIMIT ?", [limit]).fetchall()
         # a run left running by a process that is gone is shown as such (the next run or
-        # load-pending records it)
-        return [(*row[:4], ABANDONED if row[4] == "running" and process_gone(*row[-3:])
-                 else row[4], *row[5:-3]) for row in rows]
+        # load-pending records it), unless its results wait beside the warehouse to be loaded
+        staged = set(staged_runs(self.warehouse))
+        shown = []
+        for row in rows:
+            status = _shown_status(row[0], row[4], row[-3:], staged)
+            message = (row[13] or "its results are kept beside the warehouse, which was locked: "
+                       "wadiro load-pending loads them") if status == STAGED else row[13]
+            shown.append((*row[:4], status, *row[5:13], message, *row[14:-3]))
+        return shown
 
     def load_pending(self) -> LoadReport:
         """Load what runs left staged beside the warehouse (``wadiro load-pending``); a
@@ -174,8 +181,16 @@ class RunStore:
                           "warehouse whose runs kept them")
         with connect(self.warehouse, create=False) as con:
             report = load_staged(con, self.warehouse)
-            close_abandoned_runs(con)
+            close_abandoned_runs(con, staged_runs(self.warehouse))
             return report
+
+
+def _shown_status(run_id: str, status: str, process: tuple, staged: set[str]) -> str:
+    """What ``wadiro runs`` calls a run: a ``running`` one whose process is gone is
+    :data:`STAGED` when its results wait to be loaded, else :data:`ABANDONED`."""
+    if status != "running" or not process_gone(*process):
+        return status
+    return STAGED if run_id in staged else ABANDONED
 
 
 __all__ = ["Batch", "OpenRun", "RunStore", "RunSummary", "RunWriter"]

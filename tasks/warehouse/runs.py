@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -294,6 +294,11 @@ ABANDONED = "abandoned"
 """The status of a run whose process ended without closing it (killed, out of disk or memory,
 a power cut): what it wrote before stands, its counts are not known."""
 
+STAGED = "staged"
+"""How ``wadiro runs`` shows a run whose process ended with its results kept beside a locked
+warehouse: not abandoned, it closes with its own status when ``wadiro load-pending`` loads
+them."""
+
 
 def process_gone(host: str | None, pid: int | None, started_at: datetime) -> bool:
     """Whether the process that ran a run started at ``started_at`` on ``host`` with ``pid``
@@ -311,13 +316,15 @@ def process_gone(host: str | None, pid: int | None, started_at: datetime) -> boo
     return started > started_at.timestamp() + 1.0
 
 
-def close_abandoned_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+def close_abandoned_runs(con: duckdb.DuckDBPyConnection,
+                         staged: Collection[str] = ()) -> list[str]:
     """Close as :data:`ABANDONED` every ``running`` run whose process is gone
-    (:func:`process_gone`); returns their ids. A run whose closing record is staged beside the
-    warehouse gets its own status when it is loaded."""
+    (:func:`process_gone`) and that has no results ``staged`` beside the warehouse (those
+    close with their own status when loaded); returns their ids."""
     rows = con.execute("SELECT run_id, host, pid, started_at FROM runs "
                        "WHERE status = 'running'").fetchall()
-    gone = [run_id for run_id, host, pid, started in rows if process_gone(host, pid, started)]
+    gone = [run_id for run_id, host, pid, started in rows
+            if run_id not in staged and process_gone(host, pid, started)]
     for run_id in gone:
         con.execute(
             "UPDATE runs SET status = ?, message = ? WHERE run_id = ? AND status = 'running'",

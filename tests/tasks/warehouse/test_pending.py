@@ -28,6 +28,7 @@ from tasks.warehouse.pending import (
     pending_root,
     stage_closing,
     stage_results,
+    stage_tables,
     staged_building_weeks,
     staged_runs,
 )
@@ -358,3 +359,27 @@ def test_a_run_whose_process_is_gone_is_closed_as_abandoned_by_the_next(tmp_path
         stored = dict(con.execute("SELECT run_id, status FROM runs").fetchall())
     assert stored == {"killed": "abandoned", "alive": "running", "reused": "abandoned",
                       "elsewhere": "running"}
+
+
+def test_a_gone_run_whose_results_are_staged_is_shown_staged_and_never_closed_abandoned(
+        tmp_path):
+    """Its process ended with its results kept beside a locked warehouse (issue 60's probe:
+    ``wadiro runs`` called it abandoned with no building-weeks): it waits for load-pending."""
+    path = tmp_path / "w.duckdb"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with connect(path) as con:
+        ensure_schema(con)
+        for run_id in ("locked-out", "killed"):
+            record_run_start(con, run_id=run_id, flow="forecast", parameters={},
+                             code_version="x")
+        con.execute("UPDATE runs SET pid = ?", [gone.pid])
+    stage_tables(path, "locked-out", {}, ["svr"])
+    assert staged_runs(path) == ["locked-out"]
+    shown = {row[0]: (row[4], row[13]) for row in RunStore(str(path)).history()}
+    assert shown["killed"] == ("abandoned", None)
+    assert shown["locked-out"][0] == "staged" and "load-pending" in shown["locked-out"][1]
+    with connect(path) as con:
+        assert close_abandoned_runs(con, staged_runs(path)) == ["killed"]
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'locked-out'").fetchone() == (
+            "running",)
