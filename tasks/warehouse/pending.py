@@ -173,7 +173,9 @@ class RunWriter:
         lost = 0 if status is None else status.num_rows
         before = (f"the {self.written} building-week(s) run {self.run_id} wrote before stand (a "
                   "new run replaces them)" if self.written
-                  else f"nothing of run {self.run_id} is stored")
+                  else f"nothing of run {self.run_id} is stored but its start")
+        before += ("; if its end cannot be recorded either, `wadiro runs` shows it abandoned "
+                   "and the next command that writes records it so")
         return str(refused).replace(
             UNCHANGED, f"the {lost} building-week(s) of this write are not stored; {before}")
 

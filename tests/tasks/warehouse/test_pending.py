@@ -322,7 +322,8 @@ def test_a_full_disk_says_what_of_the_run_is_stored_and_the_run_is_closed(wareho
     assert str(refused.value) == (
         "cannot write warehouse w.duckdb: the disk is full; free space; the 2 building-week(s) "
         "of this write are not stored; the 2 building-week(s) run old wrote before stand (a "
-        "new run replaces them)")
+        "new run replaces them); if its end cannot be recorded either, `wadiro runs` shows it "
+        "abandoned and the next command that writes records it so")
     assert [r[0] for r in statuses(warehouse)] == ["a", "a"]
 
     def no_room(*args, **kwargs):
