@@ -227,13 +227,14 @@ def _members(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str]) -> list[
 def _published(con: duckdb.DuckDBPyConnection,
                as_of: datetime | None) -> tuple[str, list]:
     """The published forecasts' source and its parameters: the latest vintage, or the one
-    issued at ``as_of`` (the macro ``published_as_of``), with an ``outcome`` column (NULL
-    where the view or macro was made by a release before it and no command has written
-    since)."""
+    issued at ``as_of`` (the macro ``published_as_of``), with ``outcome``, ``timezone`` and
+    quantile columns (NULL where the view or macro was made by a release before them and no
+    command has written since)."""
     source, params = (("published_forecasts", []) if as_of is None
                       else ("published_as_of(?::TIMESTAMPTZ)", [as_of]))
     columns = [c[0] for c in con.execute(f"SELECT * FROM {source} LIMIT 0", params).description]
     missing = [f"NULL::VARCHAR AS {c}" for c in ("outcome", "timezone") if c not in columns]
+    missing += [f"NULL::DOUBLE AS {c}" for c in QUANTILE_COLUMNS if c not in columns]
     if missing:
         source = f"(SELECT *, {', '.join(missing)} FROM {source})"
     return source, params
@@ -374,6 +375,8 @@ def _portfolio_rows(con: duckdb.DuckDBPyConnection, portfolios: Sequence[str], w
              else _issued_portfolio_hours(con, portfolios, week, as_of))
     if hours.empty:
         return hours
+    # vintages issued before quantiles were (or a macro an earlier release made): none
+    hours = hours.assign(**{c: np.nan for c in VALUES if c not in hours})
     if minutes == 60:
         shares = np.ones((len(hours), 1))
     else:

@@ -367,3 +367,18 @@ def test_a_held_building_is_left_out_of_the_portfolio_and_its_split(warehouse, t
     first = rows[rows["local_time"].str.endswith("10:00")]["y_hat"].to_numpy()
     total = hourly[hourly["local_time"].str.endswith("10:00")]["y_hat"].to_numpy()
     assert np.allclose(first / total, expected)
+
+
+def test_a_warehouse_an_earlier_release_made_exports_with_empty_quantiles(warehouse, tmp_path):
+    """Read without writing since (its views have no quantile columns): the export is the one
+    it made, with the quantile columns empty (issue 60's probe: a traceback)."""
+    copy = tmp_path / "earlier.duckdb"
+    copy.write_bytes(warehouse.read_bytes())
+    with connect(copy) as con:
+        con.execute("CREATE OR REPLACE VIEW published_forecasts AS SELECT f.building_id, "
+                    "f.target_week, f.ts, p.model, f.y_hat, f.y_lo_80, f.y_hi_80, f.y_lo_95, "
+                    "f.y_hi_95, p.reason, p.run_id FROM publications p JOIN forecasts f "
+                    "USING (building_id, target_week, model)")
+    rows = _export(copy, tmp_path / "e.csv", "--week", PLAIN, "--buildings", SHAPED)
+    assert len(rows) == 168 and rows["y_hat"].notna().all()
+    assert rows[[quantile_name(level, ".") for level in QUANTILES]].isna().all().all()
