@@ -71,16 +71,6 @@ QUANTILE_COLUMNS: tuple[str, ...] = tuple(quantile_name(level) for level in QUAN
 """The warehouse's quantile columns, lowest level first."""
 
 
-def half_width(errors: np.ndarray, level: float) -> float | None:
-    """The split-conformal half width for ``level`` from absolute calibration errors."""
-    errors = np.sort(np.abs(np.asarray(errors, dtype=float)[np.isfinite(errors)]))
-    n = errors.size
-    if n < MIN_CALIBRATION:
-        return None
-    rank = math.ceil((n + 1) * level)
-    return float(errors[min(rank, n) - 1])
-
-
 def error_quantile(sorted_errors: np.ndarray, level: float, side: float) -> float:
     """The conformal quantile of signed errors (sorted, finite, at least one) at ``level``,
     conservative on ``side``'s side of the median (``side``: the nominal level, which decides

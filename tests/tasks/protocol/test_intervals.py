@@ -12,21 +12,11 @@ from tasks.protocol.intervals import (
     conformal_intervals,
     coverage,
     error_quantile,
-    half_width,
     hour_of_day_scales,
     pinball_loss,
     quantile_name,
     share_below,
 )
-
-
-def test_half_width_is_the_conformal_rank_of_the_absolute_errors():
-    errors = np.arange(1.0, 41.0) * np.where(np.arange(40) % 2, -1.0, 1.0)  # |e| = 1 ... 40
-    # n = 40: rank ceil(41 * 0.8) = 33 and ceil(41 * 0.95) = 39
-    assert half_width(errors, 0.80) == 33.0
-    assert half_width(errors, 0.95) == 39.0
-    assert half_width(errors[:10], 0.80) is None  # too few to rank
-    assert half_width(np.r_[errors, np.nan], 0.80) == 33.0  # missing errors are left out
 
 
 def test_a_quantile_is_the_conformal_rank_of_the_signed_errors_rounded_away_from_the_median():
