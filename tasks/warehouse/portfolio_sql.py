@@ -9,17 +9,22 @@ publication :data:`HELD` (never to be bid) is summed nowhere.
 
 **Quantiles and intervals: split conformal prediction on summed residuals.** Summing the
 buildings' bands assumes their errors move together in every hour and is far too wide; treating
-them as independent is too narrow. Instead each past hour's signed errors (actual minus
-forecast) are first *summed over the portfolio's buildings* (an hour in which they err together
-gives a large sum, one in which they cancel a small one), so the sums carry the correlation
-between buildings, and the portfolio's quantiles are the split-conformal quantiles of those
-sums (as each building's own are of its errors, :mod:`~tasks.protocol.intervals`): for a level
-tau the total plus the k-th smallest of the n summed errors, k = ceil((n + 1) tau) above the
-median and floor((n + 1) tau) below it (Vovk, Gammerman and Shafer, *Algorithmic Learning in a
-Random World*, 2005; Lei et al., *Distribution-free predictive inference for regression*, JASA
-2018), never crossing, each on its side of the total; the 80 % and 95 % intervals are the
-10/90 % and 2.5/97.5 % pairs. A portfolio's quantiles are those of its total, never sums of its
-buildings' quantiles. The past hours of a target week W are
+them as independent is too narrow. Instead each past hour's errors (actual minus forecast) are
+first *summed over the portfolio's buildings* (an hour in which they err together gives a large
+sum, one in which they cancel a small one), so the sums carry the correlation between
+buildings, and the portfolio's quantiles come from those sums (as each building's own do from
+its errors, :mod:`~tasks.protocol.intervals`): the quantile at level tau is the total plus or
+minus the ceil((n + 1)|2 tau - 1|)-th smallest of the n absolute summed errors, the median the
+total itself (Vovk, Gammerman and Shafer, *Algorithmic Learning in a Random World*, 2005; Lei et
+al., *Distribution-free predictive inference for regression*, JASA 2018), so the 80 % and 95 %
+intervals (the 10/90 and 2.5/97.5 % pairs) are the central conformal intervals. Symmetric, not
+ranked one tail at a time as a building's are: a portfolio's first weeks are calibrated on one
+validation week, whose sum's lean to one side the next week need not share (ranked by tail,
+their 80 % band held 72-75 % of the hours of 24 weeks of real buildings each calibrated as a
+first week, their 95 % band 87-90 %: tests/tasks/test_portfolio_calibration.py). A portfolio's
+quantiles are those of its total, never sums of its buildings' quantiles.
+
+The past hours of a target week W are
 
 * its *validation week*: the errors of each building's published model on the week before W,
   forecast from the weeks before that (``validation_errors``), known as soon as W is forecast,
@@ -213,11 +218,11 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
     first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
     buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
     offsets = ",\n".join(
-        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN {_error_quantile(level)} END
+        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN {_half_width(level)} END
                 AS e_{quantile_suffix(level)}""" for level in QUANTILES)
     quantiles = ",\n".join(  # (greatest() skips a NULL: a quantile that is not there stays NULL)
-        f"""CASE WHEN w.e_{quantile_suffix(level)} IS NOT NULL THEN greatest({
-                _on_its_side(f"h.y_hat + w.e_{quantile_suffix(level)}", level)}, 0.0) END
+        f"""CASE WHEN w.e_{quantile_suffix(level)} IS NOT NULL THEN greatest(h.y_hat {
+                '-' if level < 0.5 else '+'} w.e_{quantile_suffix(level)}, 0.0) END
                 AS {quantile_name(level)}""" for level in QUANTILES)
     bands = ", ".join(f"{quantile_name(low)} AS y_lo_{_pct(band)}, "
                       f"{quantile_name(high)} AS y_hi_{_pct(band)}"
@@ -261,7 +266,7 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         ),
         calibration AS (
             SELECT c.portfolio_id, c.target_week, c.issued_week,
-                   c.error * t.weight / c.weight AS error
+                   abs(c.error * t.weight / c.weight) AS error
             FROM (SELECT * FROM validation UNION ALL SELECT * FROM record) c
             JOIN total t USING (portfolio_id, target_week)
             WHERE c.weight >= {MIN_PRESENT_SHARE} * t.weight AND t.weight > 0
@@ -296,22 +301,16 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         FROM distribution"""
 
 
-def _error_quantile(level: float) -> str:
-    """SQL: the conformal quantile at ``level`` of a group's ranked signed errors (``error``,
-    ``rank``, ``n``), as :func:`~tasks.protocol.intervals.error_quantile` ranks them: rounded up
-    above the median, down below it, the median itself the errors'."""
-    if level == 0.5:
-        return "median(error)"
-    rounding = "ceil" if level > 0.5 else "floor"
-    return (f"min(error) FILTER (WHERE rank = least(greatest(CAST({rounding}((n + 1) * "
-            f"{level!r}) AS BIGINT), 1), n))")
-
-
-def _on_its_side(value: str, level: float) -> str:
-    """SQL: a quantile ``value`` kept on its level's side of the forecast ``h.y_hat``."""
-    if level == 0.5:
-        return value
-    return f"{'least' if level < 0.5 else 'greatest'}({value}, h.y_hat)"
+def _half_width(level: float) -> str:
+    """SQL: the distance of the quantile at ``level`` from the total, from a group's ranked
+    absolute errors (``error``, ``rank``, ``n``): the conformal half width of the central
+    interval of level ``|2 level - 1|`` (the ceil((n + 1)|2 level - 1|)-th smallest); 0 for the
+    median."""
+    central = round(abs(2 * level - 1), 12)
+    if central == 0:
+        return "0.0"
+    return (f"min(error) FILTER (WHERE rank = least(CAST(ceil((n + 1) * {central!r}) AS "
+            "BIGINT), n))")
 
 
 def portfolio_timezones_sql(named: bool = True) -> str:

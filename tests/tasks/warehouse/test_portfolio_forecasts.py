@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.protocol.intervals import QUANTILE_COLUMNS, QUANTILES, conformal_intervals, quantile_name
+from tasks.protocol.intervals import QUANTILE_COLUMNS, QUANTILES, quantile_name
 from tasks.warehouse.connection import connect
 from tasks.warehouse.portfolio_sql import (
     MIN_PRESENT_SHARE,
@@ -70,8 +70,7 @@ def _write(path, *, buildings, portfolios, published, readings, validation):
 
 
 def _reference(buildings, portfolios, published, readings, validation) -> pd.DataFrame:
-    """What the docs say, in plain Python: one row per (portfolio, week, hour); the quantiles
-    of the summed errors by the buildings' own Python (:mod:`tasks.protocol.intervals`)."""
+    """What the docs say, in plain Python: one row per (portfolio, week, hour)."""
     members = {"all": list(buildings), **portfolios}
     out = []
     for p, mem in members.items():
@@ -100,11 +99,18 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                     s[1] += weight[b]
             for error, present, source in by_source.values():
                 if present >= MIN_PRESENT_SHARE * total:
-                    samples.append(error * total / present)
+                    samples.append(abs(error * total / present))
                     if source is not None:
                         record_weeks.add(source)
-            totals = np.sum([published[b, week] for b in summed], axis=0)
-            distribution = conformal_intervals(totals, np.array(samples), floor=0.0)
+            ranked = np.sort(samples)
+
+            def half(level, ranked=ranked):  # the central interval's conformal half width
+                central = abs(2 * level - 1)
+                if len(ranked) < 24:
+                    return None
+                return 0.0 if central == 0 else float(
+                    ranked[min(math.ceil((len(ranked) + 1) * round(central, 12)), len(ranked)) - 1])
+
             for h, t in enumerate(_week_hours(week)):
                 y = sum(published[b, week][h] for b in summed)
                 actual = ([readings.get(b, {}).get(t) for b in summed])
@@ -113,12 +119,11 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                        "actual_kwh": None if None in actual else sum(actual),
                        "n_calibration_hours": len(samples), "n_record_weeks": len(record_weeks)}
                 for level in QUANTILES:
-                    q = distribution.quantiles.get(level)
-                    row[quantile_name(level)] = None if q is None else float(q[h])
-                for band in (0.8, 0.95):
-                    bounds = distribution.bounds(band)
-                    row[f"y_lo_{round(100 * band)}"] = None if bounds is None else bounds[0][h]
-                    row[f"y_hi_{round(100 * band)}"] = None if bounds is None else bounds[1][h]
+                    width = half(level)
+                    row[quantile_name(level)] = (None if width is None else
+                                                 max(y + (width if level > 0.5 else -width), 0.0))
+                for band, (low, high) in ((80, ("y_q10", "y_q90")), (95, ("y_q2_5", "y_q97_5"))):
+                    row[f"y_lo_{band}"], row[f"y_hi_{band}"] = row[low], row[high]
                 out.append(row)
     return pd.DataFrame(out)
 
@@ -233,11 +238,10 @@ def test_errors_that_cancel_give_a_band_of_no_width(tmp_path):
 
 def test_errors_that_move_together_give_the_sum_of_the_bands(tmp_path):
     row = _paired(tmp_path, 1.0)
-    one = np.sort(np.linspace(-3.0, 3.0, HOURS))  # a building's own signed errors
-    rank = math.ceil((HOURS + 1) * 0.975)  # the 165th smallest of 168
+    one = np.sort(np.abs(np.linspace(-3.0, 3.0, HOURS)))  # a building's own absolute errors
+    rank = math.ceil((HOURS + 1) * 0.95)  # the 161st smallest of 168
     assert row["y_hi_95"] - row["y_hat"] == pytest.approx(2 * one[rank - 1])
-    rank = math.floor((HOURS + 1) * 0.025)  # the 4th smallest
-    assert row["y_lo_95"] - row["y_hat"] == pytest.approx(2 * one[rank - 1])
+    assert row["y_hat"] - row["y_lo_95"] == pytest.approx(2 * one[rank - 1])
 
 
 def test_published_hours_are_read_from_the_publications_own_vintage(random_fleet, tmp_path):
