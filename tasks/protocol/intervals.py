@@ -8,7 +8,9 @@ the two weeks' errors an upper level then holds at least tau of the target week'
 below it and a lower level at most tau, so the band between two of them (the 80 % band: the 10
 and 90 % quantiles; the 95 % band: 2.5 and 97.5 %) covers at least its level on average. Errors
 need not be symmetric: a building whose load overshoots more than it falls short gets a longer
-upper tail.
+upper tail. The protocol pools the validation week's errors with the model's own errors of its
+last scored weeks and ranks them relative to their hour of the day's typical size
+(:func:`~tasks.protocol.forecasting._quantiles`, :data:`QuantileScale`).
 
 The quantiles never cross, by construction: the levels actually used (adapted to what each level
 held in earlier weeks, :mod:`~tasks.protocol.track_record`) are made non-decreasing first, and
