@@ -422,16 +422,26 @@ def load_recent_forecasts(
         """, params=[start, end, ids, *_id_range(ids)]).to_arrow_table()
     if table.num_rows == 0:
         return {}
-    keys = table.select(["building_id", "target_week", "model"]).to_pandas()
+    # the rows' keys as integer codes (no Python object per row: a fleet's run reads millions)
+    encoded = {c: pc.dictionary_encode(table.column(c)).combine_chunks()
+               for c in ("building_id", "model")}
+    codes = [encoded[c].indices.to_numpy() for c in encoded]
+    days = table.column("target_week").cast(pa.int32()).to_numpy()
+    changed = np.zeros(table.num_rows, dtype=bool)
+    changed[0] = True
+    for key in (*codes, days):
+        changed[1:] |= key[1:] != key[:-1]
+    starts = np.flatnonzero(changed)
+    ends = np.r_[starts[1:], table.num_rows]
+    names = {c: encoded[c].dictionary.to_pylist() for c in encoded}
     hours = table.column("hour").to_numpy()
     y_hat = table.column("y_hat").to_numpy().astype(np.float32)
-    starts = np.flatnonzero(np.r_[True, (keys.iloc[1:].to_numpy() != keys.iloc[:-1].to_numpy())
-                                  .any(axis=1)])
-    ends = np.r_[starts[1:], len(keys)]
     recent: dict[str, dict[tuple[date, str], tuple[np.ndarray, np.ndarray]]] = defaultdict(dict)
+    epoch = date(1970, 1, 1)
     for lo, hi in zip(starts, ends, strict=True):
-        building_id, week, model = keys.iloc[lo]
-        recent[building_id][(week, model)] = (hours[lo:hi], y_hat[lo:hi])
+        building_id = names["building_id"][codes[0][lo]]
+        week = epoch + timedelta(days=int(days[lo]))
+        recent[building_id][(week, names["model"][codes[1][lo]])] = (hours[lo:hi], y_hat[lo:hi])
     return dict(recent)
 
 
