@@ -110,12 +110,6 @@ class Intervals:
         whose series share it."""
         return self.minutes if self.by_code is None or codes is None else self.by_code[codes]
 
-    def of_series(self, names: list[str]) -> dict[str, int]:
-        """Each series' interval by name (``names``: indexed by code)."""
-        if self.by_code is None:
-            return {str(name): self.minutes for name in names}
-        return {str(name): int(self.by_code[k]) for k, name in enumerate(names)}
-
 
 def infer_intervals(source: SourceRows, ts: pd.Series,
                     series: pd.Series | np.ndarray | None) -> Intervals:
