@@ -409,9 +409,20 @@ class ForecastConfig(BaseModel):
         "(as they are: the same offsets from the forecast in every hour) or hour_of_day (each "
         "relative to its hour of the day's typical error, scaled back by the target hour's).")
     quantile_record_weeks: int = Field(
-        8, ge=0, le=52,
+        16, ge=0, le=52,
         description="Scored weeks of a model's own hourly errors pooled with its validation "
         "week's to calibrate its quantiles (0: the validation week alone).")
+    quantile_halflife_weeks: float | None = Field(
+        8.0, gt=0,
+        description="The age in weeks at which a calibration error weighs half as much as one "
+        "of the week just before the target (weighted conformal quantiles: recent weeks count "
+        "more, so a changed building's quantiles follow it; None: every pooled error weighs "
+        "the same).")
+    quantile_adaptation_gain: float = Field(
+        0.0, ge=0, le=1,
+        description="How much of what a quantile level missed in its last scored weeks shifts "
+        "the level used this week (1: all of it, adaptive conformal inference; 0: none; a "
+        "week's shares of hours are noisy, and a shifted level costs pinball loss).")
     ensemble_power: float = Field(
         4.0, gt=0, description="The power of the inverse-error weights (higher: the members "
         "with the better record weigh more).")

@@ -47,7 +47,7 @@ from tasks.protocol.features import (
     build_features,
 )
 from tasks.protocol.fitting import RELAXATION_OF, Fitter, WindowPart, base_name
-from tasks.protocol.intervals import Intervals, conformal_intervals
+from tasks.protocol.intervals import Intervals, age_weights, conformal_intervals
 from tasks.protocol.models import MODELS
 from tasks.protocol.publication import (
     Candidate,
@@ -209,19 +209,23 @@ def _issued_errors(issued: IssuedForecast | None, params: Mapping[str, Any],
 def _quantiles(name: str, y_hat: np.ndarray, errors: np.ndarray, errors_ts: Any,
                target_ts: Any, record: TrackRecord | None, config: ForecastConfig,
                floor: float = 0.0) -> Intervals:
-    """A model's quantiles of the target week: split-conformal from its validation week's
-    ``errors`` (at the UTC hours ``errors_ts``) pooled with its errors in its last
-    ``config.quantile_record_weeks`` scored weeks (a week's sample misses the tails of the next:
-    pooled, each level holds its share within a point on the development year), each level
-    adapted to what it held (:mod:`~tasks.protocol.intervals`)."""
+    """A model's quantiles of the target week: weighted split-conformal from its validation
+    week's ``errors`` (at the UTC hours ``errors_ts``) pooled with its errors in its last
+    ``config.quantile_record_weeks`` scored weeks (a week's sample misses the tails of the next),
+    an error weighing less the older it is (``config.quantile_halflife_weeks``: a changed
+    building's quantiles follow it) and each level shifted by ``config.quantile_adaptation_gain``
+    of what it missed (:mod:`~tasks.protocol.intervals`)."""
     hours, past = recent_errors(name, record, config.quantile_record_weeks)
     calibration = np.concatenate([np.asarray(errors, dtype=float), past])
     calibration_ts = pd.DatetimeIndex(errors_ts).append(pd.DatetimeIndex(
         pd.to_datetime(hours, unit="us", utc=True)))
-    return conformal_intervals(y_hat, calibration, levels=adapted_levels(name, record),
-                               floor=floor, scale=config.quantile_scale,
-                               calibration_ts=calibration_ts,
-                               target_ts=pd.DatetimeIndex(target_ts))
+    target_ts = pd.DatetimeIndex(target_ts)
+    weights = (age_weights(calibration_ts, target_ts.min(), config.quantile_halflife_weeks)
+               if len(target_ts) else None)
+    return conformal_intervals(
+        y_hat, calibration, floor=floor, scale=config.quantile_scale,
+        levels=adapted_levels(name, record, gain=config.quantile_adaptation_gain),
+        calibration_ts=calibration_ts, target_ts=target_ts, weights=weights)
 
 
 def _persistence_outcome(name: str, window: Window, record: TrackRecord | None,

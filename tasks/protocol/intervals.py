@@ -9,11 +9,13 @@ below it and a lower level at most tau, so the band between two of them (the 80 
 and 90 % quantiles; the 95 % band: 2.5 and 97.5 %) covers at least its level on average. Errors
 need not be symmetric: a building whose load overshoots more than it falls short gets a longer
 upper tail. The protocol pools the validation week's errors with the model's own errors of its
-last scored weeks and ranks them relative to their hour of the day's typical size
-(:func:`~tasks.protocol.forecasting._quantiles`, :data:`QuantileScale`).
+last scored weeks, weighs each by its age (weighted conformal prediction, Barber et al. 2023:
+:func:`age_weights`, :func:`error_quantile`) and ranks them relative to their hour of the day's
+typical size (:func:`~tasks.protocol.forecasting._quantiles`, :data:`QuantileScale`).
 
-The quantiles never cross, by construction: the levels actually used (adapted to what each level
-held in earlier weeks, :mod:`~tasks.protocol.track_record`) are made non-decreasing first, and
+The quantiles never cross, by construction: the levels actually used (where a run adapts them to
+what each level held in earlier weeks, :mod:`~tasks.protocol.track_record`) are made
+non-decreasing first, and
 the order statistics of one sample are then non-decreasing too; a level below the median is
 never above the forecast and one above it never below (a monotone clip), and none is below the
 physical floor (no negative energy). So in every hour the 95 % lower bound <= the 80 % lower
@@ -73,15 +75,55 @@ QUANTILE_COLUMNS: tuple[str, ...] = tuple(quantile_name(level) for level in QUAN
 """The warehouse's quantile columns, lowest level first."""
 
 
-def error_quantile(sorted_errors: np.ndarray, level: float, side: float) -> float:
+def error_quantile(sorted_errors: np.ndarray, level: float, side: float,
+                   weights: np.ndarray | None = None) -> float:
     """The conformal quantile of signed errors (sorted, finite, at least one) at ``level``,
     conservative on ``side``'s side of the median (``side``: the nominal level, which decides
-    whether the rank is rounded up or down; module docstring)."""
+    whether the rank is rounded up or down; module docstring).
+
+    With ``weights`` (one per error, in the errors' order, positive; the target hour weighs 1)
+    it is the weighted conformal quantile (Barber et al. 2023): above the median the smallest
+    error whose cumulative weight reaches ``level`` of the total plus the target's, below it
+    the mirror image; equal weights of 1 give the ranks above."""
     n = sorted_errors.size
-    if side == 0.5:
-        return float(np.median(sorted_errors))
-    rank = math.ceil((n + 1) * level) if side > 0.5 else math.floor((n + 1) * level)
-    return float(sorted_errors[min(max(rank, 1), n) - 1])
+    if weights is None:
+        if side == 0.5:
+            return float(np.median(sorted_errors))
+        rank = math.ceil((n + 1) * level) if side > 0.5 else math.floor((n + 1) * level)
+        return float(sorted_errors[min(max(rank, 1), n) - 1])
+    weights = np.asarray(weights, dtype=float)
+    if side == 0.5:  # the weighted median (between two errors that split the weight evenly)
+        cumulative = np.cumsum(weights)
+        half = cumulative[-1] / 2
+        index = min(int(np.searchsorted(cumulative, half - _RANK_TOLERANCE)), n - 1)
+        if abs(cumulative[index] - half) <= _RANK_TOLERANCE and index + 1 < n:
+            return float((sorted_errors[index] + sorted_errors[index + 1]) / 2)
+        return float(sorted_errors[index])
+    total = float(weights.sum()) + 1.0
+    if side > 0.5:
+        cumulative = np.cumsum(weights)
+        index = int(np.searchsorted(cumulative, level * total - _RANK_TOLERANCE))
+        return float(sorted_errors[min(index, n - 1)])
+    from_top = np.cumsum(weights[::-1])
+    index = int(np.searchsorted(from_top, (1.0 - level) * total - _RANK_TOLERANCE))
+    return float(sorted_errors[max(n - 1 - index, 0)])
+
+
+_RANK_TOLERANCE = 1e-9
+"""Cumulative weights equal to a level's share up to rounding reach it (equal weights of 1
+then give exactly the unweighted ranks)."""
+
+
+def age_weights(calibration_ts: pd.DatetimeIndex, target_start: pd.Timestamp,
+                halflife_weeks: float | None) -> np.ndarray | None:
+    """Each calibration error's weight by its age: an error of the week just before the target
+    week (the validation week, the latest scored week) weighs 1, one a week older
+    ``0.5 ** (1 / halflife_weeks)``, and so on (the target hour itself weighs 1). ``None``
+    (equal weights) without a half-life."""
+    if not halflife_weeks:
+        return None
+    age = np.ceil((target_start - pd.DatetimeIndex(calibration_ts)) / pd.Timedelta(weeks=1))
+    return 0.5 ** (np.maximum(np.asarray(age, dtype=float) - 1.0, 0.0) / halflife_weeks)
 
 
 @dataclass(frozen=True)
@@ -133,7 +175,7 @@ def conformal_intervals(
     y_hat: np.ndarray, calibration_errors: np.ndarray, *,
     levels: Iterable[float] | Mapping[float, float] = QUANTILES, floor: float = 0.0,
     scale: QuantileScale = "constant", calibration_ts: pd.DatetimeIndex | None = None,
-    target_ts: pd.DatetimeIndex | None = None,
+    target_ts: pd.DatetimeIndex | None = None, weights: np.ndarray | None = None,
 ) -> Intervals:
     """The quantiles of the forecast ``y_hat`` at each level (``calibration_errors``: actual
     minus forecast in the validation week), clipped below at ``floor``, non-crossing and each
@@ -144,7 +186,9 @@ def conformal_intervals(
     in earlier weeks); everything is keyed by the nominal level. With fewer than
     :data:`MIN_CALIBRATION` finite errors there is none. ``scale`` ``hour_of_day`` (with the
     errors' UTC hours ``calibration_ts`` and the forecast's ``target_ts``) ranks the errors
-    relative to their hour of the day's typical size (:data:`QuantileScale`).
+    relative to their hour of the day's typical size (:data:`QuantileScale`). ``weights`` (one
+    per calibration error, :func:`age_weights`) makes the quantiles weighted conformal ones
+    (:func:`error_quantile`).
     """
     y_hat = np.asarray(y_hat, dtype=float)
     used = levels if isinstance(levels, Mapping) else {level: level for level in levels}
@@ -154,12 +198,16 @@ def conformal_intervals(
         own, size = hour_of_day_scales(errors, pd.DatetimeIndex(calibration_ts),
                                        pd.DatetimeIndex(target_ts))
         errors = errors / own
-    errors = np.sort(errors[np.isfinite(errors)])
+    finite = np.isfinite(errors)
+    order = np.argsort(errors[finite], kind="stable")
+    errors = errors[finite][order]
+    if weights is not None:
+        weights = np.asarray(weights, dtype=float)[finite][order]
     out = Intervals()
     if errors.size < MIN_CALIBRATION:
         return out
     for level, quantile in nested_quantiles(used).items():
-        value = y_hat + size * error_quantile(errors, quantile, level)
+        value = y_hat + size * error_quantile(errors, quantile, level, weights)
         if level < 0.5:
             value = np.fmin(value, y_hat)
         elif level > 0.5:

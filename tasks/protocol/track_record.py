@@ -1,12 +1,13 @@
 """A building's recent record: how each model did in the target weeks before this one.
 
 Known when a week's forecast is issued (those weeks are over), it serves twice: the
-publication step weighs each model's recent MAE against seasonal naive's, and each model's
-quantiles adapt their level to what they held (adaptive conformal inference, after Gibbs and
-Candes 2021): a model whose 90 % quantile had only 84 % of the hours at or below it in its last
-weeks uses the 96 % quantile of its validation errors this week, and one whose 10 % quantile
-held 16 % uses the 4 %, so each level's calibration tracks its nominal level when the weeks are
-not exchangeable. A week scored before quantiles were (only its intervals' coverage is known)
+publication step weighs each model's recent MAE against seasonal naive's, its hourly errors
+calibrate the model's quantiles (:func:`recent_errors`), and where a run asks for it
+(``quantile_adaptation_gain``) each quantile adapts its level to what it held (adaptive
+conformal inference, after Gibbs and Candes 2021): at a gain of 1 a model whose 90 % quantile
+had only 84 % of the hours at or below it in its last weeks uses the 96 % quantile of its
+calibration errors this week, and one whose 10 % quantile held 16 % uses the 4 %. A week scored
+before quantiles were (only its intervals' coverage is known)
 counts for the levels that bound an interval, its missed coverage split evenly between the
 two tails.
 """
@@ -85,17 +86,17 @@ def track_ratio(model: str, record: TrackRecord,
 
 
 def adapted_levels(model: str, record: TrackRecord | None,
-                   levels: Iterable[float] = QUANTILES) -> dict[float, float]:
-    """Per nominal quantile level, the level to use this week: the nominal one plus what
-    ``model``'s quantile fell short of holding in its recent weeks (minus what it held too
-    many), kept on its side of the median and never below a lower level's (each level adapts
-    on its own record, so after a step a lower level can have risen past a higher one:
+                   levels: Iterable[float] = QUANTILES, gain: float = 1.0) -> dict[float, float]:
+    """Per nominal quantile level, the level to use this week: the nominal one plus ``gain``
+    times what ``model``'s quantile fell short of holding in its recent weeks (minus what it
+    held too many), kept on its side of the median and never below a lower level's (each level
+    adapts on its own record, so after a step a lower level can have risen past a higher one:
     :func:`~tasks.protocol.intervals.nested_quantiles`)."""
     adapted = {}
     for level in levels:
         seen = [held for scores in _recent(record or {}) if model in scores
-                for held in [scores[model].held(level)] if held is not None]
-        shift = level - float(np.mean(seen)) if len(seen) >= MIN_RECORD_WEEKS else 0.0
+                for held in [scores[model].held(level)] if held is not None] if gain else []
+        shift = gain * (level - float(np.mean(seen))) if len(seen) >= MIN_RECORD_WEEKS else 0.0
         low, high = LEVEL_RANGE
         if level < 0.5:
             high = 0.5

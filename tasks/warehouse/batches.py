@@ -64,7 +64,8 @@ def load_jobs(
         stored = load_stored_params(con, ids, config.models, weeks[0]) if reuse else {}
         issued = (load_issued_forecasts(con, ids, weeks[0] - timedelta(weeks=1), config)
                   if reuse else {})
-        record = load_track_record(con, ids, weeks[0], max(RECORD_WEEKS, config.record_weeks))
+        record = load_track_record(con, ids, weeks[0], max(
+            RECORD_WEEKS, config.record_weeks, config.quantile_record_weeks))
         recent = load_recent_forecasts(
             con, ids, weeks[0] - timedelta(weeks=config.quantile_record_weeks), weeks[0])
         history = (load_issued_history(con, ids, config.base_models,

@@ -9,6 +9,7 @@ import pytest
 
 from tasks.protocol.intervals import (
     QUANTILES,
+    age_weights,
     conformal_intervals,
     coverage,
     error_quantile,
@@ -36,6 +37,58 @@ def test_a_quantile_is_the_conformal_rank_of_the_signed_errors_rounded_away_from
     assert [float(b[0]) for b in out.bounds(0.80)] == [83.0, 116.0]
     assert [float(b[0]) for b in out.bounds(0.95)] == [80.0, 119.0]
     assert conformal_intervals(np.array([1.0]), errors[:20]).quantiles == {}  # too few
+
+
+def test_weighted_conformal_quantiles_by_hand_and_equal_weights_are_the_plain_ranks():
+    """Errors 1, 2, 3, 4 weighing 0.5, 0.5, 1, 1 (total 3, with the target hour's 1: 4): the 75 %
+    level is the first error whose cumulative weight reaches 3 (4), the 40 % level the mirror
+    image (from the top 1, 2, 2.5, 3 reaches 0.6 x 4 = 2.4 at the third from the top: 2), the
+    median the first to reach half of 3 (3)."""
+    errors, weights = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, 0.5, 1.0, 1.0])
+    assert error_quantile(errors, 0.75, 0.75, weights) == 4.0
+    assert error_quantile(errors, 0.60, 0.60, weights) == 4.0  # cumulative 2 < 2.4 <= 3
+    assert error_quantile(errors, 0.40, 0.40, weights) == 2.0
+    assert error_quantile(errors, 0.25, 0.25, weights) == 1.0
+    assert error_quantile(errors, 0.50, 0.50, weights) == 3.0
+    assert error_quantile(errors, 0.50, 0.50, np.ones(4)) == 2.5  # evenly split: between
+    rng = np.random.default_rng(5)
+    for n in (24, 25, 40, 167, 1000):
+        sample = np.sort(rng.normal(size=n))
+        for level in QUANTILES:
+            assert error_quantile(sample, level, level, np.ones(n)) == error_quantile(
+                sample, level, level), (n, level)
+
+
+def test_age_weights_halve_every_half_life_from_the_week_before_the_target():
+    target = pd.Timestamp("2024-03-04", tz="UTC")
+    ts = pd.DatetimeIndex([target - pd.Timedelta(hours=1), target - pd.Timedelta(days=6),
+                           target - pd.Timedelta(weeks=8, hours=1),
+                           target - pd.Timedelta(weeks=16, hours=1)])
+    assert age_weights(ts, target, 8.0).tolist() == [1.0, 1.0, 0.5, 0.25]
+    assert age_weights(ts, target, None) is None
+
+
+def test_recent_weeks_weighted_more_follow_errors_that_grow():
+    """Errors whose spread grows week by week (1 sixteen weeks back, 3 in the week before):
+    the target week's (spread 3) 90 % quantile holds far fewer than 90 % of its hours when the
+    16 weeks weigh the same, nearer 90 % when an error's weight halves every 4 weeks of age
+    (200 draws, seeded)."""
+    rng = np.random.default_rng(17)
+    target = pd.Timestamp("2024-03-04", tz="UTC")
+    ts = pd.date_range(target - pd.Timedelta(weeks=16), target, freq="h", inclusive="left")
+    age = np.ceil((target - ts) / pd.Timedelta(weeks=1)).to_numpy()
+    spread = 1.0 + 2.0 * (16 - age) / 15
+    held = {"equal": [], "weighted": []}
+    for _ in range(200):
+        calibration = spread * rng.normal(size=ts.size)
+        actual = 3.0 * rng.normal(size=168)
+        for name, weights in (("equal", None), ("weighted", age_weights(ts, target, 4.0))):
+            out = conformal_intervals(np.zeros(168), calibration, floor=-np.inf,
+                                      weights=weights)
+            held[name].append(share_below(actual, out.quantiles[0.9]))
+    assert np.mean(held["equal"]) < 0.82
+    assert np.mean(held["weighted"]) > np.mean(held["equal"]) + 0.03
+    assert np.mean(held["weighted"]) == pytest.approx(0.9, abs=0.05)
 
 
 def test_quantiles_never_go_below_the_floor_nor_cross_the_forecast():

@@ -14,7 +14,7 @@ import pytest
 from tasks.protocol.batch import _with_errors
 from tasks.protocol.config import ForecastConfig
 from tasks.protocol.forecasting import _quantiles, epoch_us
-from tasks.protocol.intervals import conformal_intervals
+from tasks.protocol.intervals import age_weights, conformal_intervals
 from tasks.protocol.scoring import score_forecast
 from tasks.protocol.track_record import WeekScore, recent_errors, week_scores
 
@@ -78,7 +78,7 @@ def test_pooled_errors_widen_quantiles_a_calm_validation_week_made_too_narrow():
         record[WEEK - timedelta(weeks=k)] = {"gbr": WeekScore(
             1.0, hours=epoch_us(ts), errors=rng.choice([-5.0, 5.0], 168).astype(np.float32))}
     y_hat = np.full(168, 100.0)
-    constant = ForecastConfig(quantile_scale="constant")
+    constant = ForecastConfig(quantile_scale="constant", quantile_halflife_weeks=None)
     alone = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, {},
                        constant)
     pooled = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
@@ -90,7 +90,41 @@ def test_pooled_errors_widen_quantiles_a_calm_validation_week_made_too_narrow():
         [validation.to_numpy(), *[w["gbr"].errors for w in record.values()]]), floor=0.0)
     # (the record also moved no level: its weeks carry no shares)
     np.testing.assert_array_equal(pooled.quantiles[0.9], by_hand.quantiles[0.9])
-    none = ForecastConfig(quantile_scale="constant", quantile_record_weeks=0)
+    none = ForecastConfig(quantile_scale="constant", quantile_record_weeks=0,
+                          quantile_halflife_weeks=None)
     np.testing.assert_array_equal(
         _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
                    none).quantiles[0.9], alone.quantiles[0.9])
+
+
+def test_the_protocol_weighs_an_error_by_its_age_and_pools_its_configured_weeks():
+    """A record of 16 weeks, errors of spread 6 until 12 weeks back and of spread 1 since: with
+    the default half-life the recent calm weighs more and the 90 % quantile is narrower than
+    with every error weighing the same, and it equals the weighted conformal quantile of the
+    pooled sample by hand (age weights); a 4-week record sees only the calm."""
+    rng = np.random.default_rng(8)
+    validation = pd.Series(rng.normal(0.0, 1.0, 168), index=HOURS - pd.Timedelta(weeks=1))
+    record = {}
+    for k in range(1, 17):
+        ts = HOURS - pd.Timedelta(weeks=k)
+        record[WEEK - timedelta(weeks=k)] = {"gbr": WeekScore(1.0, hours=epoch_us(ts), errors=(
+            rng.normal(0.0, 6.0 if k > 12 else 1.0, 168)).astype(np.float32))}
+    y_hat = np.full(168, 100.0)
+    config = ForecastConfig(quantile_scale="constant")
+    assert config.quantile_record_weeks == 16 and config.quantile_halflife_weeks == 8.0
+    weighted = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
+                          config)
+    equal = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
+                       config.model_copy(update={"quantile_halflife_weeks": None}))
+    assert weighted.quantiles[0.975][0] < equal.quantiles[0.975][0]
+    pooled_ts = validation.index.append(pd.DatetimeIndex(np.concatenate(
+        [HOURS - pd.Timedelta(weeks=k) for k in range(16, 0, -1)])))
+    pooled = np.concatenate([validation.to_numpy(), *[record[WEEK - timedelta(weeks=k)][
+        "gbr"].errors for k in range(16, 0, -1)]])
+    by_hand = conformal_intervals(y_hat, pooled, floor=0.0,
+                                  weights=age_weights(pooled_ts, HOURS[0], 8.0))
+    for level in (0.025, 0.5, 0.975):
+        np.testing.assert_allclose(weighted.quantiles[level], by_hand.quantiles[level])
+    calm = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
+                      config.model_copy(update={"quantile_record_weeks": 4}))
+    assert calm.quantiles[0.975][0] < weighted.quantiles[0.975][0]
