@@ -90,7 +90,9 @@ def fabricate_results(warehouse: Path, weeks: list[date]) -> None:
                 WHERE r.ts >= ?::DATE - 7 AND r.ts < ?::DATE AND r.kwh IS NOT NULL""",
                         [week, week, week, week])
         con.execute("""
-            INSERT INTO scores
+            INSERT INTO scores (building_id, model, target_week, mae, rmse, mean_actual,
+                                n_hours, n_violations, n_train_violations, run_id,
+                                coverage_80, coverage_95, width_80, width_95)
             SELECT f.building_id, f.model, f.target_week, avg(abs(f.y_hat - r.kwh)),
                    sqrt(avg((f.y_hat - r.kwh) ^ 2)), avg(r.kwh), count(r.kwh), 0, 0, 'bench',
                    0.8, 0.95, avg(f.y_hi_80 - f.y_lo_80), avg(f.y_hi_95 - f.y_lo_95)

@@ -184,11 +184,15 @@ def _with_errors(record: dict[date, dict[str, WeekScore]],
     """The loaded track record with each week's hourly errors (``load``, by epoch microsecond,
     minus the stored forecast of it, over the hours with a reading)."""
     out = {week: dict(scores) for week, scores in record.items()}
+    week_actual: dict[date, tuple[np.ndarray, np.ndarray]] = {}  # the models share their hours
     for (week, model), (hours, y_hat) in forecasts.items():
         score = out.get(week, {}).get(model)
         if score is None:
             continue
-        actual = load.reindex(hours).to_numpy(np.float64)
+        seen = week_actual.get(week)
+        if seen is None or not np.array_equal(seen[0], hours):
+            seen = week_actual[week] = (hours, load.reindex(hours).to_numpy(np.float64))
+        actual = seen[1]
         keep = np.isfinite(actual) & np.isfinite(y_hat)
         out[week][model] = replace(score, hours=hours[keep],
                                    errors=(actual[keep] - y_hat[keep]).astype(np.float32))

@@ -12,17 +12,27 @@ buildings' bands assumes their errors move together in every hour and is far too
 them as independent is too narrow. Instead each past hour's errors (actual minus forecast) are
 first *summed over the portfolio's buildings* (an hour in which they err together gives a large
 sum, one in which they cancel a small one), so the sums carry the correlation between
-buildings, and the portfolio's quantiles come from those sums (as each building's own do from
-its errors, :mod:`~tasks.protocol.intervals`): the quantile at level tau is the total plus or
-minus the ceil((n + 1)|2 tau - 1|)-th smallest of the n absolute summed errors, the median the
-total itself (Vovk, Gammerman and Shafer, *Algorithmic Learning in a Random World*, 2005; Lei et
-al., *Distribution-free predictive inference for regression*, JASA 2018), so the 80 % and 95 %
-intervals (the 10/90 and 2.5/97.5 % pairs) are the central conformal intervals. Symmetric, not
-ranked one tail at a time as a building's are: a portfolio's first weeks are calibrated on one
-validation week, whose sum's lean to one side the next week need not share (ranked by tail,
-their 80 % band held 72-75 % of the hours of 24 weeks of real buildings each calibrated as a
-first week, their 95 % band 87-90 %: tests/tasks/test_portfolio_calibration.py). A portfolio's
-quantiles are those of its total, never sums of its buildings' quantiles.
+buildings, and the portfolio's quantiles come from those sums as each building's own do from
+its errors (:mod:`~tasks.protocol.intervals`): weighted conformal quantiles of the summed
+errors, each weighing the less the older it is (:data:`HALFLIFE_WEEKS`; Barber et al.,
+*Conformal prediction beyond exchangeability*, 2023): above the median the total plus the
+smallest summed error whose cumulative weight reaches tau of the total weight plus the target
+hour's (1), below it the mirror image, the median between the two errors that split the weight
+evenly (with equal weights: the ceil((n + 1) tau)-th and floor((n + 1) tau)-th smallest of the
+n). A portfolio's *first weeks* (no earlier published week among its errors) are calibrated on
+one validation week, whose sum's lean to one side the next week need not share, so their
+quantiles are symmetric around the total: the central conformal interval of level
+``|2 tau - 1|``, the ceil((n + 1)|2 tau - 1|)-th smallest of the n absolute summed errors, the
+median the total itself (Vovk, Gammerman and Shafer, *Algorithmic Learning in a Random World*,
+2005; Lei et al., JASA 2018). Ranked one tail at a time, first weeks' 80 % bands held 72-75 % of
+the hours of 24 weeks of real buildings and their 95 % bands 87-90 %
+(tests/tasks/test_portfolio_calibration.py); symmetric with a record too, the totals of 10
+buildings and of a third of them held 1.7-2.2 % of the hours of 2018 at or below their 2.5 %
+quantile and 46.9-48.6 % at or below their median, tail by tail 2.8-3.2 % and 48.5-49.7 %
+(docs/benchmarks.md). Every
+quantile below the median is at most the total and every one above it at least the total, none
+below zero, so the 80 % and 95 % intervals (the 10/90 and 2.5/97.5 % pairs) are nested around
+it. A portfolio's quantiles are those of its total, never sums of its buildings' quantiles.
 
 The past hours of a target week W are
 
@@ -30,7 +40,8 @@ The past hours of a target week W are
   forecast from the weeks before that (``validation_errors``), known as soon as W is forecast,
   so a portfolio has intervals from its first week; and
 * its *track record*: the errors of the forecasts actually published for the
-  :data:`RECORD_WEEKS` weeks before W, against the readings stored now.
+  :data:`RECORD_WEEKS` weeks before W, against the readings stored now (an error of the week
+  k weeks before W weighs ``0.5 ** ((k - 1) / HALFLIFE_WEEKS)``, the validation week's 1).
 
 The buildings summed are those with a published forecast of W (others do not enter its total).
 An hour counts when the buildings with an error at that hour carry at least
@@ -74,9 +85,21 @@ HELD = "held"
 of magnitude off the building's history or declared size): left out of every portfolio's sum,
 so the building counts in ``n_buildings_expected`` but not in ``n_buildings``."""
 
-RECORD_WEEKS = 8
-"""Earlier published weeks whose errors calibrate a portfolio's intervals (as many as a
-building's track record, :data:`~tasks.protocol.track_record.RECORD_WEEKS`)."""
+RECORD_WEEKS = 16
+"""Earlier published weeks whose errors calibrate a portfolio's quantiles (as many as a
+building's own, ``ForecastConfig.quantile_record_weeks``)."""
+
+HALFLIFE_WEEKS = 8.0
+"""The age in weeks at which a summed error weighs half as much as one of the week before the
+target week (as a building's, ``ForecastConfig.quantile_halflife_weeks``)."""
+
+MIN_SIGNED_RECORD_WEEKS = 1
+"""A portfolio-week's quantiles are ranked tail by tail (signed) from this many earlier
+published weeks among its errors on; with fewer (a first week) they are symmetric."""
+
+_RANK_TOLERANCE = 1e-9
+"""Cumulative weights equal to a level's share up to rounding reach it (as
+:func:`~tasks.protocol.intervals.error_quantile`)."""
 
 MIN_PRESENT_SHARE = 0.9
 """A past hour calibrates a portfolio's intervals when its buildings with an error at that hour
@@ -218,12 +241,16 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
     first ``?`` placeholder (a list of ids, before the weeks') are computed, from their own
     buildings' rows: two portfolios of 100,000 cost what those two do, not what all do."""
     offsets = ",\n".join(
-        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN {_half_width(level)} END
-                AS e_{quantile_suffix(level)}""" for level in QUANTILES)
+        f"""CASE WHEN any_value(n) >= {MIN_CALIBRATION} THEN
+                CASE WHEN count(DISTINCT issued_week) >= {MIN_SIGNED_RECORD_WEEKS}
+                     THEN {_signed_offset(level)} ELSE {_symmetric_offset(level)} END
+                END AS e_{quantile_suffix(level)}""" for level in QUANTILES)
+    side = {True: "least", False: "greatest"}  # on the total's side of it
     quantiles = ",\n".join(  # (greatest() skips a NULL: a quantile that is not there stays NULL)
-        f"""CASE WHEN w.e_{quantile_suffix(level)} IS NOT NULL THEN greatest(h.y_hat {
-                '-' if level < 0.5 else '+'} w.e_{quantile_suffix(level)}, 0.0) END
-                AS {quantile_name(level)}""" for level in QUANTILES)
+        f"""CASE WHEN w.e_{quantile_suffix(level)} IS NOT NULL THEN greatest({
+                f"h.y_hat + w.e_{quantile_suffix(level)}" if level == 0.5 else
+                f"{side[level < 0.5]}(h.y_hat + w.e_{quantile_suffix(level)}, h.y_hat)"
+                }, 0.0) END AS {quantile_name(level)}""" for level in QUANTILES)
     bands = ", ".join(f"{quantile_name(low)} AS y_lo_{_pct(band)}, "
                       f"{quantile_name(high)} AS y_hi_{_pct(band)}"
                       for band, (low, high) in BANDS.items())
@@ -266,15 +293,24 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         ),
         calibration AS (
             SELECT c.portfolio_id, c.target_week, c.issued_week,
-                   abs(c.error * t.weight / c.weight) AS error
+                   c.error * t.weight / c.weight AS error,
+                   CASE WHEN c.issued_week IS NULL THEN 1.0
+                        ELSE pow(0.5, greatest(date_diff('day', c.issued_week, c.target_week)
+                                               / 7.0 - 1.0, 0.0) / {float(HALFLIFE_WEEKS)!r})
+                   END AS age_weight
             FROM (SELECT * FROM validation UNION ALL SELECT * FROM record) c
             JOIN total t USING (portfolio_id, target_week)
             WHERE c.weight >= {MIN_PRESENT_SHARE} * t.weight AND t.weight > 0
         ),
         ranked AS (
             SELECT *, row_number() OVER (PARTITION BY portfolio_id, target_week
-                                         ORDER BY error) AS rank,
-                   count(*) OVER (PARTITION BY portfolio_id, target_week) AS n
+                                         ORDER BY abs(error)) AS rank,
+                   count(*) OVER (PARTITION BY portfolio_id, target_week) AS n,
+                   sum(age_weight) OVER (PARTITION BY portfolio_id, target_week
+                                         ORDER BY error ROWS UNBOUNDED PRECEDING) AS up,
+                   sum(age_weight) OVER (PARTITION BY portfolio_id, target_week
+                                         ORDER BY error DESC ROWS UNBOUNDED PRECEDING) AS down,
+                   sum(age_weight) OVER (PARTITION BY portfolio_id, target_week) AS total_weight
             FROM calibration
         ),
         widths AS (
@@ -301,16 +337,36 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         FROM distribution"""
 
 
-def _half_width(level: float) -> str:
-    """SQL: the distance of the quantile at ``level`` from the total, from a group's ranked
-    absolute errors (``error``, ``rank``, ``n``): the conformal half width of the central
-    interval of level ``|2 level - 1|`` (the ceil((n + 1)|2 level - 1|)-th smallest); 0 for the
-    median."""
+def _symmetric_offset(level: float) -> str:
+    """SQL: the quantile at ``level`` minus the total, from a group's errors ranked by size
+    (``error``, ``rank``, ``n``): minus or plus the conformal half width of the central interval
+    of level ``|2 level - 1|`` (the ceil((n + 1)|2 level - 1|)-th smallest absolute error); 0 for
+    the median."""
     central = round(abs(2 * level - 1), 12)
     if central == 0:
         return "0.0"
-    return (f"min(error) FILTER (WHERE rank = least(CAST(ceil((n + 1) * {central!r}) AS "
+    half = (f"min(abs(error)) FILTER (WHERE rank = least(CAST(ceil((n + 1) * {central!r}) AS "
             "BIGINT), n))")
+    return f"-{half}" if level < 0.5 else half
+
+
+def _signed_offset(level: float) -> str:
+    """SQL: the quantile at ``level`` minus the total, the weighted conformal quantile of a
+    group's signed errors (``error``, their cumulative weights ``up`` from the smallest and
+    ``down`` from the largest, ``total_weight``): above the median the smallest error whose
+    ``up`` reaches ``level`` of the total weight plus the target hour's 1 (the largest where
+    none does), below it the largest whose ``down`` reaches ``1 - level`` of it (the smallest
+    where none does), the median the mean of the smallest error whose ``up`` and the largest
+    whose ``down`` reach half the total weight (one error, or the two that split it evenly)."""
+    tolerance = _RANK_TOLERANCE
+    if level == 0.5:
+        return (f"(min(error) FILTER (WHERE up >= total_weight / 2 - {tolerance!r}) + "
+                f"max(error) FILTER (WHERE down >= total_weight / 2 - {tolerance!r})) / 2")
+    if level > 0.5:
+        return (f"coalesce(min(error) FILTER (WHERE up >= {level!r} * (total_weight + 1) - "
+                f"{tolerance!r}), max(error))")
+    return (f"coalesce(max(error) FILTER (WHERE down >= {round(1 - level, 12)!r} * "
+            f"(total_weight + 1) - {tolerance!r}), min(error))")
 
 
 def portfolio_timezones_sql(named: bool = True) -> str:
@@ -517,7 +573,7 @@ def read_portfolio_scores(con: duckdb.DuckDBPyConnection,
 
 
 CALIBRATION_GROUPS = (("first week (validation week only)", 0, 0),
-                      ("record of 1 to 7 weeks", 1, RECORD_WEEKS - 1),
+                      (f"record of 1 to {RECORD_WEEKS - 1} weeks", 1, RECORD_WEEKS - 1),
                       (f"full record ({RECORD_WEEKS} weeks)", RECORD_WEEKS, RECORD_WEEKS),
                       ("every week with a record", 1, RECORD_WEEKS))
 """How :func:`calibration_rows` groups a portfolio's scored weeks: by how many earlier

@@ -1,6 +1,7 @@
 """The ``portfolio_forecasts`` and ``portfolio_scores`` views against a plain-Python
 recomputation of what the docs say (sum the buildings' published forecasts; sum their errors per
-past hour, scale hours missing a few buildings, take the split-conformal quantile), and against
+past hour, scale hours missing a few buildings, take the weighted conformal quantile of the sums,
+or in a first week the symmetric one), and against
 properties computed by hand: errors that cancel between buildings give a band of zero width,
 errors that move together the sum of their bands; a building without a forecast is counted."""
 
@@ -16,6 +17,7 @@ import pytest
 from tasks.protocol.intervals import QUANTILE_COLUMNS, QUANTILES, quantile_name
 from tasks.warehouse.connection import connect
 from tasks.warehouse.portfolio_sql import (
+    HALFLIFE_WEEKS,
     MIN_PRESENT_SHARE,
     RECORD_WEEKS,
     read_portfolio_forecasts,
@@ -99,17 +101,37 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                     s[1] += weight[b]
             for error, present, source in by_source.values():
                 if present >= MIN_PRESENT_SHARE * total:
-                    samples.append(abs(error * total / present))
+                    age = 1 if source is None else (week - source).days // 7
+                    samples.append((error * total / present, 0.5 ** ((age - 1) / HALFLIFE_WEEKS)))
                     if source is not None:
                         record_weeks.add(source)
-            ranked = np.sort(samples)
 
-            def half(level, ranked=ranked):  # the central interval's conformal half width
-                central = abs(2 * level - 1)
-                if len(ranked) < 24:
+            def offset(level, samples=samples, signed=bool(record_weeks)):
+                """The quantile minus the total, by the docs' definitions."""
+                if len(samples) < 24:
                     return None
-                return 0.0 if central == 0 else float(
-                    ranked[min(math.ceil((len(ranked) + 1) * round(central, 12)), len(ranked)) - 1])
+                if not signed:  # first week: the central interval's conformal half width
+                    ranked = sorted(abs(e) for e, _ in samples)
+                    central = round(abs(2 * level - 1), 12)
+                    half = 0.0 if central == 0 else float(
+                        ranked[min(math.ceil((len(ranked) + 1) * central), len(ranked)) - 1])
+                    return half if level >= 0.5 else -half
+                ranked = sorted(samples)
+                weight = sum(w for _, w in ranked)
+                up, down, total_up, total_down = [], [], 0.0, 0.0
+                for (e, w), (f, v) in zip(ranked, reversed(ranked), strict=True):
+                    total_up, total_down = total_up + w, total_down + v
+                    up.append((e, total_up))  # the weight at or below e
+                    down.append((f, total_down))  # the weight at or above f
+                if level == 0.5:  # the errors whose weight below and above reach half
+                    low = next(e for e, c in up if c >= weight / 2 - 1e-9)
+                    high = next(f for f, c in down if c >= weight / 2 - 1e-9)
+                    return (low + high) / 2
+                if level > 0.5:
+                    return next((e for e, c in up if c >= level * (weight + 1) - 1e-9),
+                                ranked[-1][0])
+                return next((f for f, c in down if c >= (1 - level) * (weight + 1) - 1e-9),
+                            ranked[0][0])
 
             for h, t in enumerate(_week_hours(week)):
                 y = sum(published[b, week][h] for b in summed)
@@ -119,9 +141,9 @@ def _reference(buildings, portfolios, published, readings, validation) -> pd.Dat
                        "actual_kwh": None if None in actual else sum(actual),
                        "n_calibration_hours": len(samples), "n_record_weeks": len(record_weeks)}
                 for level in QUANTILES:
-                    width = half(level)
-                    row[quantile_name(level)] = (None if width is None else
-                                                 max(y + (width if level > 0.5 else -width), 0.0))
+                    e = offset(level)
+                    side = min if level < 0.5 else max if level > 0.5 else (lambda v, _: v)
+                    row[quantile_name(level)] = None if e is None else max(side(y + e, y), 0.0)
                 for band, (low, high) in ((80, ("y_q10", "y_q90")), (95, ("y_q2_5", "y_q97_5"))):
                     row[f"y_lo_{band}"], row[f"y_hi_{band}"] = row[low], row[high]
                 out.append(row)
@@ -242,6 +264,32 @@ def test_errors_that_move_together_give_the_sum_of_the_bands(tmp_path):
     rank = math.ceil((HOURS + 1) * 0.95)  # the 161st smallest of 168
     assert row["y_hi_95"] - row["y_hat"] == pytest.approx(2 * one[rank - 1])
     assert row["y_hat"] - row["y_lo_95"] == pytest.approx(2 * one[rank - 1])
+
+
+def test_a_lean_is_followed_once_a_record_shows_it_never_from_a_first_week_alone(tmp_path):
+    """A building that always uses more than forecast (errors 1 ... 4 kWh): its portfolio's
+    first week is symmetric around the total (the validation week's lean is not trusted), the
+    next week, with the first one's published errors in its record, ranks the summed errors tail
+    by tail: the median above the total, the lower levels at the total (none crosses it)."""
+    week1 = W0 + timedelta(weeks=1)
+    lean = np.linspace(1.0, 4.0, HOURS)
+    facts = dict(
+        buildings=["a"], portfolios={},
+        published={("a", W0): np.full(HOURS, 20.0), ("a", week1): np.full(HOURS, 20.0)},
+        readings={"a": dict(zip(_week_hours(W0), 20.0 + lean, strict=True))},
+        validation={(("a", week)): dict(zip(_week_hours(week - timedelta(weeks=1)), lean,
+                                            strict=True)) for week in (W0, week1)})
+    _write(tmp_path / "w.duckdb", **facts)
+    with connect(tmp_path / "w.duckdb", read_only=True) as con:
+        rows = read_portfolio_forecasts(con, ["all"]).drop_duplicates("target_week")
+    first, second = rows.iloc[0], rows.iloc[1]
+    assert (first["n_record_weeks"], second["n_record_weeks"]) == (0, 1)
+    assert first["y_q50"] == 20.0
+    assert first["y_q90"] - 20.0 == pytest.approx(20.0 - first["y_q10"])
+    assert first["y_q90"] > 20.0
+    assert second["y_q50"] == pytest.approx(22.5, abs=0.02)  # the middle of 1 ... 4
+    assert second["y_q2_5"] == second["y_q25"] == 20.0
+    assert second["y_q97_5"] <= 24.0
 
 
 def test_published_hours_are_read_from_the_publications_own_vintage(random_fleet, tmp_path):
