@@ -19,7 +19,8 @@ from datetime import time as day_start
 
 import duckdb
 
-from tasks.protocol.intervals import LEVELS, QUANTILES, quantile_name, quantile_suffix
+from tasks.protocol.intervals import LEVELS, QUANTILES, quantile_suffix
+from tasks.warehouse.quantile_sql import quantile_scores_sql
 from tasks.warehouse.usable import USABLE_READINGS
 
 
@@ -150,16 +151,7 @@ def _rescore(con: duckdb.DuckDBPyConnection, since: date | None, ids: list[str],
         intervals += [f"avg(CASE WHEN m.kwh BETWEEN {lo} AND {hi} THEN 1.0 ELSE 0.0 END) "
                       f"FILTER (WHERE {bounded}) AS coverage_{pct}",
                       f"{_mean(f'{hi} - {lo}')} FILTER (WHERE {bounded}) AS width_{pct}"]
-    for level in QUANTILES:
-        q, suffix = f"f.{quantile_name(level)}", quantile_suffix(level)
-        known = f"m.kwh IS NOT NULL AND {q} IS NOT NULL"
-        miss = f"(m.kwh - {q})"
-        intervals += [f"avg(CASE WHEN m.kwh <= {q} THEN 1.0 ELSE 0.0 END) "
-                      f"FILTER (WHERE {known}) AS below_{suffix}",
-                      f"{_mean(f'greatest({level} * {miss}, ({level} - 1) * {miss})')} "
-                      f"FILTER (WHERE {known}) AS pinball_{suffix}"]
-    pinballs = [f"pinball_{quantile_suffix(level)}" for level in QUANTILES]
-    intervals.append(f"({' + '.join(pinballs)}) / {len(pinballs)} AS pinball_mean")
+    intervals.append(quantile_scores_sql("m.kwh", "f.", mean=_mean))
     numbers = ["mae", "rmse", "mean_actual", *(f"{kind}_{level_pct(level)}" for level in LEVELS
                                                for kind in ("coverage", "width")),
                *(f"{kind}_{quantile_suffix(level)}" for kind in ("below", "pinball")
