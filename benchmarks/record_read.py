@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,20 +32,10 @@ from tasks.warehouse.results import load_recent_forecasts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _commands import wadiro  # noqa: E402
-from portfolio_cost import MODELS, RUN_CPU_S, START, fabricate_results  # noqa: E402
+from portfolio_cost import MODELS, RUN_CPU_S, START, best_of, fabricate_results  # noqa: E402
 
 RECORDS = (8, 16)
 """The record lengths compared (weeks)."""
-
-
-def best_of(n: int, step) -> float:
-    """The least CPU seconds of ``n`` runs of ``step``."""
-    seconds = []
-    for _ in range(n):
-        began = time.process_time()
-        step()
-        seconds.append(time.process_time() - began)
-    return min(seconds)
 
 
 def main() -> None:
@@ -88,7 +77,7 @@ def main() -> None:
                     for b, forecasts in loaded.items():
                         _with_errors(record, forecasts, loads[b])
 
-                measured[weeks] = (best_of(3, read), best_of(3, merge),
+                measured[weeks] = (best_of(3, read)[0], best_of(3, merge)[0],
                                    sum(len(f) for f in loaded.values()))
     per = 1000 / args.buildings
     print(f"{args.buildings} buildings, {len(MODELS)} models, batches of {args.batch}; CPU s per "
