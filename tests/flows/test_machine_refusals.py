@@ -312,6 +312,9 @@ def test_ctrl_c_wrapped_by_a_library_as_the_command_loads_is_one_line(monkeypatc
     monkeypatch.setattr(cli, "app", Loading)
     monkeypatch.setattr(cli, "product_stdout_only", lambda: None)
     previous = signal.getsignal(signal.SIGINT)
+    # Python's own handler, as a fresh ``wadiro`` process has it (a test that ran before in
+    # this worker may have left another)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(SystemExit) as ended:
             cli.main()
