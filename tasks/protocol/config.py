@@ -412,12 +412,12 @@ class ForecastConfig(BaseModel):
         16, ge=0, le=52,
         description="Scored weeks of a model's own hourly errors pooled with its validation "
         "week's to calibrate its quantiles (0: the validation week alone).")
-    quantile_halflife_weeks: float | None = Field(
-        8.0, gt=0,
+    quantile_halflife_weeks: float = Field(
+        8.0, ge=0,
         description="The age in weeks at which a calibration error weighs half as much as one "
         "of the week just before the target (weighted conformal quantiles: recent weeks count "
-        "more, so a changed building's quantiles follow it; None: every pooled error weighs "
-        "the same).")
+        "more, so a changed building's quantiles follow it; 0: every pooled error weighs the "
+        "same).")
     quantile_adaptation_gain: float = Field(
         0.0, ge=0, le=1,
         description="How much of what a quantile level missed in its last scored weeks shifts "

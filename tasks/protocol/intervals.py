@@ -119,7 +119,7 @@ def age_weights(calibration_ts: pd.DatetimeIndex, target_start: pd.Timestamp,
     """Each calibration error's weight by its age: an error of the week just before the target
     week (the validation week, the latest scored week) weighs 1, one a week older
     ``0.5 ** (1 / halflife_weeks)``, and so on (the target hour itself weighs 1). ``None``
-    (equal weights) without a half-life."""
+    (equal weights) without a half-life (``None`` or 0)."""
     if not halflife_weeks:
         return None
     age = np.ceil((target_start - pd.DatetimeIndex(calibration_ts)) / pd.Timedelta(weeks=1))

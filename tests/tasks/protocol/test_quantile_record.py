@@ -78,7 +78,7 @@ def test_pooled_errors_widen_quantiles_a_calm_validation_week_made_too_narrow():
         record[WEEK - timedelta(weeks=k)] = {"gbr": WeekScore(
             1.0, hours=epoch_us(ts), errors=rng.choice([-5.0, 5.0], 168).astype(np.float32))}
     y_hat = np.full(168, 100.0)
-    constant = ForecastConfig(quantile_scale="constant", quantile_halflife_weeks=None)
+    constant = ForecastConfig(quantile_scale="constant", quantile_halflife_weeks=0)
     alone = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, {},
                        constant)
     pooled = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
@@ -91,7 +91,7 @@ def test_pooled_errors_widen_quantiles_a_calm_validation_week_made_too_narrow():
     # (the record also moved no level: its weeks carry no shares)
     np.testing.assert_array_equal(pooled.quantiles[0.9], by_hand.quantiles[0.9])
     none = ForecastConfig(quantile_scale="constant", quantile_record_weeks=0,
-                          quantile_halflife_weeks=None)
+                          quantile_halflife_weeks=0)
     np.testing.assert_array_equal(
         _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
                    none).quantiles[0.9], alone.quantiles[0.9])
@@ -115,7 +115,7 @@ def test_the_protocol_weighs_an_error_by_its_age_and_pools_its_configured_weeks(
     weighted = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
                           config)
     equal = _quantiles("gbr", y_hat, validation.to_numpy(), validation.index, HOURS, record,
-                       config.model_copy(update={"quantile_halflife_weeks": None}))
+                       config.model_copy(update={"quantile_halflife_weeks": 0}))
     assert weighted.quantiles[0.975][0] < equal.quantiles[0.975][0]
     pooled_ts = validation.index.append(pd.DatetimeIndex(np.concatenate(
         [HOURS - pd.Timedelta(weeks=k) for k in range(16, 0, -1)])))
