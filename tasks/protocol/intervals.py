@@ -75,6 +75,11 @@ QUANTILE_COLUMNS: tuple[str, ...] = tuple(quantile_name(level) for level in QUAN
 """The warehouse's quantile columns, lowest level first."""
 
 
+RANK_TOLERANCE = 1e-9
+"""Cumulative weights equal to a level's share up to rounding reach it (equal weights of 1
+then give exactly the unweighted ranks)."""
+
+
 def error_quantile(sorted_errors: np.ndarray, level: float, side: float,
                    weights: np.ndarray | None = None) -> float:
     """The conformal quantile of signed errors (sorted, finite, at least one) at ``level``,
@@ -95,23 +100,18 @@ def error_quantile(sorted_errors: np.ndarray, level: float, side: float,
     if side == 0.5:  # the weighted median (between two errors that split the weight evenly)
         cumulative = np.cumsum(weights)
         half = cumulative[-1] / 2
-        index = min(int(np.searchsorted(cumulative, half - _RANK_TOLERANCE)), n - 1)
-        if abs(cumulative[index] - half) <= _RANK_TOLERANCE and index + 1 < n:
+        index = min(int(np.searchsorted(cumulative, half - RANK_TOLERANCE)), n - 1)
+        if abs(cumulative[index] - half) <= RANK_TOLERANCE and index + 1 < n:
             return float((sorted_errors[index] + sorted_errors[index + 1]) / 2)
         return float(sorted_errors[index])
     total = float(weights.sum()) + 1.0
     if side > 0.5:
         cumulative = np.cumsum(weights)
-        index = int(np.searchsorted(cumulative, level * total - _RANK_TOLERANCE))
+        index = int(np.searchsorted(cumulative, level * total - RANK_TOLERANCE))
         return float(sorted_errors[min(index, n - 1)])
     from_top = np.cumsum(weights[::-1])
-    index = int(np.searchsorted(from_top, (1.0 - level) * total - _RANK_TOLERANCE))
+    index = int(np.searchsorted(from_top, (1.0 - level) * total - RANK_TOLERANCE))
     return float(sorted_errors[max(n - 1 - index, 0)])
-
-
-_RANK_TOLERANCE = 1e-9
-"""Cumulative weights equal to a level's share up to rounding reach it (equal weights of 1
-then give exactly the unweighted ranks)."""
 
 
 def age_weights(calibration_ts: pd.DatetimeIndex, target_start: pd.Timestamp,
@@ -199,8 +199,9 @@ def conformal_intervals(
                                        pd.DatetimeIndex(target_ts))
         errors = errors / own
     finite = np.isfinite(errors)
-    order = np.argsort(errors[finite], kind="stable")
-    errors = errors[finite][order]
+    errors = errors[finite]
+    order = np.argsort(errors, kind="stable")
+    errors = errors[order]
     if weights is not None:
         weights = np.asarray(weights, dtype=float)[finite][order]
     out = Intervals()

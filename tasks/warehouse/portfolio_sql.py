@@ -64,12 +64,14 @@ import duckdb
 import pandas as pd
 
 from tasks.errors import PipelineError
+from tasks.protocol.config import ForecastConfig
 from tasks.protocol.intervals import (
     BANDS,
     LEVELS,
     MIN_CALIBRATION,
     QUANTILE_COLUMNS,
     QUANTILES,
+    RANK_TOLERANCE,
     quantile_name,
     quantile_suffix,
 )
@@ -85,21 +87,17 @@ HELD = "held"
 of magnitude off the building's history or declared size): left out of every portfolio's sum,
 so the building counts in ``n_buildings_expected`` but not in ``n_buildings``."""
 
-RECORD_WEEKS = 16
+RECORD_WEEKS: int = ForecastConfig.model_fields["quantile_record_weeks"].default
 """Earlier published weeks whose errors calibrate a portfolio's quantiles (as many as a
-building's own, ``ForecastConfig.quantile_record_weeks``)."""
+building's own by default, ``ForecastConfig.quantile_record_weeks``)."""
 
-HALFLIFE_WEEKS = 8.0
+HALFLIFE_WEEKS: float = ForecastConfig.model_fields["quantile_halflife_weeks"].default
 """The age in weeks at which a summed error weighs half as much as one of the week before the
-target week (as a building's, ``ForecastConfig.quantile_halflife_weeks``)."""
+target week (as a building's by default, ``ForecastConfig.quantile_halflife_weeks``)."""
 
 MIN_SIGNED_RECORD_WEEKS = 1
 """A portfolio-week's quantiles are ranked tail by tail (signed) from this many earlier
 published weeks among its errors on; with fewer (a first week) they are symmetric."""
-
-_RANK_TOLERANCE = 1e-9
-"""Cumulative weights equal to a level's share up to rounding reach it (as
-:func:`~tasks.protocol.intervals.error_quantile`)."""
 
 MIN_PRESENT_SHARE = 0.9
 """A past hour calibrates a portfolio's intervals when its buildings with an error at that hour
@@ -245,12 +243,10 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
                 CASE WHEN count(DISTINCT issued_week) >= {MIN_SIGNED_RECORD_WEEKS}
                      THEN {_signed_offset(level)} ELSE {_symmetric_offset(level)} END
                 END AS e_{quantile_suffix(level)}""" for level in QUANTILES)
-    side = {True: "least", False: "greatest"}  # on the total's side of it
     quantiles = ",\n".join(  # (greatest() skips a NULL: a quantile that is not there stays NULL)
         f"""CASE WHEN w.e_{quantile_suffix(level)} IS NOT NULL THEN greatest({
-                f"h.y_hat + w.e_{quantile_suffix(level)}" if level == 0.5 else
-                f"{side[level < 0.5]}(h.y_hat + w.e_{quantile_suffix(level)}, h.y_hat)"
-                }, 0.0) END AS {quantile_name(level)}""" for level in QUANTILES)
+                _on_its_side(f"h.y_hat + w.e_{quantile_suffix(level)}", level)}, 0.0) END
+                AS {quantile_name(level)}""" for level in QUANTILES)
     bands = ", ".join(f"{quantile_name(low)} AS y_lo_{_pct(band)}, "
                       f"{quantile_name(high)} AS y_hi_{_pct(band)}"
                       for band, (low, high) in BANDS.items())
@@ -337,6 +333,13 @@ def portfolio_forecasts_sql(*, named: bool = True, validation: bool = True,
         FROM distribution"""
 
 
+def _on_its_side(value: str, level: float) -> str:
+    """SQL: a quantile ``value`` kept on its level's side of the total ``h.y_hat``."""
+    if level == 0.5:
+        return value
+    return f"{'least' if level < 0.5 else 'greatest'}({value}, h.y_hat)"
+
+
 def _symmetric_offset(level: float) -> str:
     """SQL: the quantile at ``level`` minus the total, from a group's errors ranked by size
     (``error``, ``rank``, ``n``): minus or plus the conformal half width of the central interval
@@ -358,7 +361,7 @@ def _signed_offset(level: float) -> str:
     none does), below it the largest whose ``down`` reaches ``1 - level`` of it (the smallest
     where none does), the median the mean of the smallest error whose ``up`` and the largest
     whose ``down`` reach half the total weight (one error, or the two that split it evenly)."""
-    tolerance = _RANK_TOLERANCE
+    tolerance = RANK_TOLERANCE
     if level == 0.5:
         return (f"(min(error) FILTER (WHERE up >= total_weight / 2 - {tolerance!r}) + "
                 f"max(error) FILTER (WHERE down >= total_weight / 2 - {tolerance!r})) / 2")
